@@ -1,0 +1,20 @@
+"""Shared Numba decorator settings for every kernel.
+
+``cache=True`` keeps compiled code on disk, ``nogil=True`` lets Dask threads run kernels
+in parallel, and ``error_model="numpy"`` makes a division by zero produce inf/NaN (which
+the integrators detect and report as a status) instead of raising inside compiled code.
+No ``fastmath``: reassociation would break reversibility and bitwise reproducibility.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+JIT_OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+
+def kjit(*args, **kwargs):
+    """``numba.njit`` with the project's kernel options (see module docstring)."""
+    opts = dict(JIT_OPTIONS)
+    opts.update(kwargs)
+    return njit(*args, **opts)

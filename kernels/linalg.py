@@ -1,0 +1,48 @@
+"""Small dense linear algebra for kernels (no allocation, no LAPACK call overhead)."""
+
+from __future__ import annotations
+
+from kernels._jit import kjit
+
+
+@kjit
+def lu_solve_inplace(a, b, piv):
+    """Solve ``a x = b`` by Gaussian elimination with partial pivoting.
+
+    ``a`` (m, m) is overwritten by its LU factors, ``b`` (m,) by the solution, ``piv`` (m,)
+    int64 is scratch. Returns 0 on success, 1 if a zero pivot was met (singular matrix).
+    """
+    m = a.shape[0]
+    for k in range(m):
+        p = k
+        big = abs(a[k, k])
+        for r in range(k + 1, m):
+            v = abs(a[r, k])
+            if v > big:
+                big = v
+                p = r
+        piv[k] = p
+        if big == 0.0:
+            return 1
+        if p != k:
+            for c in range(m):
+                tmp = a[k, c]
+                a[k, c] = a[p, c]
+                a[p, c] = tmp
+            tmp = b[k]
+            b[k] = b[p]
+            b[p] = tmp
+        inv = 1.0 / a[k, k]
+        for r in range(k + 1, m):
+            f = a[r, k] * inv
+            if f != 0.0:
+                a[r, k] = f
+                for c in range(k + 1, m):
+                    a[r, c] -= f * a[k, c]
+                b[r] -= f * b[k]
+    for k in range(m - 1, -1, -1):
+        s = b[k]
+        for c in range(k + 1, m):
+            s -= a[k, c] * b[c]
+        b[k] = s / a[k, k]
+    return 0

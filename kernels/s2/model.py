@@ -1,0 +1,160 @@
+"""The (S²)ⁿ model: constant inertia ``M`` and a compiled potential.
+
+State: ``q`` (n, 3) unit vectors, ``w`` (n, 3) angular velocities with ``q_i·w_i = 0``;
+velocity ``q̇_i = w_i × q_i``. Lagrangian ``L = ½ Σ_ij M_ij q̇_i·q̇_j − V(q)``.
+Energy ``E = T + V``; momentum map ``J = Σ_i q_i × Σ_j M_ij q̇_j`` (conserved when V is
+rotation invariant; only ``axis·J`` when V is invariant about one axis).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from numba import types
+
+from kernels._jit import kjit
+
+#: Signature every (S²)ⁿ potential is compiled with: ``V = pot(q, p, g)``.
+POTENTIAL_SIG = types.float64(
+    types.float64[:, ::1], types.float64[::1], types.float64[:, ::1]
+)
+#: First-class function type of a potential (lets one cached driver serve every system).
+PotentialType = types.FunctionType(POTENTIAL_SIG)
+
+Symmetry = Literal["none", "axis", "full"]
+SYMMETRY_CODES = {"none": 0, "axis": 1, "full": 2}
+
+
+def s2_potential(fn):
+    """Compile ``fn(q, p, g) -> V`` as an (S²)ⁿ potential (cached, nogil, float64).
+
+    ``q`` is (n, 3), ``p`` a 1-D float64 parameter vector, ``g`` (n, 3) receives the
+    ordinary R³ gradient ``∂V/∂q_i`` (any smooth extension off the sphere: only
+    ``q_i × g_i`` is used by the integrators).
+    """
+    return kjit(POTENTIAL_SIG)(fn)
+
+
+@dataclass(frozen=True, eq=False)
+class S2System:
+    """A concrete (S²)ⁿ system with its initial condition.
+
+    Attributes
+    ----------
+    name: label of the system (e.g. ``"lj_sphere"``).
+    M: (n, n) symmetric positive-definite inertia matrix (scalars multiplying I₃).
+    potential: compiled potential (see :func:`s2_potential`).
+    params: 1-D float64 parameter vector passed to the potential.
+    q0, w0: (n, 3) initial positions (unit vectors) and angular velocities.
+    symmetry: ``"full"`` if V is invariant under all rotations (J conserved), ``"axis"`` if
+        only under rotations about ``axis`` (``axis·J`` conserved), ``"none"`` otherwise.
+    axis: unit vector used when ``symmetry == "axis"``.
+    extras: system-specific constant data kept for diagnostics (not used by kernels).
+    """
+
+    name: str
+    M: np.ndarray
+    potential: object
+    params: np.ndarray
+    q0: np.ndarray
+    w0: np.ndarray
+    symmetry: Symmetry = "none"
+    axis: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    extras: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        M = np.ascontiguousarray(self.M, dtype=np.float64)
+        n = M.shape[0]
+        if M.shape != (n, n) or not np.allclose(M, M.T, rtol=0, atol=0):
+            raise ValueError(f"{self.name}: M must be a symmetric (n, n) matrix")
+        for attr in ("q0", "w0"):
+            a = np.ascontiguousarray(getattr(self, attr), dtype=np.float64)
+            if a.shape != (n, 3):
+                raise ValueError(f"{self.name}: {attr} must have shape ({n}, 3), got {a.shape}")
+            object.__setattr__(self, attr, a)
+        object.__setattr__(self, "M", M)
+        object.__setattr__(
+            self, "params", np.ascontiguousarray(self.params, dtype=np.float64).ravel()
+        )
+        object.__setattr__(self, "axis", np.ascontiguousarray(self.axis, dtype=np.float64))
+        if self.symmetry not in SYMMETRY_CODES:
+            raise ValueError(f"{self.name}: symmetry must be one of {list(SYMMETRY_CODES)}")
+
+    @property
+    def n(self) -> int:
+        return self.M.shape[0]
+
+    @property
+    def is_diagonal(self) -> bool:
+        """True when M has no off-diagonal coupling (explicit VI applies)."""
+        return bool(np.count_nonzero(self.M - np.diag(np.diag(self.M))) == 0)
+
+    def initial_state(self) -> tuple[np.ndarray, np.ndarray]:
+        """Normalised q and tangent-projected ω: the t = 0 rule of every integrator."""
+        return normalise_and_project(self.q0, self.w0)
+
+    def potential_and_gradient(self, q: np.ndarray) -> tuple[float, np.ndarray]:
+        q = np.ascontiguousarray(q, dtype=np.float64)
+        g = np.empty_like(q)
+        V = self.potential(q, self.params, g)
+        return V, g
+
+    def energy(self, q: np.ndarray, w: np.ndarray) -> float:
+        V, _ = self.potential_and_gradient(q)
+        return kinetic_energy(self.M, q, w) + V
+
+    def momentum(self, q: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return momentum_map(self.M, q, w)
+
+
+def normalise_and_project(q: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return ``q_i/|q_i|`` and ``w_i − (q_i·w_i) q_i`` (applied once, at t = 0 only)."""
+    q = np.ascontiguousarray(q, dtype=np.float64).copy()
+    w = np.ascontiguousarray(w, dtype=np.float64).copy()
+    _normalise_project_inplace(q, w)
+    return q, w
+
+
+@kjit
+def _normalise_project_inplace(q, w):
+    for i in range(q.shape[0]):
+        r = np.sqrt(q[i, 0] * q[i, 0] + q[i, 1] * q[i, 1] + q[i, 2] * q[i, 2])
+        q[i, 0] /= r
+        q[i, 1] /= r
+        q[i, 2] /= r
+        d = q[i, 0] * w[i, 0] + q[i, 1] * w[i, 1] + q[i, 2] * w[i, 2]
+        w[i, 0] -= d * q[i, 0]
+        w[i, 1] -= d * q[i, 1]
+        w[i, 2] -= d * q[i, 2]
+
+
+def kinetic_energy(M: np.ndarray, q: np.ndarray, w: np.ndarray) -> float:
+    """``T = ½ Σ_ij M_ij (w_i×q_i)·(w_j×q_j)``."""
+    qd = np.cross(w, q)
+    return 0.5 * float(np.einsum("ij,ik,jk->", M, qd, qd))
+
+
+def momentum_map(M: np.ndarray, q: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``J = Σ_i q_i × Σ_j M_ij q̇_j`` (= Σ m_i ω_i for diagonal M and tangent ω)."""
+    qd = np.cross(w, q)
+    return np.cross(q, M @ qd).sum(axis=0)
+
+
+def gradient_fd_error(system: S2System, q: np.ndarray, step: float = 1e-6) -> float:
+    """Max relative error of the potential's gradient against central differences."""
+    q = np.ascontiguousarray(q, dtype=np.float64)
+    _, g = system.potential_and_gradient(q)
+    fd = np.empty_like(q)
+    for i in range(q.shape[0]):
+        for k in range(3):
+            qp = q.copy()
+            qm = q.copy()
+            qp[i, k] += step
+            qm[i, k] -= step
+            fd[i, k] = (
+                system.potential_and_gradient(qp)[0] - system.potential_and_gradient(qm)[0]
+            ) / (2 * step)
+    scale = max(np.abs(g).max(), 1e-300)
+    return float(np.abs(fd - g).max() / scale)

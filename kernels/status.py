@@ -1,0 +1,32 @@
+"""Integration status codes stored with every trajectory."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Status(IntEnum):
+    """Outcome of one trajectory (one sweep cell).
+
+    ``OK``              finished all steps.
+    ``DOMAIN``          an explicit step left its domain (e.g. ``1 - |a|^2 <= 0`` for the
+                        explicit variational integrator on S²).
+    ``NONCONVERGED``    an implicit step's nonlinear solve did not converge.
+    ``NONFINITE``       a non-finite value appeared in the state or energy.
+    ``CHART_SINGULAR``  an attitude chart hit its singularity (rescaled Rodrigues vectors).
+    ``NOT_RUN``         the cell has not been computed (store template value).
+    """
+
+    OK = 0
+    DOMAIN = 1
+    NONCONVERGED = 2
+    NONFINITE = 3
+    CHART_SINGULAR = 4
+    NOT_RUN = -1
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+STATUS_MEANINGS = {int(s): s.label for s in Status}

@@ -1,0 +1,1 @@
+"""Concrete systems: the sphere MD (Lennard-Jones on S²) and the catalogue examples."""
