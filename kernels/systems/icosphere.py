@@ -44,7 +44,7 @@ def _build(level: int) -> tuple[tuple[tuple[float, float, float], ...], tuple[tu
     for _ in range(level):
         cache: dict[tuple[int, int], int] = {}
 
-        def mid(i: int, j: int) -> int:
+        def mid(i: int, j: int, cache: dict = cache) -> int:
             key = (min(i, j), max(i, j))
             if key not in cache:
                 a, b = verts[key[0]], verts[key[1]]
