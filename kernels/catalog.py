@@ -98,4 +98,3 @@ register_system(
         example={"h": [1e-4], "T": 3.0, "dt_out": 0.01},
     )
 )
-

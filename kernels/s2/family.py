@@ -17,7 +17,9 @@ TIME_SERIES = (
     Diagnostic("tangency_error", ("time",), "1", "tangency error max_i |q_i·ω_i|"),
     Diagnostic("momentum", ("time", "component"), "angular momentum", "momentum map J = Σ π_i"),
     Diagnostic(
-        "momentum_error", ("time",), "angular momentum",
+        "momentum_error",
+        ("time",),
+        "angular momentum",
         "momentum error |J − J0| (full symmetry) or |a·(J − J0)| (axis); NaN if not conserved",
     ),
 )
@@ -131,9 +133,7 @@ def cost_per_step(model: S2System, integrator: str) -> float:
     return cost + 1e-7
 
 
-FAMILY = FamilyDef(
-    name="s2", diagnostics=diagnostics, sizes=sizes, run=run, warmup=warmup, cost_per_step=cost_per_step
-)
+FAMILY = FamilyDef(name="s2", diagnostics=diagnostics, sizes=sizes, run=run, warmup=warmup, cost_per_step=cost_per_step)
 
 
 def _needs_diagonal(model: S2System) -> str | None:
@@ -144,13 +144,17 @@ def _needs_diagonal(model: S2System) -> str | None:
 
 INTEGRATORS = (
     IntegratorDef(
-        "explicit_vi", "s2", 2,
+        "explicit_vi",
+        "s2",
+        2,
         "Explicit variational integrator on (S²)ⁿ for diagonal M (000 Cor. 3): symplectic, "
         "momentum preserving, |q_i| = 1 to round-off.",
         applicable=_needs_diagonal,
     ),
     IntegratorDef(
-        "implicit_vi", "s2", 2,
+        "implicit_vi",
+        "s2",
+        2,
         "Variational integrator for coupled M (000 (22)-(28)): Cayley update, fixed point with "
         "a dense LU solve per iteration.",
         params=(

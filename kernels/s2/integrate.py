@@ -342,15 +342,9 @@ def _step_implicit_vi(pot, p, M, q, w, g, h, qn, wn, gn, d, f, A, rhs, piv, tol,
                 s0 += mij * (qn[j, 0] - q[j, 0])
                 s1 += mij * (qn[j, 1] - q[j, 1])
                 s2 += mij * (qn[j, 2] - q[j, 2])
-        rhs[3 * i] = (qn[i, 1] * s2 - qn[i, 2] * s1) / h - 0.5 * h * (
-            qn[i, 1] * gn[i, 2] - qn[i, 2] * gn[i, 1]
-        )
-        rhs[3 * i + 1] = (qn[i, 2] * s0 - qn[i, 0] * s2) / h - 0.5 * h * (
-            qn[i, 2] * gn[i, 0] - qn[i, 0] * gn[i, 2]
-        )
-        rhs[3 * i + 2] = (qn[i, 0] * s1 - qn[i, 1] * s0) / h - 0.5 * h * (
-            qn[i, 0] * gn[i, 1] - qn[i, 1] * gn[i, 0]
-        )
+        rhs[3 * i] = (qn[i, 1] * s2 - qn[i, 2] * s1) / h - 0.5 * h * (qn[i, 1] * gn[i, 2] - qn[i, 2] * gn[i, 1])
+        rhs[3 * i + 1] = (qn[i, 2] * s0 - qn[i, 0] * s2) / h - 0.5 * h * (qn[i, 2] * gn[i, 0] - qn[i, 0] * gn[i, 2])
+        rhs[3 * i + 2] = (qn[i, 0] * s1 - qn[i, 1] * s0) / h - 0.5 * h * (qn[i, 0] * gn[i, 1] - qn[i, 1] * gn[i, 0])
     _assemble_K(M, qn, A)
     if lu_solve_inplace(A, rhs, piv) != 0:
         return _NONFINITE, -1, np.inf, Vn, it
@@ -438,15 +432,54 @@ def _sample(k, stride, E, E0, u, tau, J, out_E, out_dE, out_u, out_tau, out_J):
 _F1 = types.float64[::1]
 _F2 = types.float64[:, ::1]
 _RUN_S2_SIG = types.int64(
-    types.int64, PotentialType, _F1, _F2, types.boolean, _F2, _F2, types.float64,
-    types.int64, types.int64, types.int64, _F1, types.float64, types.int64,
-    _F1, _F1, _F1, _F1, _F2, _F1, types.int64[::1],
+    types.int64,
+    PotentialType,
+    _F1,
+    _F2,
+    types.boolean,
+    _F2,
+    _F2,
+    types.float64,
+    types.int64,
+    types.int64,
+    types.int64,
+    _F1,
+    types.float64,
+    types.int64,
+    _F1,
+    _F1,
+    _F1,
+    _F1,
+    _F2,
+    _F1,
+    types.int64[::1],
 )
 
 
 @kjit(_RUN_S2_SIG)
-def run_s2(method, pot, p, M, diag, q, w, h, nsteps, stride, sym, axis, tol, maxit,
-           out_E, out_dE, out_u, out_tau, out_J, summary, info):
+def run_s2(
+    method,
+    pot,
+    p,
+    M,
+    diag,
+    q,
+    w,
+    h,
+    nsteps,
+    stride,
+    sym,
+    axis,
+    tol,
+    maxit,
+    out_E,
+    out_dE,
+    out_u,
+    out_tau,
+    out_J,
+    summary,
+    info,
+):
     """Integrate ``nsteps`` steps of size ``h`` in place on (q, w).
 
     Samples every ``stride`` steps go to the ``out_*`` arrays (length nsteps//stride + 1,
@@ -519,13 +552,17 @@ def run_s2(method, pot, p, M, diag, q, w, h, nsteps, stride, sym, axis, tol, max
             if anorm > max_a:
                 max_a = anorm
         elif method == 1:
-            st_, idx, val, Vn, its = _step_implicit_vi(pot, p, M, q, w, g, h, qn, wn, gn, v1, v2, A, v3, piv, tol, maxit)
+            st_, idx, val, Vn, its = _step_implicit_vi(
+                pot, p, M, q, w, g, h, qn, wn, gn, v1, v2, A, v3, piv, tol, maxit
+            )
             evals += 1
             iters_total += its
             if its > iters_max:
                 iters_max = its
         else:
-            st_, idx, val, Vn, ev = _step_rk(pot, p, M, diag, q, w, g, h, qn, wn, gn, order, project, kq, kw, qs, ws, gs, A, v1, piv)
+            st_, idx, val, Vn, ev = _step_rk(
+                pot, p, M, diag, q, w, g, h, qn, wn, gn, order, project, kq, kw, qs, ws, gs, A, v1, piv
+            )
             evals += ev
         if st_ == _OK:
             E = _kinetic(M, diag, qn, wn, qd) + Vn
@@ -651,9 +688,7 @@ def integrate(
         raise ValueError("need h > 0, n_steps >= 0, stride >= 1")
     from kernels.s2.model import normalise_and_project
 
-    q, w = normalise_and_project(
-        system.q0 if q0 is None else q0, system.w0 if w0 is None else w0
-    )
+    q, w = normalise_and_project(system.q0 if q0 is None else q0, system.w0 if w0 is None else w0)
     ns = n_steps // stride + 1
     out = {k: np.full(ns, np.nan) for k in ("E", "dE", "u", "tau")}
     out_J = np.full((ns, 3), np.nan)
@@ -661,10 +696,27 @@ def integrate(
     info = np.empty(_NI, dtype=np.int64)
     t0 = time.perf_counter()
     run_s2(
-        METHODS[method], system.potential, system.params, system.M, system.is_diagonal,
-        q, w, float(h), int(n_steps), int(stride), SYMMETRY_CODES[system.symmetry],
-        system.axis, float(tol), int(maxit),
-        out["E"], out["dE"], out["u"], out["tau"], out_J, summary, info,
+        METHODS[method],
+        system.potential,
+        system.params,
+        system.M,
+        system.is_diagonal,
+        q,
+        w,
+        float(h),
+        int(n_steps),
+        int(stride),
+        SYMMETRY_CODES[system.symmetry],
+        system.axis,
+        float(tol),
+        int(maxit),
+        out["E"],
+        out["dE"],
+        out["u"],
+        out["tau"],
+        out_J,
+        summary,
+        info,
     )
     wall = time.perf_counter() - t0
     return Trajectory(

@@ -17,9 +17,7 @@ from numba import types
 from kernels._jit import kjit
 
 #: Signature every (S²)ⁿ potential is compiled with: ``V = pot(q, p, g)``.
-POTENTIAL_SIG = types.float64(
-    types.float64[:, ::1], types.float64[::1], types.float64[:, ::1]
-)
+POTENTIAL_SIG = types.float64(types.float64[:, ::1], types.float64[::1], types.float64[:, ::1])
 #: First-class function type of a potential (lets one cached driver serve every system).
 PotentialType = types.FunctionType(POTENTIAL_SIG)
 
@@ -75,9 +73,7 @@ class S2System:
                 raise ValueError(f"{self.name}: {attr} must have shape ({n}, 3), got {a.shape}")
             object.__setattr__(self, attr, a)
         object.__setattr__(self, "M", M)
-        object.__setattr__(
-            self, "params", np.ascontiguousarray(self.params, dtype=np.float64).ravel()
-        )
+        object.__setattr__(self, "params", np.ascontiguousarray(self.params, dtype=np.float64).ravel())
         object.__setattr__(self, "axis", np.ascontiguousarray(self.axis, dtype=np.float64))
         if self.symmetry not in SYMMETRY_CODES:
             raise ValueError(f"{self.name}: symmetry must be one of {list(SYMMETRY_CODES)}")
@@ -153,8 +149,6 @@ def gradient_fd_error(system: S2System, q: np.ndarray, step: float = 1e-6) -> fl
             qm = q.copy()
             qp[i, k] += step
             qm[i, k] -= step
-            fd[i, k] = (
-                system.potential_and_gradient(qp)[0] - system.potential_and_gradient(qm)[0]
-            ) / (2 * step)
+            fd[i, k] = (system.potential_and_gradient(qp)[0] - system.potential_and_gradient(qm)[0]) / (2 * step)
     scale = max(np.abs(g).max(), 1e-300)
     return float(np.abs(fd - g).max() / scale)
