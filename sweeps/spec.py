@@ -1,0 +1,293 @@
+"""The sweep specification: a pydantic model, loaded from TOML/YAML or built in Python.
+
+A spec declares one system and the grid to run it on::
+
+    name = "sphere-demo"
+    system = "lj_sphere"
+    integrators = ["explicit_vi", "rk4"]
+    h = [0.01, 0.005]          # step sizes (time units of the system)
+    T = 5.0                    # final time
+    dt_out = 0.05              # output sampling interval, a multiple of every h
+    [params]                   # system parameters; a list makes a sweep axis
+    omega = [0.0, 3.25]
+    sense = "co"
+    [integrator_options.implicit_vi]
+    tol = 1e-14
+
+Validation happens before any work: every problem is reported with the dotted path of the
+offending field (``params.omega[1]``, ``h[0]``, ``integrators[2]`` …) and the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from kernels.registry import INTEGRATORS, SYSTEMS, load_builtins
+
+Scalar = bool | int | float | str
+
+#: Relative tolerance for "T/h is an integer" and "dt_out is a multiple of h".
+INTEGRALITY_RTOL = 1e-9
+#: At most this many distinct parameter combinations are built during validation.
+MAX_VALIDATED_COMBOS = 256
+
+
+class SpecError(ValueError):
+    """A sweep spec was refused. ``problems`` lists ``(field, reason)`` pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]], name: str | None = None):
+        self.problems = problems
+        head = f"invalid sweep spec{f' {name!r}' if name else ''}:"
+        super().__init__("\n".join([head] + [f"  - {f}: {r}" for f, r in problems]))
+
+
+class SweepSpec(BaseModel):
+    """A validated sweep: system × integrators × h × parameter axes, one final time.
+
+    Fields: ``name`` (used for the store and the flow run), ``system`` (a registered
+    system), ``params`` (scalars or lists; lists are sweep axes in the order given),
+    ``integrators`` (names), ``h`` (step sizes), ``T`` (final time), ``dt_out`` (output
+    interval shared by every h), ``integrator_options`` (per-integrator settings),
+    ``description`` (free text).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+    system: str
+    integrators: list[str] = Field(min_length=1)
+    h: list[float] = Field(min_length=1)
+    T: float
+    dt_out: float
+    params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    integrator_options: dict[str, dict[str, Scalar]] = Field(default_factory=dict)
+    description: str = ""
+
+    @field_validator("h", "integrators", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return v if isinstance(v, list | tuple) else [v]
+
+    # ---- derived quantities --------------------------------------------------------
+    def canonical_json(self) -> str:
+        """Canonical JSON text (sorted keys) that identifies the sweep's results."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def spec_hash(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()
+
+    def n_steps(self, h: float) -> int:
+        return int(round(self.T / h))
+
+    def stride(self, h: float) -> int:
+        return int(round(self.dt_out / h))
+
+    @property
+    def n_time(self) -> int:
+        return int(round(self.T / self.dt_out)) + 1
+
+    def swept_params(self) -> dict[str, list[Scalar]]:
+        return {k: list(v) for k, v in self.params.items() if isinstance(v, list)}
+
+    def fixed_params(self) -> dict[str, Scalar]:
+        return {k: v for k, v in self.params.items() if not isinstance(v, list)}
+
+    def param_combinations(self) -> list[dict[str, Scalar]]:
+        """Every combination of system parameters (fixed + one value per swept axis)."""
+        swept = self.swept_params()
+        fixed = self.fixed_params()
+        combos = []
+        for values in itertools.product(*swept.values()):
+            combos.append({**fixed, **dict(zip(swept, values))})
+        return combos
+
+    def system_kwargs(self, combo: dict[str, Scalar]) -> dict[str, Any]:
+        """Builder arguments: declared defaults overridden by ``combo``."""
+        sysdef = SYSTEMS[self.system]
+        kwargs = {p.name: p.default for p in sysdef.params}
+        kwargs.update(combo)
+        return kwargs
+
+    def options_for(self, integrator: str) -> dict[str, Any]:
+        idef = INTEGRATORS[integrator]
+        opts = {p.name: p.default for p in idef.params}
+        opts.update(self.integrator_options.get(integrator, {}))
+        return opts
+
+
+# ---------------------------------------------------------------------------------------
+# loading and validation
+# ---------------------------------------------------------------------------------------
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in {"bool", "int", "float", "str", "list[union[bool,int,float,str]]"} or "[" in str(part):
+            continue  # pydantic's union-branch labels
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "spec"
+
+
+def read_spec_file(path: str | Path) -> dict[str, Any]:
+    """Parse a ``.toml`` or ``.yaml``/``.yml`` file into a plain dict (no validation)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError([("file", f"cannot read {path}: {e.strerror or e}")]) from None
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        elif path.suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text)
+        else:
+            raise SpecError([("file", f"{path.name}: use a .toml, .yaml or .yml file")])
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
+        raise SpecError([("file", f"{path.name} is not valid {path.suffix[1:].upper()}: {e}")]) from None
+    if not isinstance(data, dict):
+        raise SpecError([("file", f"{path.name} must contain a table/mapping at top level")])
+    return data
+
+
+def load_spec(source: str | Path | dict | SweepSpec) -> SweepSpec:
+    """Load and fully validate a spec from a file path, a dict, or a :class:`SweepSpec`."""
+    if isinstance(source, SweepSpec):
+        return validate_spec(source)
+    data = read_spec_file(source) if isinstance(source, str | Path) else dict(source)
+    name = data.get("name") if isinstance(data.get("name"), str) else None
+    try:
+        spec = SweepSpec.model_validate(data)
+    except ValidationError as e:
+        problems = []
+        for err in e.errors():
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown field"
+            problems.append((_loc(err["loc"]), msg))
+        # collapse duplicate union-branch messages
+        seen: dict[str, str] = {}
+        for f, m in problems:
+            seen.setdefault(f, m)
+        raise SpecError(list(seen.items()), name) from None
+    return validate_spec(spec)
+
+
+def validate_spec(spec: SweepSpec) -> SweepSpec:
+    """Semantic checks against the registry; raises :class:`SpecError` listing every problem."""
+    load_builtins()
+    problems: list[tuple[str, str]] = []
+    sysdef = SYSTEMS.get(spec.system)
+    if sysdef is None:
+        problems.append(("system", f"unknown system {spec.system!r}; known: {sorted(SYSTEMS)}"))
+
+    # integrators
+    if len(set(spec.integrators)) != len(spec.integrators):
+        problems.append(("integrators", "names must be unique"))
+    for i, name in enumerate(spec.integrators):
+        idef = INTEGRATORS.get(name)
+        if idef is None:
+            problems.append((f"integrators[{i}]", f"unknown integrator {name!r}; known: {sorted(INTEGRATORS)}"))
+        elif sysdef is not None and idef.family != sysdef.family:
+            problems.append(
+                (f"integrators[{i}]", f"{name!r} integrates the {idef.family!r} family, not {spec.system!r}")
+            )
+    for name, opts in spec.integrator_options.items():
+        idef = INTEGRATORS.get(name)
+        if idef is None or name not in spec.integrators:
+            problems.append((f"integrator_options.{name}", "not one of this spec's integrators"))
+            continue
+        declared = {p.name: p for p in idef.params}
+        for key, value in opts.items():
+            if key not in declared:
+                problems.append(
+                    (f"integrator_options.{name}.{key}", f"unknown option; {name} takes {sorted(declared) or 'none'}")
+                )
+                continue
+            try:
+                declared[key].check(value)
+            except ValueError as e:
+                problems.append((f"integrator_options.{name}.{key}", str(e)))
+
+    # times
+    if not (math.isfinite(spec.T) and spec.T > 0):
+        problems.append(("T", f"must be a positive finite time, got {spec.T}"))
+    if not (math.isfinite(spec.dt_out) and spec.dt_out > 0):
+        problems.append(("dt_out", f"must be a positive finite interval, got {spec.dt_out}"))
+    if len(set(spec.h)) != len(spec.h):
+        problems.append(("h", "step sizes must be unique"))
+    times_ok = not problems or all(not f.startswith(("T", "dt_out")) for f, _ in problems)
+    for i, h in enumerate(spec.h):
+        if not (math.isfinite(h) and h > 0):
+            problems.append((f"h[{i}]", f"must be > 0, got {h}"))
+            continue
+        if not times_ok:
+            continue
+        if not _is_multiple(spec.T, h):
+            problems.append((f"h[{i}]", f"T/h = {spec.T / h:.12g} is not an integer (T = {spec.T}, h = {h})"))
+        if not _is_multiple(spec.dt_out, h):
+            problems.append(
+                (f"h[{i}]", f"dt_out = {spec.dt_out} is not a multiple of h = {h} (dt_out/h = {spec.dt_out / h:.12g})")
+            )
+    if times_ok and spec.dt_out > 0 and spec.T > 0:
+        if spec.dt_out > spec.T:
+            problems.append(("dt_out", f"must be <= T = {spec.T}"))
+        elif not _is_multiple(spec.T, spec.dt_out):
+            problems.append(("dt_out", f"T/dt_out = {spec.T / spec.dt_out:.12g} is not an integer"))
+
+    # system parameters
+    if sysdef is not None:
+        declared = {p.name: p for p in sysdef.params}
+        for key, value in spec.params.items():
+            if key not in declared:
+                problems.append((f"params.{key}", f"unknown parameter of {spec.system}; known: {sorted(declared)}"))
+                continue
+            if key in ("integrator", "h", "time", "component", "body"):
+                problems.append((f"params.{key}", "name clashes with a store dimension"))
+            values = value if isinstance(value, list) else [value]
+            if isinstance(value, list):
+                if not value:
+                    problems.append((f"params.{key}", "an axis needs at least one value"))
+                if len({json.dumps(v) for v in value}) != len(value):
+                    problems.append((f"params.{key}", "axis values must be unique"))
+            for j, v in enumerate(values):
+                field = f"params.{key}[{j}]" if isinstance(value, list) else f"params.{key}"
+                try:
+                    declared[key].check(v)
+                except ValueError as e:
+                    problems.append((field, str(e)))
+
+    # applicability and builder checks on every parameter combination
+    if not problems and sysdef is not None:
+        combos = spec.param_combinations()
+        for combo in combos[:MAX_VALIDATED_COMBOS]:
+            try:
+                model = sysdef.build(**spec.system_kwargs(combo))
+            except (ValueError, TypeError) as e:
+                problems.append(("params", f"{e} (at {combo or 'defaults'})"))
+                break
+            for i, name in enumerate(spec.integrators):
+                reason = INTEGRATORS[name].applicable(model)
+                if reason:
+                    problems.append((f"integrators[{i}]", f"{reason} (system {spec.system}, {combo or 'defaults'})"))
+            if problems:
+                break
+    if problems:
+        raise SpecError(problems, spec.name)
+    return spec
+
+
+def _is_multiple(a: float, b: float) -> bool:
+    r = a / b
+    return abs(r - round(r)) <= INTEGRALITY_RTOL * max(1.0, abs(r)) and round(r) >= 1

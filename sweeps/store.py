@@ -1,0 +1,320 @@
+"""The zarr (format 3) store of a sweep: layout, template, per-cell writes, resume state.
+
+Layout: one xarray Dataset. Dimensions are the sweep axes (``integrator``, ``h``, swept
+parameters) followed by per-cell dimensions (``time``, ``component``, ``body`` …). Every
+variable is chunked with size 1 along each sweep axis, so each cell owns whole chunks and
+parallel writers never touch the same chunk (zarr 3 has no write synchronisers).
+
+The template (metadata, coordinates, attrs) is written once. A cell is written by one task:
+all its values, then ``status``/``wall_time``/``completed_at``, and last ``done = 1``; a
+cell is complete only when ``done`` is 1, so an interrupted write is redone on resume and a
+complete cell is never rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernels.registry import FAMILIES, SYSTEMS, Diagnostic
+from kernels.status import STATUS_MEANINGS
+from sweeps.grid import Cell, Grid
+from sweeps.spec import SweepSpec
+
+SWEEP_FLAGS = ("status", "wall_time", "completed_at", "done")
+FORMAT_VERSION = 1
+
+warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
+warnings.filterwarnings("ignore", message=".*Consolidated metadata is currently not part.*")
+
+
+class StoreMismatchError(ValueError):
+    """The store exists but was created for a different spec."""
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """Where a store lives: a local path or an fsspec URL (``s3://…``) with options."""
+
+    url: str
+    storage_options: dict | None = None
+
+    @classmethod
+    def of(cls, store: str | os.PathLike | StoreRef, storage_options: dict | None = None) -> StoreRef:
+        if isinstance(store, StoreRef):
+            return store
+        s = os.fspath(store)
+        if "://" not in s:
+            s = str(Path(s).expanduser().absolute())
+        return cls(s, storage_options)
+
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.url
+
+    def open_group(self, mode: str = "r+"):
+        import zarr
+
+        if self.is_local:
+            return zarr.open_group(self.url, mode=mode)
+        return zarr.open_group(self.url, mode=mode, storage_options=self.storage_options or {})
+
+    def exists(self) -> bool:
+        if self.is_local:
+            return (Path(self.url) / "zarr.json").exists()
+        try:
+            self.open_group("r")
+            return True
+        except Exception:  # noqa: BLE001 - any failure to open means "no store here"
+            return False
+
+
+# ---------------------------------------------------------------------------------------
+# provenance
+# ---------------------------------------------------------------------------------------
+def _git_revision() -> str:
+    root = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        rev = out.stdout.strip()
+        if out.returncode == 0 and rev:
+            dirty = subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
+            return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def provenance() -> dict[str, str]:
+    """Versions, revision and machine that produced a store (stored as attrs)."""
+    import importlib.metadata as md
+
+    def ver(pkg: str) -> str:
+        try:
+            return md.version(pkg)
+        except md.PackageNotFoundError:
+            return "not installed"
+
+    return {
+        "geosweep_version": ver("geosweep"),
+        "git_revision": _git_revision(),
+        "numba_version": ver("numba"),
+        "numpy_version": ver("numpy"),
+        "xarray_version": ver("xarray"),
+        "zarr_version": ver("zarr"),
+        "dask_version": ver("dask"),
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpu_count": str(os.cpu_count()),
+        "host": socket.gethostname(),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# template
+# ---------------------------------------------------------------------------------------
+def _units(units: str, sysdef) -> str:
+    return units.replace("energy", sysdef.energy_units).replace("time", sysdef.time_units)
+
+
+def _fill(dtype: str):
+    return np.nan if dtype.startswith("float") else -1
+
+
+def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
+    """The lazily filled xarray Dataset describing the store (nothing computed)."""
+    import dask.array as da
+    import xarray as xr
+
+    sysdef = SYSTEMS[spec.system]
+    fam = FAMILIES[sysdef.family]
+    sizes = {"time": spec.n_time, **fam.sizes(model)}
+    sweep_shape = grid.shape
+    sweep_chunks = (1,) * len(sweep_shape)
+    data_vars = {}
+    encoding = {}
+
+    def add(name: str, dims: tuple[str, ...], dtype: str, attrs: dict, fill) -> None:
+        shape = sweep_shape + tuple(sizes[d] for d in dims)
+        chunks = sweep_chunks + tuple(sizes[d] for d in dims)
+        arr = da.full(shape, fill, dtype=dtype, chunks=chunks)
+        data_vars[name] = xr.Variable(grid.dims + dims, arr, attrs)
+        encoding[name] = {"fill_value": fill}
+
+    for d in fam.diagnostics(model):
+        attrs = {"units": _units(d.units, sysdef), "long_name": d.long_name}
+        if d.description:
+            attrs["description"] = d.description
+        add(d.name, d.dims, d.dtype, attrs, _fill(d.dtype))
+    add(
+        "status",
+        (),
+        "int8",
+        {
+            "long_name": "integration status",
+            "flag_values": [k for k in STATUS_MEANINGS],
+            "flag_meanings": " ".join(STATUS_MEANINGS.values()),
+            "description": "0 ok; >0 the trajectory failed (see flag_meanings); -1 not run yet",
+        },
+        -1,
+    )
+    add("wall_time", (), "float64", {"units": "s", "long_name": "wall-clock time of the cell"}, np.nan)
+    add(
+        "completed_at",
+        (),
+        "float64",
+        {"units": "seconds since 1970-01-01", "long_name": "time the cell was written (provenance stamp)"},
+        np.nan,
+    )
+    add("done", (), "int8", {"long_name": "1 once every value of the cell is written"}, 0)
+
+    coords: dict[str, Any] = {}
+    for axis in grid.axes:
+        values = np.array(axis.values, dtype=object if isinstance(axis.values[0], str) else None)
+        if values.dtype == object:
+            values = values.astype(str)
+        coords[axis.name] = xr.Variable((axis.name,), values, {"units": axis.units, "long_name": axis.doc})
+    coords["time"] = xr.Variable(
+        ("time",), np.arange(spec.n_time) * spec.dt_out, {"units": sysdef.time_units, "long_name": "time"}
+    )
+    if "component" in sizes:
+        coords["component"] = xr.Variable(("component",), np.array(["x", "y", "z"]), {"long_name": "Cartesian axis"})
+    for dim, n in sizes.items():
+        if dim not in coords:
+            coords[dim] = xr.Variable((dim,), np.arange(n), {"long_name": f"{dim} index"})
+    swept = set(spec.swept_params())
+    for p in sysdef.params:
+        if p.name in swept:
+            continue
+        value = spec.params.get(p.name, p.default)
+        if value is None:
+            continue
+        coords[p.name] = xr.Variable((), value, {"units": p.units, "long_name": p.doc, "fixed_parameter": 1})
+    attrs = {
+        "title": f"geosweep results: {spec.name}",
+        "geosweep_format": FORMAT_VERSION,
+        "sweep_name": spec.name,
+        "system": spec.system,
+        "system_family": sysdef.family,
+        "system_doc": sysdef.doc,
+        "spec": spec.canonical_json(),
+        "spec_hash": spec.spec_hash,
+        "integrator_options": json.dumps({n: spec.options_for(n) for n in spec.integrators}, sort_keys=True),
+        "T": spec.T,
+        "dt_out": spec.dt_out,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **provenance(),
+        "conventions": "status != 0 marks failed or missing cells; select with ds.where(ds.status == 0)",
+    }
+    return xr.Dataset(data_vars, coords=coords, attrs=attrs), encoding
+
+
+def ensure_store(spec: SweepSpec, grid: Grid, model: Any, ref: StoreRef) -> bool:
+    """Create the store from the template, or check an existing one belongs to ``spec``.
+
+    Returns True if the store was created. Raises :class:`StoreMismatchError` if the store
+    holds a different sweep (it is never modified in that case).
+    """
+    if ref.exists():
+        attrs = dict(ref.open_group("r").attrs)
+        if attrs.get("spec_hash") != spec.spec_hash:
+            raise StoreMismatchError(_mismatch_message(ref.url, attrs, spec))
+        return False
+    ds, encoding = template(spec, grid, model)
+    kwargs: dict[str, Any] = {"zarr_format": 3, "mode": "w-", "compute": False, "encoding": encoding}
+    if not ref.is_local:
+        kwargs["storage_options"] = ref.storage_options or {}
+    ds.to_zarr(ref.url, consolidated=False, **kwargs)
+    return True
+
+
+def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
+    old_text = attrs.get("spec")
+    if not old_text:
+        return f"{url} exists but is not a geosweep store (no spec in its attributes); choose another --store"
+    old = json.loads(old_text)
+    new = json.loads(spec.canonical_json())
+    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    details = "; ".join(f"{k}: store has {old.get(k)!r}, spec has {new.get(k)!r}" for k in diff)
+    return (
+        f"store {url} was created by a different sweep spec ({old.get('name')!r}); refusing to mix results. "
+        f"Differences: {details}. Use a new --store path (or delete the old store)."
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# reading progress and writing cells
+# ---------------------------------------------------------------------------------------
+def done_mask(ref: StoreRef) -> np.ndarray:
+    """Boolean array over the sweep axes: True where the cell is complete."""
+    return np.asarray(ref.open_group("r")["done"][...]) == 1
+
+
+def write_cell(group, cell: Cell, values: dict[str, Any], status: int, wall_time: float) -> None:
+    """Write one cell's values, then its flags, then ``done`` (the completion marker)."""
+    for name, value in values.items():
+        arr = group[name]
+        extra = arr.ndim - len(cell)
+        arr[cell + (slice(None),) * extra] = value
+    group["status"][cell] = np.int8(status)
+    group["wall_time"][cell] = float(wall_time)
+    group["completed_at"][cell] = time.time()
+    group["done"][cell] = np.int8(1)
+
+
+def record_run(ref: StoreRef, entry: dict[str, Any]) -> None:
+    """Append a run record (who, when, how many cells) to the store's ``runs`` attribute."""
+    import zarr
+
+    group = ref.open_group("r+")
+    runs = list(group.attrs.get("runs", []))
+    runs.append(entry)
+    group.attrs["runs"] = runs
+    try:
+        if ref.is_local:
+            zarr.consolidate_metadata(ref.url)
+        else:
+            zarr.consolidate_metadata(ref.url, storage_options=ref.storage_options or {})
+    except Exception:  # noqa: BLE001 - consolidation is an optimisation only
+        pass
+
+
+def open_results(store: str | os.PathLike | StoreRef, storage_options: dict | None = None):
+    """Open a store as a lazily loaded xarray Dataset (``xr.open_zarr``)."""
+    import xarray as xr
+
+    ref = StoreRef.of(store, storage_options)
+    kwargs: dict[str, Any] = {}
+    if not ref.is_local:
+        kwargs["storage_options"] = ref.storage_options or {}
+    return xr.open_zarr(ref.url, **kwargs)
+
+
+def diagnostic_names(model: Any, family: str) -> list[Diagnostic]:
+    return list(FAMILIES[family].diagnostics(model))
