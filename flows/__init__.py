@@ -1,0 +1,1 @@
+"""Thin Prefect flows over :mod:`sweeps`, deployments, and the ``geosweep`` CLI."""
