@@ -250,7 +250,7 @@ def ensure_store(spec: SweepSpec, grid: Grid, model: Any, ref: StoreRef) -> bool
     kwargs: dict[str, Any] = {"zarr_format": 3, "mode": "w-", "compute": False, "encoding": encoding}
     if not ref.is_local:
         kwargs["storage_options"] = ref.storage_options or {}
-    ds.to_zarr(ref.url, consolidated=False, **kwargs)
+    ds.to_zarr(ref.url, consolidated=True, **kwargs)
     return True
 
 

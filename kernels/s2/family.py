@@ -85,7 +85,8 @@ def run(model: S2System, integrator: str, h: float, n_steps: int, stride: int, o
     J0 = tr.momentum[0]
     dJ = tr.momentum - J0
     if model.symmetry == "full":
-        merr = np.sqrt((dJ**2).sum(axis=1))
+        with np.errstate(over="ignore", invalid="ignore"):
+            merr = np.sqrt((dJ**2).sum(axis=1))
     elif model.symmetry == "axis":
         merr = np.abs(dJ @ model.axis)
     else:

@@ -1,0 +1,82 @@
+"""Kill a running sweep (SIGKILL to the whole process group) and resume it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import xarray as xr
+import zarr
+
+from sweeps.engine import run_sweep
+from tests.sweep_util import assert_stores_bitwise_equal
+
+SPEC_TOML = """
+name = "resume-test"
+system = "lj_sphere"
+integrators = ["explicit_vi", "rk4"]
+h = [0.01, 0.005]
+T = 2.0
+dt_out = 0.1
+[params]
+omega = [0.0, 1.0, 2.0, 3.0, 3.25, 4.0]
+"""
+
+
+def _cli(spec, store):
+    cmd = [sys.executable, "-m", "flows.cli", "run", str(spec), "--store", str(store), "--no-prefect"]
+    return cmd + ["--workers", "2", "--slice-seconds", "0.5"]
+
+
+def _done(store) -> np.ndarray:
+    try:
+        return np.asarray(zarr.open_group(str(store), mode="r")["done"][...]) == 1
+    except Exception:  # noqa: BLE001 - store not created yet
+        return np.zeros(0, dtype=bool)
+
+
+def test_killed_sweep_resumes_without_recomputing_finished_cells(tmp_path):
+    spec = tmp_path / "resume.toml"
+    spec.write_text(SPEC_TOML)
+    store = tmp_path / "resume.zarr"
+    proc = subprocess.Popen(
+        _cli(spec, store), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.time() + 240
+    try:
+        while time.time() < deadline:
+            done = _done(store)
+            if done.size and 4 <= done.sum() <= done.size - 6:
+                break
+            assert proc.poll() is None, "sweep finished before it could be interrupted"
+            time.sleep(0.05)
+        else:
+            raise AssertionError("sweep made no progress")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    time.sleep(0.5)
+    ds = xr.open_zarr(store)
+    finished = ds.done.values == 1
+    assert 4 <= finished.sum() < finished.size
+    stamps = ds.completed_at.values.copy()
+    walls = ds.wall_time.values.copy()
+
+    rerun = subprocess.run(_cli(spec, store), capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert f"{int(finished.sum())}/{finished.size} cells already complete" in rerun.stderr
+
+    after = xr.open_zarr(store)
+    assert bool((after.done == 1).all())
+    # cells finished before the kill were not recomputed: their provenance stamps are unchanged
+    np.testing.assert_array_equal(after.completed_at.values[finished], stamps[finished])
+    np.testing.assert_array_equal(after.wall_time.values[finished], walls[finished])
+    assert np.all(after.completed_at.values[~finished] > stamps[finished].max())
+    # and the final store equals an uninterrupted run
+    reference = tmp_path / "reference.zarr"
+    run_sweep(spec, reference, serial=True)
+    assert_stores_bitwise_equal(store, reference)

@@ -1,0 +1,142 @@
+"""Spec validation: every malformed spec is refused before any work, naming its field."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+
+from sweeps.engine import run_sweep
+from sweeps.spec import SpecError, load_spec
+
+GOOD = {
+    "name": "spec-test",
+    "system": "spring_pendula",
+    "integrators": ["explicit_vi", "rk4"],
+    "h": [0.01, 0.005],
+    "T": 1.0,
+    "dt_out": 0.05,
+    "params": {"kappa12": [10.0, 20.0], "g": 9.81},
+}
+
+
+def spec_with(**changes):
+    s = copy.deepcopy(GOOD)
+    for k, v in changes.items():
+        if v is ...:
+            s.pop(k)
+        else:
+            s[k] = v
+    return s
+
+
+MALFORMED = [
+    # (spec, field named in the message, reason fragment)
+    (spec_with(colour="red"), "colour", "unknown field"),
+    (spec_with(name=...), "name", "required"),
+    (spec_with(name="bad name!"), "name", "pattern"),
+    (spec_with(system="lj_cube"), "system", "unknown system"),
+    (spec_with(integrators=[]), "integrators", "at least 1"),
+    (spec_with(integrators=["explicit_vi", "leapfrog"]), "integrators[1]", "unknown integrator"),
+    (spec_with(integrators=["rk4", "rk4"]), "integrators", "unique"),
+    (spec_with(system="double_pendulum", params={}, integrators=["explicit_vi"]), "integrators[0]", "diagonal"),
+    (spec_with(h=[0.01, -0.005]), "h[1]", "> 0"),
+    (spec_with(h=[0.0]), "h[0]", "> 0"),
+    (spec_with(h=["small"]), "h[0]", "number"),
+    (spec_with(h=[0.003]), "h[0]", "not an integer"),
+    (spec_with(dt_out=0.0125), "h[0]", "not a multiple"),
+    (spec_with(T=-1.0), "T", "positive"),
+    (spec_with(T=1.03, h=[0.01]), "dt_out", "not an integer"),
+    (spec_with(dt_out=2.0), "dt_out", "<= T"),
+    (spec_with(params={"kappa99": 1.0}), "params.kappa99", "unknown parameter"),
+    (spec_with(params={"kappa12": "stiff"}), "params.kappa12", "number"),
+    (spec_with(params={"kappa12": [10.0, -1.0]}), "params.kappa12[1]", ">= 0"),
+    (spec_with(params={"kappa12": [10.0, 10.0]}), "params.kappa12", "unique"),
+    (spec_with(params={"kappa12": []}), "params.kappa12", "at least one"),
+    (spec_with(integrator_options={"rk4": {"tol": 1e-9}}), "integrator_options.rk4.tol", "unknown option"),
+    (spec_with(integrator_options={"implicit_vi": {"tol": 1e-9}}), "integrator_options.implicit_vi", "not one of"),
+    (
+        spec_with(system="elastic_rod", params={"kick_rod": 12}, integrators=["implicit_vi"], h=[0.01]),
+        "params",
+        "kick_rod",
+    ),
+    (
+        spec_with(system="lj_sphere", params={"sense": "sideways"}, integrators=["explicit_vi"], h=[0.01]),
+        "params.sense",
+        "one of",
+    ),
+    (
+        spec_with(
+            system="elastic_rod",
+            params={},
+            integrators=["implicit_vi"],
+            h=[0.01],
+            integrator_options={"implicit_vi": {"maxit": 0}},
+        ),
+        "integrator_options.implicit_vi.maxit",
+        ">= 1",
+    ),
+]
+
+
+def test_good_spec_is_accepted():
+    spec = load_spec(GOOD)
+    assert spec.n_steps(0.005) == 200 and spec.stride(0.005) == 10 and spec.n_time == 21
+    assert spec.param_combinations() == [{"g": 9.81, "kappa12": 10.0}, {"g": 9.81, "kappa12": 20.0}]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field", "reason"), MALFORMED, ids=[f"{i:02d}-{m[1]}" for i, m in enumerate(MALFORMED)]
+)
+def test_malformed_spec_is_refused_naming_the_field(spec, field, reason, tmp_path):
+    assert len(MALFORMED) >= 15
+    with pytest.raises(SpecError) as err:
+        load_spec(spec)
+    fields = [f for f, _ in err.value.problems]
+    assert field in fields, f"{field!r} not named in {err.value}"
+    assert reason.lower() in str(err.value).lower()
+    # refused before any work: run_sweep writes nothing
+    store = tmp_path / "never.zarr"
+    with pytest.raises(SpecError):
+        run_sweep(spec, store, serial=True)
+    assert not os.path.exists(store)
+
+
+def test_every_problem_is_reported_at_once():
+    bad = spec_with(h=[-1.0], params={"kappa12": "x"}, colour=1)
+    with pytest.raises(SpecError) as err:
+        load_spec(bad)
+    assert {"colour"} <= {f for f, _ in err.value.problems}
+    bad = spec_with(h=[-1.0], params={"kappa12": "x"})
+    with pytest.raises(SpecError) as err:
+        load_spec(bad)
+    assert {"h[0]", "params.kappa12"} <= {f for f, _ in err.value.problems}
+
+
+def test_toml_and_yaml_files_load_to_the_same_spec(tmp_path):
+    toml = tmp_path / "s.toml"
+    toml.write_text(
+        'name = "spec-test"\nsystem = "spring_pendula"\nintegrators = ["explicit_vi", "rk4"]\n'
+        "h = [0.01, 0.005]\nT = 1.0\ndt_out = 0.05\n[params]\nkappa12 = [10.0, 20.0]\ng = 9.81\n"
+    )
+    yml = tmp_path / "s.yaml"
+    yml.write_text(
+        "name: spec-test\nsystem: spring_pendula\nintegrators: [explicit_vi, rk4]\nh: [0.01, 0.005]\n"
+        "T: 1.0\ndt_out: 0.05\nparams: {kappa12: [10.0, 20.0], g: 9.81}\n"
+    )
+    a, b, c = load_spec(toml), load_spec(yml), load_spec(GOOD)
+    assert a.spec_hash == b.spec_hash == c.spec_hash
+
+
+def test_broken_files_name_the_file(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = [unclosed\n")
+    with pytest.raises(SpecError, match="bad.toml is not valid TOML"):
+        load_spec(bad)
+    with pytest.raises(SpecError, match="cannot read"):
+        load_spec(tmp_path / "missing.toml")
+    other = tmp_path / "spec.json"
+    other.write_text("{}")
+    with pytest.raises(SpecError, match="use a .toml"):
+        load_spec(other)
