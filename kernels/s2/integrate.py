@@ -223,7 +223,7 @@ def _step_explicit_vi(pot, p, M, q, w, g, h, qn, wn, gn, a, t):
         aa = a[i, 0] * a[i, 0] + a[i, 1] * a[i, 1] + a[i, 2] * a[i, 2]
         s = 1.0 - aa
         if not s > 0.0:  # s <= 0 or NaN
-            return _DOMAIN, i, np.sqrt(aa), 0.0, amax
+            return _DOMAIN, i, np.sqrt(aa), 0.0, np.sqrt(amax)
         if aa > amax:
             amax = aa
         r = np.sqrt(s)
