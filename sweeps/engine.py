@@ -187,6 +187,7 @@ def run_sweep(
         progress(Progress(done, total, failed, 0.0, skipped))
 
     own_cluster = None
+    own_client = None
     try:
         if serial:
             slices = grid.slices(pending, slice_seconds, 1)
@@ -197,13 +198,13 @@ def run_sweep(
 
             if client is None:
                 if address:
-                    client = Client(address)
+                    client = own_client = Client(address)
                 else:
                     n = n_workers or os.cpu_count() or 1
                     own_cluster = LocalCluster(
                         n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
                     )
-                    client = Client(own_cluster)
+                    client = own_client = Client(own_cluster)
             n_w = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
             slices = grid.slices(pending, slice_seconds, n_w)
             log(f"{len(pending)} cells in {len(slices)} slices on {n_w} workers")
@@ -230,8 +231,9 @@ def run_sweep(
                     errors.append(f"{type(exc).__name__}: {exc}")
                     log(f"slice failed: {type(exc).__name__}: {exc}")
     finally:
+        if own_client is not None:
+            own_client.close()
         if own_cluster is not None:
-            client.close()
             own_cluster.close()
 
     wall = time.perf_counter() - t_start

@@ -1,0 +1,313 @@
+"""The ``se3`` family: what an SE(3)ⁿ cell (torus, SO(3) pendulum) stores and how it runs.
+
+Snapshot dimension: every cell stores ``max_snapshots`` full-state rows (system parameter),
+filled every ``snapshot_interval`` time units from t = 0 and NaN beyond the run (or after a
+failure); the final (last valid) state is stored separately.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, SystemDef
+from kernels.status import Status
+from kernels.torus.integrate import METHODS, SAMPLE_FIELDS, integrate
+from kernels.torus.model import SHEAR_MODELS, SYS_PENDULUM, SE3Model, so3_pendulum, torus
+
+_E = "energy"
+_C = ("time", "component")
+
+
+def _ts(name: str, units: str, long_name: str) -> Diagnostic:
+    return Diagnostic(name, ("time",), units, long_name)
+
+
+_COMMON_TS = (
+    _ts("KE_rot", _E, "rotational kinetic energy ½ J Σ|Ω_i|²"),
+    _ts("E_total", _E, "total energy E"),
+    _ts("energy_error", _E, "E(t) − E(0)"),
+    _ts("max_abs_alpha", "1", "max_i |α_i| (chart margin; singular at ∞)"),
+    _ts("max_hb2", "1", "max_i h²|b_i|² of the next step ((23) needs < 1)"),
+    _ts("qnorm_integrand", "1", "Σ_i (|x_i|² + |v_i|² + |θ_i|² + |Ω_i|²) (paper (36) integrand)"),
+)
+_TORUS_TS = (
+    _ts("KE_trans", _E, "translational kinetic energy ½ m Σ|v_i|²"),
+    _ts("U_m", _E, "bending/torsion energy U^m"),
+    _ts("U_a", _E, "axial energy U^a"),
+    _ts("U_s", _E, "shear energy U^s"),
+    _ts("U_pp", _E, "particle-particle contact energy U^pp"),
+    _ts("U_pw", _E, "particle-wall contact energy U^pw"),
+    Diagnostic("P", _C, "momentum", "linear momentum Σ m v_i"),
+    Diagnostic("L", _C, "angular momentum", "angular momentum Σ (m x_i × v_i + J Ω_i) about the origin"),
+    Diagnostic("L_spin", _C, "angular momentum", "spin angular momentum Σ J Ω_i (paper (34))"),
+    _ts("n_contact_pp", "1", "active non-bonded particle-particle contacts"),
+    _ts("n_contact_bonded_pp", "1", "active contacts between bonded neighbours"),
+    _ts("n_contact_wall", "1", "active particle-wall contacts"),
+    _ts("max_bond_angle", "rad", "max over bonds of the relative rotation angle φ_ij"),
+)
+_PEND_TS = (
+    _ts("U_grav", _E, "gravitational energy −m g e3·R ρ0"),
+    Diagnostic("L", _C, "angular momentum", "spin angular momentum J Ω (only e3·L is conserved)"),
+    _ts("rho_dot_Omega", "1 / time", "R ρ0 · Ω (conserved, = 0)"),
+    _ts("e3_dot_Omega", "1 / time", "e3 · Ω (conserved)"),
+    _ts("rho_norm_error", "1", "|R ρ0| − 1 (orthogonality check)"),
+)
+_COMMON_SUM = (
+    Diagnostic("E0", (), _E, "initial energy"),
+    Diagnostic("energy_error_38", (), "1", "paper (38): [∫(E−E0)² dt]^½ / (|E0| √(t_N − t_0)) on the samples"),
+    Diagnostic("max_rel_energy_error", (), "1", "max_k |E_k − E0| / |E0| over every step"),
+    Diagnostic("energy_drift_slope", (), _E + " / time", "least-squares slope of E_k − E0 against t_k"),
+    Diagnostic("max_abs_alpha_run", (), "1", "max over every step and body of |α_i|"),
+    Diagnostic("max_hb2_run", (), "1", "max over every step and body of h²|b_i|²"),
+    Diagnostic("fail_value", (), "1", "offending value at failure (h²|b|², |α|, E or ΔE); NaN if ok"),
+    Diagnostic("fail_step", (), "1", "index k of the failed step, −1 if none", "int64"),
+    Diagnostic(
+        "fail_reason", (), "1",
+        "0 none, 1 rotation_increment, 2 chart_singular, 3 nonfinite, 4 energy_blowup", "int64",
+    ),
+    Diagnostic("fail_index", (), "1", "offending body at failure, −1 if none", "int64"),
+    Diagnostic("steps", (), "1", "steps completed", "int64"),
+    Diagnostic("force_evals", (), "1", "force/torque evaluations", "int64"),
+    Diagnostic("steps_per_second", (), "1 / s", "completed steps per wall-clock second"),
+)
+_TORUS_SUM = (
+    Diagnostic("max_bond_angle_run", (), "rad", "max over every step of max φ_ij"),
+    Diagnostic("P_drift_max", ("component",), "momentum", "max_k |P_k − P_0| per component"),
+    Diagnostic("L_drift_max", ("component",), "angular momentum", "max_k |L_k − L_0| per component"),
+    Diagnostic("P_drift_free", ("component",), "momentum", "max drift of P within wall-contact-free windows"),
+    Diagnostic("L_drift_free", ("component",), "angular momentum", "max drift of L within contact-free windows"),
+    Diagnostic("first_wall_contact_t", (), "time", "first time with a wall contact (NaN if none)"),
+    Diagnostic("last_wall_contact_t", (), "time", "last time with a wall contact (NaN if none)"),
+    Diagnostic("nbl_rebuilds", (), "1", "neighbour-list builds (0: all-pairs)", "int64"),
+)
+_STATE = (
+    Diagnostic("snapshot_time", ("snapshot",), "time", "time of each full-state snapshot (NaN: none)"),
+    Diagnostic("snap_x", ("snapshot", "body", "component"), "length", "positions x_i at snapshots"),
+    Diagnostic("snap_v", ("snapshot", "body", "component"), "length / time", "velocities v_i at snapshots"),
+    Diagnostic("snap_alpha", ("snapshot", "body", "component"), "1", "attitudes α_i (R body → inertial)"),
+    Diagnostic("snap_Omega", ("snapshot", "body", "component"), "1 / time", "inertial angular velocities Ω_i"),
+    Diagnostic("x_final", ("body", "component"), "length", "final (or last valid) x_i"),
+    Diagnostic("v_final", ("body", "component"), "length / time", "final (or last valid) v_i"),
+    Diagnostic("alpha_final", ("body", "component"), "1", "final (or last valid) α_i"),
+    Diagnostic("Omega_final", ("body", "component"), "1 / time", "final (or last valid) Ω_i"),
+)
+
+
+def diagnostics(model: SE3Model) -> tuple[Diagnostic, ...]:
+    if model.kind == SYS_PENDULUM:
+        return _COMMON_TS + _PEND_TS + _COMMON_SUM + _STATE
+    return _COMMON_TS + _TORUS_TS + _COMMON_SUM + _TORUS_SUM + _STATE
+
+
+def _snap_settings(model: SE3Model) -> tuple[float, int]:
+    return float(model.extras.get("snapshot_interval", 1.0)), int(model.extras.get("max_snapshots", 501))
+
+
+def sizes(model: SE3Model) -> dict[str, int]:
+    return {"body": model.n, "component": 3, "snapshot": _snap_settings(model)[1]}
+
+
+_COL = {name: i for i, name in enumerate(SAMPLE_FIELDS)}
+_TS_COLUMNS = {
+    "KE_trans": "KE_trans", "KE_rot": "KE_rot", "U_m": "U_0", "U_a": "U_1", "U_s": "U_2", "U_pp": "U_3",
+    "U_pw": "U_4", "U_grav": "U_0", "E_total": "E_total", "n_contact_pp": "n_contact_pp",
+    "n_contact_bonded_pp": "n_contact_bonded_pp", "n_contact_wall": "n_contact_wall",
+    "max_abs_alpha": "max_abs_alpha", "max_bond_angle": "max_bond_angle", "max_hb2": "max_hb2",
+    "qnorm_integrand": "qnorm_integrand", "rho_dot_Omega": "rho_dot_Omega",
+    "e3_dot_Omega": "e3_dot_Omega", "rho_norm_error": "rho_norm_error",
+}
+
+
+def energy_error_38(t: np.ndarray, E: np.ndarray) -> float:
+    """Paper (38) by the trapezoid rule over the finite samples (NaN if fewer than two)."""
+    ok = np.isfinite(E)
+    t = t[ok]
+    E = E[ok]
+    if len(t) < 2 or E[0] == 0.0:
+        return float("nan")
+    return float(np.sqrt(np.trapezoid((E - E[0]) ** 2, t)) / (abs(E[0]) * np.sqrt(t[-1] - t[0])))
+
+
+def run(model: SE3Model, integrator: str, h: float, n_steps: int, stride: int, options: dict) -> CellResult:
+    """Run one cell (``options``: ``blowup``) and return its stored values."""
+    interval, nmax = _snap_settings(model)
+    tr = integrate(model, integrator, h, n_steps, stride, snapshot_interval=interval,
+                   blowup=float(options.get("blowup", 0.5)))
+    S = tr.samples
+    names = {d.name for d in diagnostics(model)}
+    values: dict[str, np.ndarray] = {}
+    for name, col in _TS_COLUMNS.items():
+        if name in names:
+            values[name] = S[:, _COL[col]].copy()
+    E = S[:, _COL["E_total"]]
+    values["energy_error"] = E - tr.summary["E0"]
+    values["L"] = S[:, _COL["L_x"]:_COL["L_x"] + 3].copy()  # pendulum: x = v = 0, so L = J Ω
+    if model.kind != SYS_PENDULUM:
+        values["P"] = S[:, _COL["P_x"]:_COL["P_x"] + 3].copy()
+        values["L_spin"] = S[:, _COL["Ls_x"]:_COL["Ls_x"] + 3].copy()
+    s = tr.summary
+    i = tr.info
+    values.update(
+        E0=np.float64(s["E0"]),
+        energy_error_38=np.float64(energy_error_38(tr.time, E)),
+        max_rel_energy_error=np.float64(s["max_rel_dE"]),
+        energy_drift_slope=np.float64(s["drift_slope"]),
+        max_abs_alpha_run=np.float64(s["max_abs_alpha"]),
+        max_hb2_run=np.float64(s["max_hb2"]),
+        fail_value=np.float64(s["fail_value"]),
+        fail_step=np.int64(i["fail_step"]),
+        fail_reason=np.int64(i["fail_reason"]),
+        fail_index=np.int64(i["fail_index"]),
+        steps=np.int64(i["steps_done"]),
+        force_evals=np.int64(i["force_evals"]),
+        steps_per_second=np.float64(i["steps_done"] / tr.wall_time if tr.wall_time > 0 else np.nan),
+    )
+    if model.kind != SYS_PENDULUM:
+        values.update(
+            max_bond_angle_run=np.float64(s["max_bond_angle"]),
+            P_drift_max=np.array([s["dP_max_x"], s["dP_max_y"], s["dP_max_z"]]),
+            L_drift_max=np.array([s["dL_max_x"], s["dL_max_y"], s["dL_max_z"]]),
+            P_drift_free=np.array([s["dP_free_x"], s["dP_free_y"], s["dP_free_z"]]),
+            L_drift_free=np.array([s["dL_free_x"], s["dL_free_y"], s["dL_free_z"]]),
+            first_wall_contact_t=np.float64(s["first_wall_t"]),
+            last_wall_contact_t=np.float64(s["last_wall_t"]),
+            nbl_rebuilds=np.int64(i["nbl_rebuilds"]),
+        )
+    n = model.n
+    snap_t = np.full(nmax, np.nan)
+    snaps = np.full((nmax, n, 12), np.nan)
+    k = min(nmax, len(tr.snap_time))
+    snaps[:k] = tr.snap[:k]
+    snap_t[:k] = np.where(np.isfinite(tr.snap[:k, 0, 0]), tr.snap_time[:k], np.nan)
+    values.update(
+        snapshot_time=snap_t,
+        snap_x=snaps[:, :, 0:3].copy(), snap_v=snaps[:, :, 3:6].copy(),
+        snap_alpha=snaps[:, :, 6:9].copy(), snap_Omega=snaps[:, :, 9:12].copy(),
+        x_final=tr.x, v_final=tr.v, alpha_final=tr.alpha, Omega_final=tr.Omega,
+    )
+    return CellResult(values=values, status=int(tr.info["status"]), wall_time=tr.wall_time)
+
+
+def warmup() -> None:
+    """Compile (or load from cache) the driver once, on tiny models, for every map."""
+    small = torus(N_p=8)
+    for m in METHODS:
+        integrate(small, m, 1e-3, 2, 1)
+    integrate(replace(small, use_nbl=True), "v2_newmark", 1e-3, 2, 1)
+    integrate(so3_pendulum(), "v2_newmark", 1e-2, 2, 1)
+
+
+def cost_per_step(model: SE3Model, integrator: str) -> float:
+    """Rough seconds per step on one core (used only to size slices); same for all maps."""
+    n = model.n
+    if model.kind == SYS_PENDULUM:
+        return 1e-7
+    pairs = 6e-7 * n if model.use_nbl else 1.0e-9 * n * (n - 1) / 2
+    return 1.0e-7 * n + pairs + 1e-6
+
+
+FAMILY = FamilyDef(
+    name="se3", diagnostics=diagnostics, sizes=sizes, run=run, warmup=warmup, cost_per_step=cost_per_step
+)
+
+_BLOWUP = Param(
+    "blowup", float, 0.5, "1",
+    "stop with status nonfinite (reason energy_blowup) when |E − E0| > blowup·|E0| at a sample; 0 disables",
+    ge=0.0,
+)
+
+INTEGRATORS = (
+    IntegratorDef(
+        "v2_exact", "se3", 2,
+        "Explicit rescaled-Rodrigues VI (paper (23) ≡ (21)): half-kick, drift with the exact increment "
+        "Δα = 2h b/(1 + √(1 − h²|b|²)), half-kick; needs h²|b|² < 1 (else status domain).",
+        params=(_BLOWUP,),
+    ),
+    IntegratorDef(
+        "v2_newmark", "se3", 2,
+        "Truncated (Newmark-like) variant (paper (25)): Δα = h b; symplectic, reversible, conserves P and L "
+        "of invariant potentials; no validity condition. Production default.",
+        params=(_BLOWUP,),
+    ),
+    IntegratorDef(
+        "v1", "se3", 1,
+        "First-order explicit map (paper (27), Campello φ = 1): symplectic-Euler kick then drift with "
+        "Δα = h Ω_{k+1}; stored velocities are staggered by O(h).",
+        params=(_BLOWUP,),
+    ),
+)
+
+_SNAP_PARAMS = (
+    Param("snapshot_interval", float, 1.0, "time", "time between stored full-state snapshots", gt=0.0),
+    Param("max_snapshots", int, 501, "1", "rows of the snapshot dimension (t = 0 included)", ge=1),
+)
+
+
+def _build_torus(**kw) -> SE3Model:
+    interval = kw.pop("snapshot_interval", 1.0)
+    nmax = kw.pop("max_snapshots", 501)
+    model = torus(**kw)
+    return replace(model, extras={**model.extras, "snapshot_interval": interval, "max_snapshots": nmax})
+
+
+def _build_pendulum(**kw) -> SE3Model:
+    interval = kw.pop("snapshot_interval", 1.0)
+    nmax = kw.pop("max_snapshots", 501)
+    W = (kw.pop("Omega0_x", 0.2), kw.pop("Omega0_y", 0.0), kw.pop("Omega0_z", 0.2))
+    model = so3_pendulum(Omega0=W, **kw)
+    return replace(model, extras={**model.extras, "snapshot_interval": interval, "max_snapshots": nmax})
+
+
+SYSTEMS = (
+    SystemDef(
+        name="torus", family="se3",
+        doc="Particle-binder torus (ring of N_p spheres, bending/torsion, axial and shear binder, Hertz "
+            "contacts) hitting the wall x = 0 edge-on (paper section 4.1, spec torus §4-§5).",
+        params=(
+            Param("N_p", int, 80, "1", "number of particles (stable h scales like 1/N_p)", ge=3),
+            Param("D_t", float, 3.0, "length", "torus (ring) diameter; D_p = D_t sin(π/N_p)", gt=0.0),
+            Param("m", float, 1.0, "mass", "mass per particle", gt=0.0),
+            Param("J", float, 1.0, "mass·length²", "scalar moment of inertia per particle", gt=0.0),
+            Param("K_m", float, 10.0, "energy", "bending/torsion stiffness, U^m = ½ K_m φ²", ge=0.0),
+            Param("K_a", float, 200.0, "energy", "axial stiffness, U^a = ½ K_a (L/L0 − 1)²", ge=0.0),
+            Param("K_s", float, 200.0, "energy", "shear stiffness", ge=0.0),
+            Param("K_pp", float, 2100.0, "energy", "particle-particle Hertz stiffness, U = (2/5) K s^{5/2}", ge=0.0),
+            Param("K_pw", float, 2100.0, "energy", "particle-wall Hertz stiffness", ge=0.0),
+            Param("v0", float, 1.0, "length / time", "initial speed towards the wall (v = −v0 e1)"),
+            Param("g0", float, 0.5, "length", "initial gap between the nearest particle and the wall", ge=0.0),
+            Param("tilt", float, 0.0, "rad", "ring plane rotated by γ about e2 (0: planar edge-on impact)"),
+            Param("shear", str, "objective", "", "shear model: objective (default) or paper_literal (53)",
+                  choices=SHEAR_MODELS),
+            Param("wall", bool, True, "", "wall at x = 0 present"),
+            Param("neighbour_list", str, "auto", "", "contact pairs: auto (Verlet list above 256), on, off",
+                  choices=("auto", "on", "off")),
+        ) + _SNAP_PARAMS,
+        build=_build_torus, time_units="1", energy_units="1",
+        example={"N_p": 80, "tilt": 0.0, "shear": "objective"},
+    ),
+    SystemDef(
+        name="so3_pendulum", family="se3",
+        doc="3-D rigid pendulum on SO(3) (paper section 3): pivot at the origin, U = −m g e3·R e3, "
+            "initial rotation angle0 about e2 and spatial angular velocity Ω0.",
+        params=(
+            Param("m", float, 1.0, "mass", "mass", gt=0.0),
+            Param("g", float, 1.0, "length / time²", "gravitational acceleration (along −e3)", gt=0.0),
+            Param("J", float, 1.0, "mass·length²", "scalar moment of inertia about the pivot", gt=0.0),
+            Param("angle0", float, 0.75 * np.pi, "rad", "initial rotation angle about e2 (paper: 3π/4)",
+                  ge=0.0, le=3.14159),
+            Param("Omega0_x", float, 0.2, "1 / time", "initial inertial angular velocity, x"),
+            Param("Omega0_y", float, 0.0, "1 / time", "initial inertial angular velocity, y"),
+            Param("Omega0_z", float, 0.2, "1 / time", "initial inertial angular velocity, z"),
+        ) + _SNAP_PARAMS,
+        build=_build_pendulum, time_units="1", energy_units="1",
+        example={"angle0": 0.75 * np.pi},
+    ),
+)
+
+#: Stored status codes (documented in kernels.status); energy blow-up maps to NONFINITE.
+STATUS_FOR_REASON = {
+    "rotation_increment": Status.DOMAIN, "chart_singular": Status.CHART_SINGULAR,
+    "nonfinite": Status.NONFINITE, "energy_blowup": Status.NONFINITE,
+}

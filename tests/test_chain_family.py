@@ -1,0 +1,120 @@
+"""The ts2 family contract: declared diagnostics match what run() returns; options flow."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernels.chain import family
+from kernels.chain.family import FAMILY, INTEGRATORS, SYSTEMS
+from kernels.chain.model import ChainModel
+from kernels.status import Status
+
+SYS = SYSTEMS[0]
+
+
+def _model(**over) -> ChainModel:
+    kw = {p.name: p.default for p in SYS.params}
+    kw.update(over)
+    for p in SYS.params:
+        kw[p.name] = p.check(kw[p.name])
+    return SYS.build(**kw)
+
+
+def _opts(idef, **over) -> dict:
+    o = {p.name: p.default for p in idef.params}
+    o.update(over)
+    return o
+
+
+def test_declarations() -> None:
+    names = [i.name for i in INTEGRATORS]
+    for required in ("lie_euler", "lie_euler_heun", "rkmk3", "rkmk4", "rkmk4_2comm", "cf4", "cf3", "cf43",
+                     "rkmk45", "rk4_ambient", "dopri5_ambient"):
+        assert required in names
+    assert all(i.family == "ts2" for i in INTEGRATORS)
+    adaptive = {i.name for i in INTEGRATORS if i.adaptive}
+    assert adaptive == {"rkmk45", "dopri5_ambient"}
+    rk45 = next(i for i in INTEGRATORS if i.name == "rkmk45")
+    assert {"tol", "theta", "exponent", "h0"} <= {p.name for p in rk45.params}
+    assert FAMILY.name == "ts2" and SYS.family == "ts2" and SYS.name == "pendulum_chain"
+    for p in SYS.params:
+        assert p.doc and p.units
+
+
+@pytest.mark.parametrize("idef", INTEGRATORS, ids=lambda i: i.name)
+def test_run_matches_declared_diagnostics(idef) -> None:
+    model = _model(N=3, ic="twisted")
+    dt_out, T = 0.05, 0.5
+    if idef.adaptive:
+        h, n_steps, stride = dt_out, int(round(T / dt_out)), 1
+    else:
+        h = 0.01
+        n_steps, stride = int(round(T / h)), int(round(dt_out / h))
+    res = FAMILY.run(model, idef.name, h, n_steps, stride, _opts(idef))
+    assert res.status == int(Status.OK) and res.wall_time > 0
+    sizes = {**FAMILY.sizes(model), "time": int(round(T / dt_out)) + 1}
+    declared = {d.name: d for d in FAMILY.diagnostics(model)}
+    assert set(declared) == set(res.values)
+    for name, d in declared.items():
+        v = np.asarray(res.values[name])
+        assert v.shape == tuple(sizes[k] for k in d.dims), name
+        assert v.dtype == np.dtype(d.dtype), name
+    v = res.values
+    assert np.all(np.isfinite(v["energy"])) and v["energy_error"][0] == 0.0
+    assert np.isnan(v["global_error"])  # not requested
+    assert v["max_rel_energy_error"] < (0.05 if idef.order == 1 else 1e-3)
+    assert v["steps"] > 0 and v["f_evals"] >= v["steps"] and v["fail_step"] == -1
+    if not idef.name.endswith("_ambient"):
+        assert v["max_unit_error"] <= 1e-13 and v["max_tangency_error"] <= 1e-13
+
+
+def test_global_error_option_and_adaptive_semantics() -> None:
+    model = _model(N=2)
+    idef = next(i for i in INTEGRATORS if i.name == "rkmk45")
+    res = FAMILY.run(model, "rkmk45", 0.1, 30, 1, _opts(idef, global_error=True))
+    v = res.values
+    assert v["energy"].shape == (31,)
+    assert int(v["steps"]) == pytest.approx(117, rel=0.15)  # E3, N = 2, L = 1
+    assert 5e-6 <= v["global_error"] <= 2.1e-5
+    fixed = next(i for i in INTEGRATORS if i.name == "cf4")
+    r2 = FAMILY.run(model, "cf4", 0.01, 300, 10, _opts(fixed, global_error=True))
+    assert 1e-5 < r2.values["global_error"] < 1e-2
+    assert r2.values["rejected_steps"] == 0
+
+
+def test_gravity_free_full_momentum() -> None:
+    model = _model(N=3, ic="twisted", g=0.0)
+    idef = next(i for i in INTEGRATORS if i.name == "rkmk4")
+    v = FAMILY.run(model, "rkmk4", 0.01, 100, 10, _opts(idef)).values
+    assert np.isfinite(v["max_momentum_error"]) and v["max_momentum_error"] <= 1e-6
+    v2 = FAMILY.run(_model(N=3, ic="twisted"), "rkmk4", 0.01, 100, 10, _opts(idef)).values
+    assert np.isnan(v2["max_momentum_error"])
+
+
+def test_failed_cell_reports_status_and_nan_tail() -> None:
+    model = _model(N=5, ic="twisted")
+    idef = next(i for i in INTEGRATORS if i.name == "rk4_ambient")
+    res = FAMILY.run(model, "rk4_ambient", 1.0, 50, 1, _opts(idef, global_error=True))
+    assert res.status == int(Status.NONFINITE)
+    v = res.values
+    k = int(v["fail_step"])
+    assert k >= 1 and np.all(np.isnan(v["energy"][k:])) and np.all(np.isfinite(v["energy"][:k]))
+    assert np.isnan(v["global_error"])
+
+
+def test_cost_per_step_and_warmup() -> None:
+    family.warmup()
+    m20 = _model(N=20)
+    assert FAMILY.cost_per_step(m20, "rkmk4") < FAMILY.cost_per_step(m20, "rk4_ambient")
+    assert FAMILY.cost_per_step(_model(N=200), "rkmk4") > FAMILY.cost_per_step(m20, "rkmk4")
+
+
+def test_system_param_validation() -> None:
+    p = SYS.param("length_mode")
+    with pytest.raises(ValueError):
+        p.check("beam")
+    with pytest.raises(ValueError):
+        SYS.param("N").check(0)
+    m = _model(N=4, length_mode="scaled", L_tot=2.0, masses="random", mass_seed=3)
+    assert np.allclose(m.L, 0.5) and np.all((m.m >= 0.5) & (m.m <= 1.5))
