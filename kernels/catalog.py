@@ -98,3 +98,22 @@ register_system(
         example={"h": [1e-4], "T": 3.0, "dt_out": 0.01},
     )
 )
+
+
+def _register_module(module) -> None:
+    register_family(module.FAMILY)
+    for integrator in module.INTEGRATORS:
+        register_integrator(integrator)
+    for system in module.SYSTEMS:
+        register_system(system)
+
+
+def _register_families() -> None:
+    from kernels.chain import family as chain_family
+    from kernels.torus import family as torus_family
+
+    _register_module(torus_family)
+    _register_module(chain_family)
+
+
+_register_families()

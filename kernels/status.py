@@ -15,6 +15,8 @@ class Status(IntEnum):
     ``NONFINITE``       a non-finite value appeared in the state or energy.
     ``CHART_SINGULAR``  an attitude chart hit its singularity (rescaled Rodrigues vectors).
     ``NOT_RUN``         the cell has not been computed (store template value).
+    ``NOT_APPLICABLE``  the cell is not a run: a fixed-step integrator at a ``tol`` other than
+                        the first, or an adaptive one at an ``h`` other than the first.
     """
 
     OK = 0
@@ -23,6 +25,7 @@ class Status(IntEnum):
     NONFINITE = 3
     CHART_SINGULAR = 4
     NOT_RUN = -1
+    NOT_APPLICABLE = -2
 
     @property
     def label(self) -> str:

@@ -95,9 +95,8 @@ def run_slice(
         if key not in models:
             models[key] = sysdef.build(**spec.system_kwargs(combo))
         model = models[key]
-        h = float(coords["h"])
-        integrator = coords["integrator"]
-        res = famdef.run(model, integrator, h, spec.n_steps(h), spec.stride(h), spec.options_for(integrator))
+        h, n_steps, stride, options = grid.run_args(cell)
+        res = famdef.run(model, coords["integrator"], h, n_steps, stride, options)
         write_cell(group, cell, res.values, res.status, res.wall_time)
         out.append((cell, int(res.status), float(res.wall_time)))
     return out
@@ -156,8 +155,8 @@ def run_sweep(
 
     created = ensure_store(spec, grid, model, ref)
     mask = done_mask(ref)
-    pending = [c for c in grid.cells() if not mask[c]]
-    total = grid.size
+    pending = [c for c in grid.cells() if not mask[c] and grid.applicable(c)]
+    total = sum(1 for c in grid.cells() if grid.applicable(c))
     skipped = total - len(pending)
     log(
         f"store {ref.url}: {'created' if created else 'resuming'}; "

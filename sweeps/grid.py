@@ -1,7 +1,12 @@
 """The grid of a sweep: labelled axes, cells, and slices of cells for Dask tasks.
 
-Axes, in store order: ``integrator``, ``h``, then every swept system parameter in the order
-the spec lists them. A cell is one index per axis (a tuple); its coordinates label it.
+Axes, in store order: ``integrator``, ``h`` (if any fixed-step integrator), ``tol`` (if any
+adaptive integrator), then every swept system parameter in the order the spec lists them. A
+cell is one index per axis (a tuple); its coordinates label it.
+
+When a spec mixes fixed-step and adaptive integrators, the grid is still a full hypercube:
+a fixed-step integrator runs only at the first ``tol`` and an adaptive one only at the first
+``h``; the other cells are *not applicable* (status ``not_applicable``, never run).
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ class Grid:
     def __init__(self, spec: SweepSpec):
         self.spec = spec
         sysdef = SYSTEMS[spec.system]
-        axes = [
-            Axis("integrator", tuple(spec.integrators), "", "integrator name"),
-            Axis("h", tuple(spec.h), sysdef.time_units, "step size"),
-        ]
+        axes = [Axis("integrator", tuple(spec.integrators), "", "integrator name")]
+        if spec.h:
+            axes.append(Axis("h", tuple(spec.h), sysdef.time_units, "step size of fixed-step integrators"))
+        if spec.tol:
+            axes.append(Axis("tol", tuple(spec.tol), "1", "error tolerance of adaptive integrators"))
+        self.n_method_axes = len(axes)
         for name, values in spec.swept_params().items():
             p = sysdef.param(name)
             axes.append(Axis(name, tuple(values), p.units, p.doc))
@@ -64,8 +71,31 @@ class Grid:
         """System parameters of a cell (fixed + swept)."""
         c = self.coords(cell)
         combo = dict(self.spec.fixed_params())
-        combo.update({a.name: c[a.name] for a in self.axes[2:]})
+        combo.update({a.name: c[a.name] for a in self.axes[self.n_method_axes :]})
         return combo
+
+    def applicable(self, cell: Cell) -> bool:
+        """False for the filler cells of a mixed fixed-step/adaptive grid (see module doc)."""
+        c = dict(zip(self.dims, cell))
+        adaptive = INTEGRATORS[self.axes[0].values[c["integrator"]]].adaptive
+        if adaptive:
+            return c.get("h", 0) == 0
+        return c.get("tol", 0) == 0
+
+    def run_args(self, cell: Cell) -> tuple[float, int, int, dict[str, Any]]:
+        """(h, n_steps, stride, options) for the family's ``run``.
+
+        Fixed step: the cell's h. Adaptive: ``h`` is the output interval, ``n_steps`` the
+        number of output intervals and the cell's ``tol`` goes into the options.
+        """
+        c = self.coords(cell)
+        name = c["integrator"]
+        options = self.spec.options_for(name)
+        if INTEGRATORS[name].adaptive:
+            options["tol"] = float(c["tol"])
+            return self.spec.dt_out, self.spec.n_time - 1, 1, options
+        h = float(c["h"])
+        return h, self.spec.n_steps(h), self.spec.stride(h), options
 
     @cached_property
     def _model_for_cost(self):
@@ -74,9 +104,15 @@ class Grid:
 
     def cost(self, cell: Cell) -> float:
         """Estimated single-core seconds of a cell (sizes slices; need not be exact)."""
+        if not self.applicable(cell):
+            return 0.0
         c = self.coords(cell)
         fam = FAMILIES[SYSTEMS[self.spec.system].family]
-        return self.spec.n_steps(c["h"]) * fam.cost_per_step(self._model_for_cost, c["integrator"])
+        if INTEGRATORS[c["integrator"]].adaptive:
+            steps = 20 * (self.spec.n_time - 1)  # a guess: ~20 accepted steps per output interval
+        else:
+            steps = self.spec.n_steps(c["h"])
+        return steps * fam.cost_per_step(self._model_for_cost, c["integrator"])
 
     def slices(self, cells: list[Cell], target_seconds: float = 10.0, n_workers: int = 1) -> list[list[Cell]]:
         """Group cells into slices of about ``target_seconds`` of work each.
@@ -87,7 +123,8 @@ class Grid:
         """
         if not cells:
             return []
-        key = {cell: (cell[2:], cell[0], cell[1]) for cell in cells}
+        k = self.n_method_axes
+        key = {cell: (cell[k:], cell[:k]) for cell in cells}
         ordered = sorted(cells, key=key.__getitem__)
         costs = [self.cost(c) for c in ordered]
         total = float(sum(costs))

@@ -55,8 +55,9 @@ class SweepSpec(BaseModel):
 
     Fields: ``name`` (used for the store and the flow run), ``system`` (a registered
     system), ``params`` (scalars or lists; lists are sweep axes in the order given),
-    ``integrators`` (names), ``h`` (step sizes), ``T`` (final time), ``dt_out`` (output
-    interval shared by every h), ``integrator_options`` (per-integrator settings),
+    ``integrators`` (names), ``h`` (step sizes of fixed-step integrators), ``tol`` (error
+    tolerances of adaptive integrators), ``T`` (final time), ``dt_out`` (output interval
+    shared by every run), ``integrator_options`` (per-integrator settings),
     ``description`` (free text).
     """
 
@@ -65,14 +66,15 @@ class SweepSpec(BaseModel):
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
     system: str
     integrators: list[str] = Field(min_length=1)
-    h: list[float] = Field(min_length=1)
+    h: list[float] = Field(default_factory=list)
+    tol: list[float] = Field(default_factory=list)
     T: float
     dt_out: float
     params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     integrator_options: dict[str, dict[str, Scalar]] = Field(default_factory=dict)
     description: str = ""
 
-    @field_validator("h", "integrators", mode="before")
+    @field_validator("h", "tol", "integrators", mode="before")
     @classmethod
     def _listify(cls, v: Any) -> Any:
         return v if isinstance(v, list | tuple) else [v]
@@ -117,6 +119,17 @@ class SweepSpec(BaseModel):
         kwargs = {p.name: p.default for p in sysdef.params}
         kwargs.update(combo)
         return kwargs
+
+    def adaptive(self, integrator: str) -> bool:
+        return INTEGRATORS[integrator].adaptive
+
+    @property
+    def has_fixed(self) -> bool:
+        return any(not self.adaptive(n) for n in self.integrators)
+
+    @property
+    def has_adaptive(self) -> bool:
+        return any(self.adaptive(n) for n in self.integrators)
 
     def options_for(self, integrator: str) -> dict[str, Any]:
         idef = INTEGRATORS[integrator]
@@ -220,6 +233,27 @@ def validate_spec(spec: SweepSpec) -> SweepSpec:
             except ValueError as e:
                 problems.append((f"integrator_options.{name}.{key}", str(e)))
 
+    # step sizes / tolerances: h for fixed-step integrators, tol for adaptive ones
+    known = [n for n in spec.integrators if n in INTEGRATORS]
+    adaptive = [n for n in known if INTEGRATORS[n].adaptive]
+    fixed = [n for n in known if not INTEGRATORS[n].adaptive]
+    if fixed and not spec.h:
+        problems.append(("h", f"needs at least one step size for the fixed-step integrators {fixed}"))
+    if spec.h and known and not fixed:
+        problems.append(("h", "no fixed-step integrator in this spec uses h; sweep tol instead"))
+    if adaptive and not spec.tol:
+        problems.append(("tol", f"needs at least one tolerance for the adaptive integrators {adaptive}"))
+    if spec.tol and known and not adaptive:
+        problems.append(("tol", "no adaptive integrator in this spec uses tol; sweep h instead"))
+    if len(set(spec.tol)) != len(spec.tol):
+        problems.append(("tol", "tolerances must be unique"))
+    for i, tol in enumerate(spec.tol):
+        if not (math.isfinite(tol) and tol > 0):
+            problems.append((f"tol[{i}]", f"must be > 0, got {tol}"))
+    for name in adaptive:
+        if "tol" in spec.integrator_options.get(name, {}):
+            problems.append((f"integrator_options.{name}.tol", "tol is a sweep axis: set the spec's tol list"))
+
     # times
     if not (math.isfinite(spec.T) and spec.T > 0):
         problems.append(("T", f"must be a positive finite time, got {spec.T}"))
@@ -253,7 +287,7 @@ def validate_spec(spec: SweepSpec) -> SweepSpec:
             if key not in declared:
                 problems.append((f"params.{key}", f"unknown parameter of {spec.system}; known: {sorted(declared)}"))
                 continue
-            if key in ("integrator", "h", "time", "component", "body"):
+            if key in ("integrator", "h", "tol", "time", "component", "body", "snapshot"):
                 problems.append((f"params.{key}", "name clashes with a store dimension"))
             values = value if isinstance(value, list) else [value]
             if isinstance(value, list):

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from kernels.registry import FAMILIES, SYSTEMS, Diagnostic
-from kernels.status import STATUS_MEANINGS
+from kernels.status import STATUS_MEANINGS, Status
 from sweeps.grid import Cell, Grid
 from sweeps.spec import SweepSpec
 
@@ -154,7 +154,7 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
 
     sysdef = SYSTEMS[spec.system]
     fam = FAMILIES[sysdef.family]
-    sizes = {"time": spec.n_time, **fam.sizes(model)}
+    sizes = {"time": spec.n_time, **max_sizes(spec, model)}
     sweep_shape = grid.shape
     sweep_chunks = (1,) * len(sweep_shape)
     data_vars = {}
@@ -180,7 +180,8 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
             "long_name": "integration status",
             "flag_values": [k for k in STATUS_MEANINGS],
             "flag_meanings": " ".join(STATUS_MEANINGS.values()),
-            "description": "0 ok; >0 the trajectory failed (see flag_meanings); -1 not run yet",
+            "description": "0 ok; >0 the trajectory failed (see flag_meanings); -1 not run yet; "
+            "-2 not applicable (filler cell of a mixed fixed-step/adaptive grid)",
         },
         -1,
     )
@@ -235,6 +236,23 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
     return xr.Dataset(data_vars, coords=coords, attrs=attrs), encoding
 
 
+def max_sizes(spec: SweepSpec, model: Any) -> dict[str, int]:
+    """Per-cell dimension lengths: the largest over every parameter combination.
+
+    Cells of smaller models (e.g. a sweep over the number of links N) are padded with the
+    fill value (NaN) beyond their own length.
+    """
+    sysdef = SYSTEMS[spec.system]
+    fam = FAMILIES[sysdef.family]
+    sizes = dict(fam.sizes(model))
+    combos = spec.param_combinations()
+    if len(combos) > 1:
+        for combo in combos[1:]:
+            for dim, n in fam.sizes(sysdef.build(**spec.system_kwargs(combo))).items():
+                sizes[dim] = max(sizes.get(dim, 0), n)
+    return sizes
+
+
 def ensure_store(spec: SweepSpec, grid: Grid, model: Any, ref: StoreRef) -> bool:
     """Create the store from the template, or check an existing one belongs to ``spec``.
 
@@ -251,6 +269,11 @@ def ensure_store(spec: SweepSpec, grid: Grid, model: Any, ref: StoreRef) -> bool
     if not ref.is_local:
         kwargs["storage_options"] = ref.storage_options or {}
     ds.to_zarr(ref.url, consolidated=True, **kwargs)
+    group = ref.open_group("r+")
+    for cell in grid.cells():
+        if not grid.applicable(cell):
+            group["status"][cell] = np.int8(Status.NOT_APPLICABLE)
+            group["done"][cell] = np.int8(1)
     return True
 
 
@@ -280,8 +303,8 @@ def write_cell(group, cell: Cell, values: dict[str, Any], status: int, wall_time
     """Write one cell's values, then its flags, then ``done`` (the completion marker)."""
     for name, value in values.items():
         arr = group[name]
-        extra = arr.ndim - len(cell)
-        arr[cell + (slice(None),) * extra] = value
+        # per-cell dims may be shorter than the store's (padded sweeps over N): write a prefix
+        arr[cell + tuple(slice(0, n) for n in np.shape(value))] = value
     group["status"][cell] = np.int8(status)
     group["wall_time"][cell] = float(wall_time)
     group["completed_at"][cell] = time.time()

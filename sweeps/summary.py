@@ -18,26 +18,39 @@ def status_counts(ds) -> dict[str, int]:
 def status_table(store, storage_options: dict | None = None) -> str:
     """Markdown: completion and status counts, then mean|ΔE| per integrator × h."""
     ds = open_results(StoreRef.of(store, storage_options))
-    done = int(ds["done"].sum())
-    total = int(ds["done"].size)
+    runnable = ds["status"] != -2
+    done = int(((ds["done"] == 1) & runnable).sum())
+    total = int(runnable.sum())
     spec = json.loads(ds.attrs["spec"])
     lines = [
         f"## {spec['name']} ({ds.attrs['system']})",
         "",
         f"store: `{StoreRef.of(store).url}`  ",
-        f"cells complete: {done}/{total}; status counts: {status_counts(ds)}",
+        f"cells complete: {done}/{total}; status counts: {status_counts(ds)}"
+        + (" (not_applicable: filler cells of a mixed h/tol grid)" if total < ds["done"].size else ""),
         "",
     ]
-    if "mean_abs_energy_error" in ds:
-        ok = ds["mean_abs_energy_error"].where(ds["status"] == 0)
-        other = [d for d in ok.dims if d not in ("integrator", "h")]
+    metric = "max_rel_energy_error"
+    if metric in ds:
+        ok = ds[metric].where(ds["status"] == 0)
+        step_dims = [d for d in ("h", "tol") if d in ok.dims]
+        other = [d for d in ok.dims if d not in ("integrator", *step_dims)]
         med = ok.median(dim=other) if other else ok
-        hs = [f"{h:g}" for h in ds["h"].values]
-        lines.append("median over other axes of mean|ΔE| (status ok only)")
+        lines.append(f"median over other axes of {metric} (max_k |E_k − E_0| / |E_0|; status ok only)")
         lines.append("")
-        lines.append("| integrator | " + " | ".join(f"h = {h}" for h in hs) + " |")
-        lines.append("|---|" + "---|" * len(hs))
-        for name in ds["integrator"].values:
-            row = med.sel(integrator=name).values
-            lines.append(f"| {name} | " + " | ".join("—" if np.isnan(v) else f"{v:.3e}" for v in row) + " |")
+        for step in step_dims:
+            vals = [f"{step} = {v:g}" for v in ds[step].values]
+            names = [n for n in ds["integrator"].values if bool(np.isfinite(med.sel(integrator=n)).any())]
+            if not names:
+                continue
+            lines.append("| integrator | " + " | ".join(vals) + " |")
+            lines.append("|---|" + "---|" * len(vals))
+            for name in names:
+                row = med.sel(integrator=name)
+                for d in step_dims:
+                    if d != step:
+                        row = row.isel({d: 0})
+                cells = ["—" if np.isnan(v) else f"{v:.3e}" for v in np.atleast_1d(row.values)]
+                lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            lines.append("")
     return "\n".join(lines)

@@ -6,7 +6,7 @@ import numpy as np
 import xarray as xr
 
 #: Variables that legitimately differ between two runs of the same cells.
-RUN_STAMPS = ("wall_time", "completed_at")
+RUN_STAMPS = ("wall_time", "completed_at", "steps_per_second")
 
 
 def assert_stores_bitwise_equal(a: str, b: str) -> None:

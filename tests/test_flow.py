@@ -10,6 +10,8 @@ from prefect.testing.utilities import prefect_test_harness
 from flows.sweep_flow import PROGRESS_HOOKS, sweep_flow
 from sweeps.engine import run_sweep
 from tests.sweep_util import assert_stores_bitwise_equal
+from tests.test_family_sweeps import CHAIN as CHAIN_SPEC
+from tests.test_family_sweeps import TORUS as TORUS_SPEC
 
 # 4 integrators × 2 h × 3 spring stiffnesses = 24 cells, plus the sphere MD at level 2 below.
 SPRINGS = {
@@ -32,6 +34,11 @@ SPHERE = {
 }
 
 
+TORUS = dict(TORUS_SPEC, name="flow-torus")
+CHAIN = dict(CHAIN_SPEC, name="flow-chain", params={"N": [2, 20]}, tol=[1e-6])
+CELLS = {"springs-24": 24, "sphere-16": 16, "torus-24": 24, "chain-26": 26}
+
+
 @pytest.fixture(scope="module")
 def prefect_server():
     with prefect_test_harness(server_startup_timeout=120):
@@ -45,8 +52,8 @@ def cluster():
             yield lc, client
 
 
-@pytest.mark.parametrize("spec", [SPRINGS, SPHERE], ids=["springs-24", "sphere-16"])
-def test_flow_on_local_cluster_equals_serial_bitwise(spec, prefect_server, cluster, tmp_path):
+@pytest.mark.parametrize("spec", [SPRINGS, SPHERE, TORUS, CHAIN], ids=list(CELLS))
+def test_flow_on_local_cluster_equals_serial_bitwise(spec, prefect_server, cluster, tmp_path, request):
     lc, client = cluster
     seen = []
     PROGRESS_HOOKS.append(seen.append)
@@ -54,7 +61,7 @@ def test_flow_on_local_cluster_equals_serial_bitwise(spec, prefect_server, clust
         out = sweep_flow(spec, store=str(tmp_path / "flow.zarr"), address=lc.scheduler_address, slice_seconds=0.2)
     finally:
         PROGRESS_HOOKS.remove(seen.append)
-    n = 24 if spec is SPRINGS else 16
+    n = CELLS[request.node.callspec.id]
     assert out["total"] == n and out["ran"] == n and not out["errors"]
     assert out["slices"] >= 4  # really fanned out over both workers
     assert seen and seen[-1].done == n
@@ -64,7 +71,7 @@ def test_flow_on_local_cluster_equals_serial_bitwise(spec, prefect_server, clust
     assert serial.ran == n
     assert_stores_bitwise_equal(tmp_path / "flow.zarr", tmp_path / "serial.zarr")
     ds = xr.open_zarr(tmp_path / "flow.zarr")
-    assert int((ds.status == 0).sum()) == n
+    assert int((ds.status == 0).sum()) == n and int((ds.status == -1).sum()) == 0
 
 
 def test_flow_refuses_a_bad_spec_before_work(prefect_server, tmp_path):
