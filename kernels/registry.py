@@ -148,6 +148,9 @@ class FamilyDef:
     run: Callable[..., CellResult]
     warmup: Callable[[], None]
     cost_per_step: Callable[[Any, str], float]
+    #: True if ``run`` accepts ``options["snapshot_stride"]`` (steps between stored states)
+    #: and declares diagnostics on the ``snapshot`` dim, sized by the sweep's ``snapshot_dt``.
+    snapshots: bool = False
 
 
 SYSTEMS: dict[str, SystemDef] = {}

@@ -95,6 +95,8 @@ class Grid:
             options["tol"] = float(c["tol"])
             return self.spec.dt_out, self.spec.n_time - 1, 1, options
         h = float(c["h"])
+        if FAMILIES[SYSTEMS[self.spec.system].family].snapshots:
+            options["snapshot_stride"] = int(round(self.spec.snapshot_interval / h))
         return h, self.spec.n_steps(h), self.spec.stride(h), options
 
     @cached_property

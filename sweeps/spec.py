@@ -57,7 +57,8 @@ class SweepSpec(BaseModel):
     system), ``params`` (scalars or lists; lists are sweep axes in the order given),
     ``integrators`` (names), ``h`` (step sizes of fixed-step integrators), ``tol`` (error
     tolerances of adaptive integrators), ``T`` (final time), ``dt_out`` (output interval
-    shared by every run), ``integrator_options`` (per-integrator settings),
+    shared by every run), ``snapshot_dt`` (time between stored full states, a multiple of
+    dt_out; default: states at t = 0 and t = T only), ``integrator_options`` (per-integrator settings),
     ``description`` (free text).
     """
 
@@ -70,6 +71,7 @@ class SweepSpec(BaseModel):
     tol: list[float] = Field(default_factory=list)
     T: float
     dt_out: float
+    snapshot_dt: float | None = None
     params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     integrator_options: dict[str, dict[str, Scalar]] = Field(default_factory=dict)
     description: str = ""
@@ -97,6 +99,14 @@ class SweepSpec(BaseModel):
     @property
     def n_time(self) -> int:
         return int(round(self.T / self.dt_out)) + 1
+
+    @property
+    def snapshot_interval(self) -> float:
+        return self.snapshot_dt if self.snapshot_dt is not None else self.T
+
+    @property
+    def n_snapshots(self) -> int:
+        return int(round(self.T / self.snapshot_interval)) + 1
 
     def swept_params(self) -> dict[str, list[Scalar]]:
         return {k: list(v) for k, v in self.params.items() if isinstance(v, list)}
@@ -279,6 +289,15 @@ def validate_spec(spec: SweepSpec) -> SweepSpec:
             problems.append(("dt_out", f"must be <= T = {spec.T}"))
         elif not _is_multiple(spec.T, spec.dt_out):
             problems.append(("dt_out", f"T/dt_out = {spec.T / spec.dt_out:.12g} is not an integer"))
+
+    if spec.snapshot_dt is not None and times_ok and spec.dt_out > 0 and spec.T > 0:
+        sd = spec.snapshot_dt
+        if not (math.isfinite(sd) and sd > 0):
+            problems.append(("snapshot_dt", f"must be > 0, got {sd}"))
+        elif not _is_multiple(sd, spec.dt_out):
+            problems.append(("snapshot_dt", f"must be a multiple of dt_out = {spec.dt_out}"))
+        elif sd > spec.T or not _is_multiple(spec.T, sd):
+            problems.append(("snapshot_dt", f"T/snapshot_dt = {spec.T / sd:.12g} must be a whole number >= 1"))
 
     # system parameters
     if sysdef is not None:

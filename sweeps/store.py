@@ -155,6 +155,8 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
     sysdef = SYSTEMS[spec.system]
     fam = FAMILIES[sysdef.family]
     sizes = {"time": spec.n_time, **max_sizes(spec, model)}
+    if fam.snapshots:
+        sizes["snapshot"] = spec.n_snapshots
     sweep_shape = grid.shape
     sweep_chunks = (1,) * len(sweep_shape)
     data_vars = {}
@@ -204,6 +206,12 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
     coords["time"] = xr.Variable(
         ("time",), np.arange(spec.n_time) * spec.dt_out, {"units": sysdef.time_units, "long_name": "time"}
     )
+    if fam.snapshots:
+        coords["snapshot_time"] = xr.Variable(
+            ("snapshot",),
+            np.arange(spec.n_snapshots) * spec.snapshot_interval,
+            {"units": sysdef.time_units, "long_name": "time of the stored state"},
+        )
     if "component" in sizes:
         coords["component"] = xr.Variable(("component",), np.array(["x", "y", "z"]), {"long_name": "Cartesian axis"})
     for dim, n in sizes.items():

@@ -50,6 +50,7 @@ MALFORMED = [
     (spec_with(T=1.03, h=[0.01]), "dt_out", "not an integer"),
     (spec_with(dt_out=2.0), "dt_out", "<= T"),
     (spec_with(params={"kappa99": 1.0}), "params.kappa99", "unknown parameter"),
+    (spec_with(snapshot_dt=0.07), "snapshot_dt", "multiple of dt_out"),
     (spec_with(params={"kappa12": "stiff"}), "params.kappa12", "number"),
     (spec_with(params={"kappa12": [10.0, -1.0]}), "params.kappa12[1]", ">= 0"),
     (spec_with(params={"kappa12": [10.0, 10.0]}), "params.kappa12", "unique"),

@@ -22,6 +22,7 @@ SPEC = {
     "h": [0.1, 0.01, 0.005],
     "T": 1.0,
     "dt_out": 0.1,
+    "snapshot_dt": 0.5,
     "params": {"level": 1, "omega": [0.0, 20.0]},
 }
 
@@ -108,3 +109,15 @@ def test_partially_written_cell_is_recomputed(tmp_path):
     assert not np.any(ds.energy.values == 123.0)
     changed = ds.completed_at.values != stamps
     assert changed.sum() == 1 and changed[0, 1, 1]
+
+
+def test_state_snapshots(store):
+    ds = xr.open_zarr(store)
+    np.testing.assert_allclose(ds.snapshot_time.values, [0.0, 0.5, 1.0])
+    cell = ds.sel(integrator="explicit_vi", h=0.005, omega=20.0)
+    q0, _ = lj_sphere(level=1, omega=20.0).initial_state()
+    np.testing.assert_array_equal(cell.q_snap.isel(snapshot=0).values, q0)
+    np.testing.assert_array_equal(cell.q_snap.isel(snapshot=-1).values, cell.q_final.values)
+    np.testing.assert_array_equal(cell.w_snap.isel(snapshot=-1).values, cell.w_final.values)
+    failed = ds.sel(integrator="explicit_vi", h=0.1, omega=20.0)  # failed at step ≤ 10: no later states
+    assert np.isnan(failed.q_snap.isel(snapshot=-1).values).all()

@@ -45,6 +45,8 @@ SUMMARIES = (
 STATE = (
     Diagnostic("q_final", ("body", "component"), "1", "final (or last valid) positions q_i"),
     Diagnostic("w_final", ("body", "component"), "1 / time", "final (or last valid) ω_i"),
+    Diagnostic("q_snap", ("snapshot", "body", "component"), "1", "positions q_i at snapshot_time"),
+    Diagnostic("w_snap", ("snapshot", "body", "component"), "1 / time", "angular velocities ω_i at snapshot_time"),
 )
 
 
@@ -81,7 +83,7 @@ _INFO_KEYS = {
 
 def run(model: S2System, integrator: str, h: float, n_steps: int, stride: int, options: dict) -> CellResult:
     """Run one cell and return its stored values."""
-    tr = integrate(model, integrator, h, n_steps, stride, **options)
+    tr = integrate(model, integrator, h, n_steps, stride, **options)  # options may hold snapshot_stride
     J0 = tr.momentum[0]
     dJ = tr.momentum - J0
     if model.symmetry == "full":
@@ -100,6 +102,8 @@ def run(model: S2System, integrator: str, h: float, n_steps: int, stride: int, o
         "momentum_error": merr,
         "q_final": tr.q,
         "w_final": tr.w,
+        "q_snap": tr.q_snap,
+        "w_snap": tr.w_snap,
     }
     for k, src in _SUMMARY_KEYS.items():
         values[k] = np.float64(tr.summary[src])
@@ -134,7 +138,15 @@ def cost_per_step(model: S2System, integrator: str) -> float:
     return cost + 1e-7
 
 
-FAMILY = FamilyDef(name="s2", diagnostics=diagnostics, sizes=sizes, run=run, warmup=warmup, cost_per_step=cost_per_step)
+FAMILY = FamilyDef(
+    name="s2",
+    diagnostics=diagnostics,
+    sizes=sizes,
+    run=run,
+    warmup=warmup,
+    cost_per_step=cost_per_step,
+    snapshots=True,
+)
 
 
 def _needs_diagonal(model: S2System) -> str | None:

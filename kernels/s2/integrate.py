@@ -429,6 +429,14 @@ def _sample(k, stride, E, E0, u, tau, J, out_E, out_dE, out_u, out_tau, out_J):
         out_J[s, 2] = J[2]
 
 
+@kjit
+def _snapshot(k, snap_stride, q, w, out_qs, out_ws):
+    if k % snap_stride == 0:
+        s = k // snap_stride
+        out_qs[s, :, :] = q
+        out_ws[s, :, :] = w
+
+
 _F1 = types.float64[::1]
 _F2 = types.float64[:, ::1]
 _RUN_S2_SIG = types.int64(
@@ -453,6 +461,9 @@ _RUN_S2_SIG = types.int64(
     _F2,
     _F1,
     types.int64[::1],
+    types.int64,
+    types.float64[:, :, ::1],
+    types.float64[:, :, ::1],
 )
 
 
@@ -479,11 +490,15 @@ def run_s2(
     out_J,
     summary,
     info,
+    snap_stride,
+    out_qs,
+    out_ws,
 ):
     """Integrate ``nsteps`` steps of size ``h`` in place on (q, w).
 
     Samples every ``stride`` steps go to the ``out_*`` arrays (length nsteps//stride + 1,
-    pre-filled with NaN by the caller); every step enters the summaries. On return, (q, w)
+    pre-filled with NaN by the caller); every step enters the summaries. The state (q, ω) is
+    copied into ``out_qs``/``out_ws`` every ``snap_stride`` steps (length nsteps//snap_stride + 1). On return, (q, w)
     hold the final (or last valid) state. Returns the status code.
     """
     n = q.shape[0]
@@ -520,6 +535,7 @@ def run_s2(
     _momentum(M, diag, q, qd, J0)
     u, tau = _constraint_errors(q, w)
     _sample(0, stride, E0, E0, u, tau, J0, out_E, out_dE, out_u, out_tau, out_J)
+    _snapshot(0, snap_stride, q, w, out_qs, out_ws)
     summary[0] = E0
     status = _OK
     if not np.isfinite(E0):
@@ -606,6 +622,7 @@ def run_s2(
         se += dE
         ste += t * dE
         _sample(k, stride, E, E0, u, tau, J, out_E, out_dE, out_u, out_tau, out_J)
+        _snapshot(k, snap_stride, q, w, out_qs, out_ws)
 
     # the final state must be in the caller's arrays
     if k_done % 2 == 1:
@@ -642,8 +659,8 @@ class Trajectory:
 
     ``time`` (K,), ``energy``/``energy_error``/``unit_error``/``tangency_error`` (K,) and
     ``momentum`` (K, 3) sampled every ``stride`` steps (NaN after a failure); ``q``, ``w``
-    final (or last valid) state; ``summary`` and ``info`` dicts keyed by
-    :data:`SUMMARY_FIELDS` and :data:`INFO_FIELDS`; ``wall_time`` in seconds.
+    final (or last valid) state; ``q_snap``/``w_snap`` (S, n, 3) states at ``snapshot_time``;
+    ``summary`` and ``info`` dicts keyed by :data:`SUMMARY_FIELDS` and :data:`INFO_FIELDS`; ``wall_time`` in seconds.
     """
 
     time: np.ndarray
@@ -654,6 +671,9 @@ class Trajectory:
     momentum: np.ndarray
     q: np.ndarray
     w: np.ndarray
+    q_snap: np.ndarray
+    w_snap: np.ndarray
+    snapshot_time: np.ndarray
     summary: dict[str, float]
     info: dict[str, int]
     wall_time: float
@@ -674,11 +694,13 @@ def integrate(
     maxit: int = 50,
     q0: np.ndarray | None = None,
     w0: np.ndarray | None = None,
+    snapshot_stride: int = 0,
 ) -> Trajectory:
     """Integrate ``system`` with ``method`` for ``n_steps`` steps of size ``h``.
 
     The initial state (``system.q0/w0`` unless given) is normalised and projected once.
     ``stride`` is the sampling interval in steps. ``tol``/``maxit`` control the implicit VI.
+    ``snapshot_stride``: steps between stored states (0: only t = 0 and t = T).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {sorted(METHODS)}")
@@ -692,15 +714,20 @@ def integrate(
     ns = n_steps // stride + 1
     out = {k: np.full(ns, np.nan) for k in ("E", "dE", "u", "tau")}
     out_J = np.full((ns, 3), np.nan)
+    snap = int(snapshot_stride) if snapshot_stride > 0 else max(int(n_steps), 1)
+    n_snap = int(n_steps) // snap + 1
+    out_qs = np.full((n_snap, system.n, 3), np.nan)
+    out_ws = np.full((n_snap, system.n, 3), np.nan)
     summary = np.empty(_NS)
     info = np.empty(_NI, dtype=np.int64)
+    diag = system.is_diagonal  # an O(n²) check: keep it out of the timed region
     t0 = time.perf_counter()
     run_s2(
         METHODS[method],
         system.potential,
         system.params,
         system.M,
-        system.is_diagonal,
+        diag,
         q,
         w,
         float(h),
@@ -717,6 +744,9 @@ def integrate(
         out_J,
         summary,
         info,
+        snap,
+        out_qs,
+        out_ws,
     )
     wall = time.perf_counter() - t0
     return Trajectory(
@@ -728,6 +758,9 @@ def integrate(
         momentum=out_J,
         q=q,
         w=w,
+        q_snap=out_qs,
+        w_snap=out_ws,
+        snapshot_time=np.arange(n_snap) * (snap * h),
         summary=dict(zip(SUMMARY_FIELDS, summary.tolist())),
         info=dict(zip(INFO_FIELDS, info.tolist())),
         wall_time=wall,
