@@ -130,6 +130,12 @@ class IntegratorDef:
     params: tuple[Param, ...] = ()
     applicable: Callable[[Any], str | None] = lambda model: None
     adaptive: bool = False
+    #: further families whose ``run`` also handles this integrator (e.g. the (S²)ⁿ implicit VI
+    #: applied to the pendulum chain through its (S²)ⁿ form)
+    also: tuple[str, ...] = ()
+
+    def serves(self, family: str) -> bool:
+        return family == self.family or family in self.also
 
 
 @dataclass(frozen=True)
@@ -179,4 +185,4 @@ def load_builtins() -> None:
 
 
 def integrators_for(system: SystemDef) -> list[IntegratorDef]:
-    return [i for i in INTEGRATORS.values() if i.family == system.family]
+    return [i for i in INTEGRATORS.values() if i.serves(system.family)]

@@ -222,7 +222,7 @@ def validate_spec(spec: SweepSpec) -> SweepSpec:
         idef = INTEGRATORS.get(name)
         if idef is None:
             problems.append((f"integrators[{i}]", f"unknown integrator {name!r}; known: {sorted(INTEGRATORS)}"))
-        elif sysdef is not None and idef.family != sysdef.family:
+        elif sysdef is not None and not idef.serves(sysdef.family):
             problems.append(
                 (f"integrators[{i}]", f"{name!r} integrates the {idef.family!r} family, not {spec.system!r}")
             )

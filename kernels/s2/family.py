@@ -169,11 +169,12 @@ INTEGRATORS = (
         "s2",
         2,
         "Variational integrator for coupled M (000 (22)-(28)): Cayley update, fixed point with "
-        "a dense LU solve per iteration.",
+        "a dense LU solve per iteration. Also applies to the pendulum chain (ts2).",
         params=(
             Param("tol", float, 1e-14, "1", "fixed-point stop: max|Δf| ≤ tol·max(1, max|f|)", gt=0.0),
             Param("maxit", int, 50, "1", "iterations before status NONCONVERGED", ge=1),
         ),
+        also=("ts2",),
     ),
     IntegratorDef("rk2", "s2", 2, "Explicit midpoint on the ambient ODE in R⁶ⁿ (baseline)."),
     IntegratorDef("rk2_proj", "s2", 2, "Explicit midpoint, then q_i ← q_i/|q_i| each step (baseline)."),
