@@ -14,6 +14,8 @@ class Status(IntEnum):
     ``NONCONVERGED``    an implicit step's nonlinear solve did not converge.
     ``NONFINITE``       a non-finite value appeared in the state or energy.
     ``CHART_SINGULAR``  an attitude chart hit its singularity (rescaled Rodrigues vectors).
+    ``ENERGY_BLOWUP``   |E − E0| exceeded a configured fraction of |E0| at a sample (the run
+                        is unstable; stopped before it turns non-finite).
     ``NOT_RUN``         the cell has not been computed (store template value).
     ``NOT_APPLICABLE``  the cell is not a run: a fixed-step integrator at a ``tol`` other than
                         the first, or an adaptive one at an ``h`` other than the first.
@@ -24,6 +26,7 @@ class Status(IntEnum):
     NONCONVERGED = 2
     NONFINITE = 3
     CHART_SINGULAR = 4
+    ENERGY_BLOWUP = 5
     NOT_RUN = -1
     NOT_APPLICABLE = -2
 

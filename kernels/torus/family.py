@@ -306,8 +306,8 @@ SYSTEMS = (
     ),
 )
 
-#: Stored status codes (documented in kernels.status); energy blow-up maps to NONFINITE.
+#: Stored status codes (documented in kernels.status) of the spec §2.5 failure reasons.
 STATUS_FOR_REASON = {
     "rotation_increment": Status.DOMAIN, "chart_singular": Status.CHART_SINGULAR,
-    "nonfinite": Status.NONFINITE, "energy_blowup": Status.NONFINITE,
+    "nonfinite": Status.NONFINITE, "energy_blowup": Status.ENERGY_BLOWUP,
 }

@@ -13,8 +13,8 @@ Maps (``METHODS``; codes are stable), all with one force/torque evaluation per s
 Attitudes update as ``α_{k+1} = α_k ⊕ Δα`` (inertial increment, ``R_{k+1} = R(Δα) R_k``);
 ``den = 4 − α·Δα == 0``, non-finite or ``|α| > 1e12`` → CHART_SINGULAR. A failed step
 keeps the last valid state; samples after it stay NaN (the caller pre-fills).
-Energy blow-up (``|E − E0| > blowup·|E0|`` at a sample) ends the run with NONFINITE and
-reason ``energy_blowup`` (the status enum has no separate code).
+Energy blow-up (``|E − E0| > blowup·|E0|`` at a sample) ends the run with ENERGY_BLOWUP
+(``fail_reason`` also tells the four spec §2.5 reasons apart).
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ _OK = int(Status.OK)
 _DOMAIN = int(Status.DOMAIN)
 _NONFINITE = int(Status.NONFINITE)
 _CHART = int(Status.CHART_SINGULAR)
+_BLOWUP = int(Status.ENERGY_BLOWUP)
 _ALPHA2_MAX = ALPHA_MAX * ALPHA_MAX
 
 
@@ -393,7 +394,7 @@ def run_se3(method, kind, h, nsteps, stride, m, J, blowup, p, D, bonds, d0, L0, 
         if k % stride == 0:
             _write_sample(out[k // stride], method, h, m, J, x, v, a, W, T, R, aux, PL)
             if blowup > 0.0 and E0 != 0.0 and adE > blowup * abs(E0):
-                status = _NONFINITE
+                status = _BLOWUP
                 reason = 4
                 info[1] = k
                 fail_value = dE
