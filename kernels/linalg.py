@@ -6,11 +6,11 @@ from kernels._jit import kjit
 
 
 @kjit
-def lu_solve_inplace(a, b, piv):
-    """Solve ``a x = b`` by Gaussian elimination with partial pivoting.
+def lu_solve_inplace(a, b):
+    """Solve ``a x = b`` by Gaussian elimination with partial pivoting (physical row swaps).
 
-    ``a`` (m, m) is overwritten by its LU factors, ``b`` (m,) by the solution, ``piv`` (m,)
-    int64 is scratch. Returns 0 on success, 1 if a zero pivot was met (singular matrix).
+    ``a`` (m, m) is overwritten by its LU factors, ``b`` (m,) by the solution. Returns 0 on
+    success, 1 if a zero or non-finite pivot was met (singular or corrupted matrix).
     """
     m = a.shape[0]
     for k in range(m):
@@ -21,8 +21,7 @@ def lu_solve_inplace(a, b, piv):
             if v > big:
                 big = v
                 p = r
-        piv[k] = p
-        if big == 0.0:
+        if not big > 0.0:
             return 1
         if p != k:
             for c in range(m):

@@ -24,6 +24,7 @@ import numpy as np
 
 from kernels._jit import kjit
 from kernels.lie.signatures import DIAG_SIG, FIELD_SIG
+from kernels.linalg import lu_solve_inplace
 
 #: length of the diagnostics row: [E, L (3), max|1−q·q|, max|q·ω|]
 N_DIAG = 6
@@ -69,13 +70,13 @@ def rsolve(q, r, p, work, x):
     ``q``, ``r``, ``x`` are (N, 3) arrays (any layout); ``x`` must not alias ``r``.
     """
     n = q.shape[0]
-    gd = p[1 + 3 * n:1 + 4 * n]
-    go = p[1 + 4 * n:1 + 5 * n]
-    s = work[0:3 * n].reshape((n, 3))
-    t = work[3 * n:6 * n].reshape((n, 3))
-    kd = work[6 * n:7 * n]
-    ko = work[7 * n:8 * n]
-    rho = work[8 * n:9 * n]
+    gd = p[1 + 3 * n : 1 + 4 * n]
+    go = p[1 + 4 * n : 1 + 5 * n]
+    s = work[0 : 3 * n].reshape((n, 3))
+    t = work[3 * n : 6 * n].reshape((n, 3))
+    kd = work[6 * n : 7 * n]
+    ko = work[7 * n : 8 * n]
+    rho = work[8 * n : 9 * n]
     for i in range(n):
         s[i, 0] = r[i, 1] * q[i, 2] - r[i, 2] * q[i, 1]
         s[i, 1] = r[i, 2] * q[i, 0] - r[i, 0] * q[i, 2]
@@ -114,9 +115,9 @@ def rsolve(q, r, p, work, x):
 def rmult(q, x, p, work, out):
     """``out = R(q) x`` for tangent ``x`` in O(N) (prefix then suffix sums); (N, 3) arrays."""
     n = q.shape[0]
-    m = p[1:1 + n]
-    L = p[1 + n:1 + 2 * n]
-    u = work[0:3 * n].reshape((n, 3))
+    m = p[1 : 1 + n]
+    L = p[1 + n : 1 + 2 * n]
+    u = work[0 : 3 * n].reshape((n, 3))
     u0 = 0.0
     u1 = 0.0
     u2 = 0.0
@@ -144,10 +145,10 @@ def accel(y, p, work, hacc):
     """``hacc = ω̇`` (N, 3) from the O(N) RHS algorithm (spec §3). Returns status."""
     n = y.shape[0]
     g = p[0]
-    L = p[1 + n:1 + 2 * n]
-    mu = p[1 + 2 * n:1 + 3 * n]
-    b = work[9 * n:12 * n].reshape((n, 3))
-    S = work[12 * n:15 * n].reshape((n, 3))
+    L = p[1 + n : 1 + 2 * n]
+    mu = p[1 + 2 * n : 1 + 3 * n]
+    b = work[9 * n : 12 * n].reshape((n, 3))
+    S = work[12 * n : 15 * n].reshape((n, 3))
     # suffix sums S_i = Σ_{j>i} μ_j c_j, c_j = L_j |ω_j|² q_j
     s0 = 0.0
     s1 = 0.0
@@ -186,7 +187,7 @@ def accel(y, p, work, hacc):
 def chain_f(y, p, work, out):
     """Algebra map ``f(y) = (ω_i, q_i × ω̇_i)`` into ``out`` (N, 6)."""
     n = y.shape[0]
-    hacc = work[15 * n:18 * n].reshape((n, 3))
+    hacc = work[15 * n : 18 * n].reshape((n, 3))
     st = accel(y, p, work, hacc)
     bad = st != 0
     for i in range(n):
@@ -209,7 +210,7 @@ def chain_f(y, p, work, out):
 def chain_F(y, p, work, out):
     """Ambient field ``F(y) = (ω_i × q_i, ω̇_i)`` via the O(N) path (on-manifold states)."""
     n = y.shape[0]
-    hacc = work[15 * n:18 * n].reshape((n, 3))
+    hacc = work[15 * n : 18 * n].reshape((n, 3))
     st = accel(y, p, work, hacc)
     bad = st != 0
     for i in range(n):
@@ -225,38 +226,8 @@ def chain_F(y, p, work, out):
 
 @kjit
 def _gauss_solve(a, x):
-    """Solve ``a z = x`` in place (z into x), partial pivoting with physical row swaps."""
-    m = a.shape[0]
-    for k in range(m):
-        piv = k
-        big = abs(a[k, k])
-        for r in range(k + 1, m):
-            if abs(a[r, k]) > big:
-                big = abs(a[r, k])
-                piv = r
-        if not big > 0.0:
-            return _NONFINITE
-        if piv != k:
-            for c in range(k, m):
-                tmp = a[k, c]
-                a[k, c] = a[piv, c]
-                a[piv, c] = tmp
-            tmp = x[k]
-            x[k] = x[piv]
-            x[piv] = tmp
-        inv = 1.0 / a[k, k]
-        for r in range(k + 1, m):
-            f = a[r, k] * inv
-            if f != 0.0:
-                for c in range(k + 1, m):
-                    a[r, c] -= f * a[k, c]
-                x[r] -= f * x[k]
-    for k in range(m - 1, -1, -1):
-        v = x[k]
-        for c in range(k + 1, m):
-            v -= a[k, c] * x[c]
-        x[k] = v / a[k, k]
-    return 0
+    """Solve ``a z = x`` in place (z into x); NONFINITE status on a singular matrix."""
+    return _NONFINITE if lu_solve_inplace(a, x) != 0 else 0
 
 
 @kjit(FIELD_SIG)
@@ -264,11 +235,11 @@ def chain_F_dense(y, p, work, out):
     """Ambient field with the dense formula of spec §2 evaluated at the raw state (O(N³))."""
     n = y.shape[0]
     g = p[0]
-    L = p[1 + n:1 + 2 * n]
-    mu = p[1 + 2 * n:1 + 3 * n]
+    L = p[1 + n : 1 + 2 * n]
+    mu = p[1 + 2 * n : 1 + 3 * n]
     m3 = 3 * n
-    R = work[24 * n:24 * n + m3 * m3].reshape((m3, m3))
-    x = work[24 * n + m3 * m3:24 * n + m3 * m3 + m3]
+    R = work[24 * n : 24 * n + m3 * m3].reshape((m3, m3))
+    x = work[24 * n + m3 * m3 : 24 * n + m3 * m3 + m3]
     for i in range(n):
         for j in range(n):
             Mij = mu[max(i, j)] * L[i] * L[j]
@@ -321,8 +292,8 @@ def chain_diag(y, p, work, out):
     """
     n = y.shape[0]
     g = p[0]
-    m = p[1:1 + n]
-    L = p[1 + n:1 + 2 * n]
+    m = p[1 : 1 + n]
+    L = p[1 + n : 1 + 2 * n]
     x0 = 0.0
     x1 = 0.0
     x2 = 0.0

@@ -163,7 +163,7 @@ def _assemble_K(M, q, K):
 
 
 @kjit
-def _angular_acceleration(M, diag, q, w, g, dw, K, rhs, piv):
+def _angular_acceleration(M, diag, q, w, g, dw, K, rhs):
     """ω̇ of the Euler–Lagrange equations: K(q) ω̇ = r (diagonal M: ω̇_i = −q_i×g_i / m_i)."""
     n = q.shape[0]
     if diag:
@@ -187,7 +187,7 @@ def _angular_acceleration(M, diag, q, w, g, dw, K, rhs, piv):
         rhs[3 * i + 1] = r1
         rhs[3 * i + 2] = r2
     _assemble_K(M, q, K)
-    if lu_solve_inplace(K, rhs, piv) != 0:
+    if lu_solve_inplace(K, rhs) != 0:
         return 1
     for i in range(n):
         dw[i, 0] = rhs[3 * i]
@@ -243,7 +243,7 @@ def _step_explicit_vi(pot, p, M, q, w, g, h, qn, wn, gn, a, t):
 
 
 @kjit
-def _step_implicit_vi(pot, p, M, q, w, g, h, qn, wn, gn, d, f, A, rhs, piv, tol, maxit):
+def _step_implicit_vi(pot, p, M, q, w, g, h, qn, wn, gn, d, f, A, rhs, tol, maxit):
     """Returns (status, index, value, V_new, iterations)."""
     n = q.shape[0]
     # π_i = M_ii ω_i − q_i × Σ_{j≠i} M_ij (q_j × ω_j);  d_i = h π_i − h²/2 q_i × g_i
@@ -301,7 +301,7 @@ def _step_implicit_vi(pot, p, M, q, w, g, h, qn, wn, gn, d, f, A, rhs, piv, tol,
                             A[3 * i + a, 3 * j + b] = cij * v
         for r in range(3 * n):
             rhs[r] = d[r]
-        if lu_solve_inplace(A, rhs, piv) != 0:
+        if lu_solve_inplace(A, rhs) != 0:
             return _NONCONV, -1, np.inf, 0.0, it
         change = 0.0
         fmax = 0.0
@@ -346,7 +346,7 @@ def _step_implicit_vi(pot, p, M, q, w, g, h, qn, wn, gn, d, f, A, rhs, piv, tol,
         rhs[3 * i + 1] = (qn[i, 2] * s0 - qn[i, 0] * s2) / h - 0.5 * h * (qn[i, 2] * gn[i, 0] - qn[i, 0] * gn[i, 2])
         rhs[3 * i + 2] = (qn[i, 0] * s1 - qn[i, 1] * s0) / h - 0.5 * h * (qn[i, 0] * gn[i, 1] - qn[i, 1] * gn[i, 0])
     _assemble_K(M, qn, A)
-    if lu_solve_inplace(A, rhs, piv) != 0:
+    if lu_solve_inplace(A, rhs) != 0:
         return _NONFINITE, -1, np.inf, Vn, it
     for i in range(n):
         wn[i, 0] = rhs[3 * i]
@@ -364,7 +364,7 @@ def _rk_stage_state(q, w, h, kq, kw, qs, ws):
 
 
 @kjit
-def _step_rk(pot, p, M, diag, q, w, g, h, qn, wn, gn, order, project, kq, kw, qs, ws, gs, K, rhs, piv):
+def _step_rk(pot, p, M, diag, q, w, g, h, qn, wn, gn, order, project, kq, kw, qs, ws, gs, K, rhs):
     """Explicit midpoint (order 2) or classical RK4 (order 4) on (q, ω) ∈ R⁶ⁿ.
 
     ``kq``/``kw`` are (4, n, 3) stage buffers. Returns (status, index, value, V_new, evals).
@@ -373,14 +373,14 @@ def _step_rk(pot, p, M, diag, q, w, g, h, qn, wn, gn, order, project, kq, kw, qs
     evals = 0
     # stage 1 at (q, w) with the cached gradient g
     _qdot(M, diag, q, w, kq[0])
-    if _angular_acceleration(M, diag, q, w, g, kw[0], K, rhs, piv) != 0:
+    if _angular_acceleration(M, diag, q, w, g, kw[0], K, rhs) != 0:
         return _NONFINITE, -1, np.inf, 0.0, evals
     if order == 2:
         _rk_stage_state(q, w, 0.5 * h, kq[0], kw[0], qs, ws)
         pot(qs, p, gs)
         evals += 1
         _qdot(M, diag, qs, ws, kq[1])
-        if _angular_acceleration(M, diag, qs, ws, gs, kw[1], K, rhs, piv) != 0:
+        if _angular_acceleration(M, diag, qs, ws, gs, kw[1], K, rhs) != 0:
             return _NONFINITE, -1, np.inf, 0.0, evals
         for i in range(n):
             for a in range(3):
@@ -393,7 +393,7 @@ def _step_rk(pot, p, M, diag, q, w, g, h, qn, wn, gn, order, project, kq, kw, qs
             pot(qs, p, gs)
             evals += 1
             _qdot(M, diag, qs, ws, kq[s])
-            if _angular_acceleration(M, diag, qs, ws, gs, kw[s], K, rhs, piv) != 0:
+            if _angular_acceleration(M, diag, qs, ws, gs, kw[s], K, rhs) != 0:
                 return _NONFINITE, -1, np.inf, 0.0, evals
         h6 = h / 6.0
         for i in range(n):
@@ -521,7 +521,6 @@ def run_s2(
     v1 = np.empty(m3)
     v2 = np.empty(m3)
     v3 = np.empty(m3)
-    piv = np.empty(m3, dtype=np.int64)
     for s in range(_NS):
         summary[s] = np.nan
     for s in range(_NI):
@@ -568,16 +567,14 @@ def run_s2(
             if anorm > max_a:
                 max_a = anorm
         elif method == 1:
-            st_, idx, val, Vn, its = _step_implicit_vi(
-                pot, p, M, q, w, g, h, qn, wn, gn, v1, v2, A, v3, piv, tol, maxit
-            )
+            st_, idx, val, Vn, its = _step_implicit_vi(pot, p, M, q, w, g, h, qn, wn, gn, v1, v2, A, v3, tol, maxit)
             evals += 1
             iters_total += its
             if its > iters_max:
                 iters_max = its
         else:
             st_, idx, val, Vn, ev = _step_rk(
-                pot, p, M, diag, q, w, g, h, qn, wn, gn, order, project, kq, kw, qs, ws, gs, A, v1, piv
+                pot, p, M, diag, q, w, g, h, qn, wn, gn, order, project, kq, kw, qs, ws, gs, A, v1
             )
             evals += ev
         if st_ == _OK:
