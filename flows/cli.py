@@ -1,12 +1,19 @@
-"""``geosweep`` command line: run, demo, validate, status, systems.
+"""``geosweep`` command line: run, demo, serve, validate, status, systems.
+
+``run``/``demo`` write to a local path or an fsspec URL (``--store s3://…`` with
+``--storage-options JSON``) on a local cluster, a scheduler (``--address``) or a cluster
+described in a file (``--cluster FILE``, see :mod:`deploy.clusters`); ``serve`` serves the
+nightly Prefect deployment of a spec (see :mod:`flows.deployments`).
 
 Exit codes: 0 success (cells whose integration failed are results, not errors), 1 some
-slices raised, 2 the spec was refused, 3 the store belongs to another spec.
+slices raised, 2 the spec, cluster file or options were refused, 3 the store belongs to
+another spec.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -40,14 +47,54 @@ def _progress_bar(total_hint: int | None = None):
     return hook, close
 
 
-def _how_to_open(store: str) -> str:
+def _how_to_open(store: str, storage_options: dict | None = None) -> str:
+    # the options may hold credentials: name them, never print them
+    extra = ", storage_options=STORAGE_OPTIONS)  # the dict given to --storage-options" if storage_options else ")"
     return (
         f"\nresults: {store}\n"
         "open them with:\n"
         "    import xarray as xr\n"
-        f"    ds = xr.open_zarr({store!r})\n"
+        f"    ds = xr.open_zarr({store!r}{extra}\n"
         "    ds.mean_abs_energy_error.where(ds.status == 0)   # failed cells dropped explicitly\n"
     )
+
+
+def _storage_options(text: str) -> dict:
+    """``--storage-options``: a JSON object (fsspec options of the store's filesystem)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"anon\": false}'")
+    return value
+
+
+class ClusterFileError(ValueError):
+    """A ``--cluster`` file could not be read or describes no usable cluster."""
+
+
+def _cluster_config(path: str):
+    """Read and check a :class:`deploy.clusters.ClusterConfig` file (refused before any work)."""
+    from pydantic import ValidationError
+
+    from deploy.clusters import ClusterConfig, check_dependencies
+
+    try:
+        cfg = ClusterConfig.from_file(path)
+        check_dependencies(cfg.kind)
+    except (OSError, ValueError, ValidationError, ImportError) as e:
+        raise ClusterFileError(f"cluster file {path}: {e}") from e
+    if not cfg.root.requests_workers:
+        raise ClusterFileError(f"cluster file {path} starts no workers: set jobs, n_workers or an adapt maximum")
+    return cfg
+
+
+def _start_cluster(path: str):
+    """Start the cluster described in a cluster file."""
+    cfg = _cluster_config(path)
+    print(f"geosweep: starting {cfg.kind} cluster from {path}", file=sys.stderr)
+    return cfg.make()
 
 
 def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
@@ -56,6 +103,8 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
 
     spec = load_spec(spec_path)  # refuse a bad spec before starting anything
     store = args.store or default_store_path(spec)
+    cluster = _start_cluster(args.cluster) if args.cluster else None
+    address = cluster.scheduler_address if cluster is not None else args.address
     hook, close = _progress_bar()
     t0 = time.perf_counter()
     try:
@@ -63,10 +112,11 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
             result = run_sweep(
                 spec,
                 store,
-                address=args.address,
+                address=address,
                 n_workers=args.workers,
                 serial=args.serial,
                 slice_seconds=args.slice_seconds,
+                storage_options=args.storage_options,
                 progress=hook,
                 log=lambda m: print(f"geosweep: {m}", file=sys.stderr),
             )
@@ -80,9 +130,10 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 out = sweep_flow(
                     spec.model_dump(mode="json"),
                     store=store,
-                    address=args.address,
+                    address=address,
                     n_workers=args.workers,
                     slice_seconds=args.slice_seconds,
+                    storage_options=args.storage_options,
                 )
             finally:
                 PROGRESS_HOOKS.remove(hook)
@@ -90,11 +141,32 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
             summary = out.get("summary")
     finally:
         close()
+        if cluster is not None:
+            cluster.close()
     if summary:
         print(summary)
     print(f"finished in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
-    print(_how_to_open(os.fspath(store)))
+    print(_how_to_open(os.fspath(store), args.storage_options))
     return 0 if ok else 1
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from flows.deployments import serve_nightly
+
+    cluster = _cluster_config(args.cluster).model_dump(mode="json") if args.cluster else None
+    serve_nightly(
+        args.spec,
+        args.store_root,
+        name=args.name,
+        cron=args.cron,
+        timezone=args.timezone,
+        address=args.address,
+        n_workers=args.workers,
+        slice_seconds=args.slice_seconds,
+        storage_options=args.storage_options,
+        cluster=cluster,
+    )
+    return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -114,7 +186,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from sweeps.store import StoreRef
     from sweeps.summary import status_table
 
-    ref = StoreRef.of(args.store)
+    ref = StoreRef.of(args.store, args.storage_options)
     if not ref.exists():
         print(f"geosweep: no store at {ref.url}", file=sys.stderr)
         return 2
@@ -147,11 +219,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="geosweep", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def add_run_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--store", help="zarr store path or URL (default: results/<name>.zarr)")
+    def add_store_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--storage-options",
+            type=_storage_options,
+            metavar="JSON",
+            help='fsspec options of a remote store, e.g. \'{"client_kwargs": {"endpoint_url": "https://…"}}\'',
+        )
+
+    def add_execution_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--workers", type=int, help="local Dask worker processes (default: all cores)")
         p.add_argument("--address", help="address of an existing Dask scheduler (tcp://host:8786)")
+        p.add_argument("--cluster", metavar="FILE", help="start the cluster described in FILE (deploy/clusters.py)")
         p.add_argument("--slice-seconds", type=float, default=10.0, help="target work per Dask task (s)")
+        add_store_options(p)
+
+    def add_run_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--store", help="zarr store path or URL (default: results/<name>.zarr)")
+        add_execution_options(p)
         p.add_argument("--no-prefect", action="store_true", help="run on Dask without the Prefect flow")
         p.add_argument("--serial", action="store_true", help="run in this process, no Dask, no Prefect")
 
@@ -160,16 +245,27 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_options(p)
     p = sub.add_parser("demo", help="run the built-in sphere MD demo sweep (~1 min on 2 cores)")
     add_run_options(p)
+    p = sub.add_parser("serve", help="serve the nightly Prefect deployment of a spec (runs until stopped)")
+    p.add_argument("spec", help="sweep spec file (.toml, .yaml)")
+    p.add_argument("--store-root", required=True, help="directory or URL; stores go to ROOT/<name>/<YYYY-MM-DD>.zarr")
+    p.add_argument("--cron", default="0 2 * * *", help='cron schedule (default "0 2 * * *")')
+    p.add_argument("--timezone", default="UTC", help="timezone of the cron schedule (default UTC)")
+    p.add_argument("--name", help="deployment name (default nightly-<spec name>)")
+    add_execution_options(p)
     p = sub.add_parser("validate", help="check a spec without running it")
     p.add_argument("spec")
     p = sub.add_parser("status", help="completion and status of a store")
     p.add_argument("store")
+    add_store_options(p)
     sub.add_parser("systems", help="list systems, integrators and their parameters")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "cluster", None) and (args.address or getattr(args, "serial", False)):
+        parser.error("--cluster cannot be combined with --address or --serial")
     import logging
 
     for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.core"):
@@ -183,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             print(f"geosweep: demo spec {Path(_demo_spec_path()).name}", file=sys.stderr)
             return cmd_run(args, _demo_spec_path())
+        if args.command == "serve":
+            return cmd_serve(args)
         if args.command == "validate":
             return cmd_validate(args)
         if args.command == "status":
@@ -195,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     except StoreMismatchError as e:
         print(f"geosweep: {e}", file=sys.stderr)
         return 3
+    except ClusterFileError as e:
+        print(f"geosweep: {e}", file=sys.stderr)
+        return 2
     return 2
 
 

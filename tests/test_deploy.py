@@ -1,0 +1,347 @@
+"""The deploy layer with real parts: an S3 endpoint (moto server on 127.0.0.1), a 2-worker
+LocalCluster, a temporary Prefect server, dask-jobqueue job scripts and the ``geosweep`` CLI.
+
+Not covered here (no such systems on a CI machine): submitting to a real Slurm/PBS batch
+system and a real Kubernetes cluster with the Dask operator.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import yaml
+
+pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+
+from deploy.clusters import (  # noqa: E402
+    WORKER_ENV,
+    ClusterConfig,
+    MissingDependencyError,
+    make_cluster,
+)
+from sweeps.engine import run_sweep  # noqa: E402
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+BUCKET = "geosweep-test"
+SPEC = {
+    "name": "deploy-springs",
+    "system": "spring_pendula",
+    "integrators": ["explicit_vi", "rk4"],
+    "h": [0.01, 0.005],
+    "T": 1.0,
+    "dt_out": 0.05,
+}
+SPEC_TOML = """name = "deploy-springs"
+system = "spring_pendula"
+integrators = ["explicit_vi", "rk4"]
+h = [0.01, 0.005]
+T = 1.0
+dt_out = 0.05
+"""
+RUN_STAMPS = ("wall_time", "completed_at")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _numba_threads_env() -> str | None:
+    return os.environ.get("NUMBA_NUM_THREADS")
+
+
+def assert_bitwise_equal(a: xr.Dataset, b: xr.Dataset) -> None:
+    """Every physics variable and coordinate identical bit for bit (run stamps excepted)."""
+    assert set(a.data_vars) == set(b.data_vars)
+    for name in a.data_vars:
+        if name in RUN_STAMPS:
+            continue
+        x, y = a[name].values, b[name].values
+        assert x.dtype == y.dtype, name
+        assert x.tobytes() == y.tobytes(), name
+    for c in a.coords:
+        assert np.array_equal(a[c].values, b[c].values), c
+
+
+# ---------------------------------------------------------------------------------------
+# fixtures: real services on this machine
+# ---------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on 127.0.0.1 with one bucket; yields the fsspec storage options."""
+    import boto3
+
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket=BUCKET)
+    try:
+        yield {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint}}
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import Client
+
+    with make_cluster("local", n_workers=2) as lc, Client(lc) as client:
+        yield lc, client
+
+
+@pytest.fixture(scope="module")
+def prefect_server():
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield PREFECT_API_URL.value()
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> xr.Dataset:
+    """The spec run serially into a local store: the bitwise reference."""
+    path = tmp_path_factory.mktemp("ref") / "ref.zarr"
+    result = run_sweep(SPEC, path, serial=True)
+    assert result.complete and result.ran == 4
+    return xr.open_zarr(path)
+
+
+# ---------------------------------------------------------------------------------------
+# (a) object-store output
+# ---------------------------------------------------------------------------------------
+def test_s3_serial_run_resumes_and_opens_bitwise(s3, reference):
+    url = f"s3://{BUCKET}/serial.zarr"
+    first = run_sweep(SPEC, url, serial=True, storage_options=s3)
+    assert first.complete and first.ran == 4 and first.store == url
+    again = run_sweep(SPEC, url, serial=True, storage_options=s3)
+    assert again.ran == 0 and again.skipped == 4 and again.slices == 0
+    ds = xr.open_zarr(url, storage_options=s3)
+    assert int(ds["done"].sum()) == 4
+    assert_bitwise_equal(ds, reference)
+    assert [r["cells_run"] for r in ds.attrs["runs"]] == [4]
+
+
+def test_s3_on_local_cluster_resumes_interrupted_cells(s3, cluster, reference):
+    import zarr
+
+    lc, client = cluster
+    url = f"s3://{BUCKET}/cluster.zarr"
+    first = run_sweep(SPEC, url, client=client, slice_seconds=0.01, storage_options=s3)
+    assert first.complete and first.ran == 4 and first.slices >= 2
+    # an interrupted run: two cells never got their completion marker
+    group = zarr.open_group(url, mode="r+", storage_options=s3)
+    group["done"][0, :] = np.int8(0)
+    second = run_sweep(SPEC, url, address=lc.scheduler_address, slice_seconds=0.01, storage_options=s3)
+    assert second.complete and (second.skipped, second.ran) == (2, 2)
+    assert_bitwise_equal(xr.open_zarr(url, storage_options=s3), reference)
+
+
+# ---------------------------------------------------------------------------------------
+# (b) clusters
+# ---------------------------------------------------------------------------------------
+def test_slurm_job_script_has_directives_and_env():
+    c = make_cluster(
+        "slurm",
+        queue="compute",
+        account="geo123",
+        cores=4,
+        memory="8GiB",
+        walltime="01:00:00",
+        job_extra_directives=["--constraint=skylake"],
+        numba_cache_dir="/shared/numba-cache",
+        env={"GEOSWEEP_TAG": "nightly"},
+        worker_lifetime="55m",
+        dashboard_address=":0",
+    )
+    try:
+        script = c.job_script()
+    finally:
+        c.close()
+    for line in (
+        "#SBATCH -J geosweep",
+        "#SBATCH -p compute",
+        "#SBATCH -A geo123",
+        "#SBATCH --cpus-per-task=4",
+        "#SBATCH --mem=8G",
+        "#SBATCH -t 01:00:00",
+        "#SBATCH --constraint=skylake",
+        'export NUMBA_CACHE_DIR="/shared/numba-cache"',
+        'export GEOSWEEP_TAG="nightly"',
+        'mkdir -p "$NUMBA_CACHE_DIR"',
+    ):
+        assert line in script.splitlines(), line
+    for key, value in WORKER_ENV.items():
+        assert f'export {key}="{value}"' in script
+    worker = script.splitlines()[-1]
+    assert "--nthreads 1" in worker and "--nworkers 4" in worker and "--memory-limit 2.00GiB" in worker
+    assert "--lifetime 55m" in worker
+    # the environment is set before the worker starts
+    assert script.index("NUMBA_NUM_THREADS") < script.index("distributed.cli.dask_worker")
+
+
+def test_pbs_cluster_from_example_file_has_directives_and_env():
+    cfg = ClusterConfig.from_file(DEPLOY / "pbs" / "cluster.yaml")
+    assert cfg.kind == "pbs" and cfg.root.requests_workers
+    options = cfg.options | {"jobs": 0, "adapt_max_jobs": None, "dashboard_address": ":0"}
+    c = make_cluster("pbs", **options)
+    try:
+        script = c.job_script()
+    finally:
+        c.close()
+    assert "#PBS -N geosweep" in script
+    assert f"#PBS -q {cfg.root.queue}" in script
+    assert f"#PBS -l walltime={cfg.root.walltime}" in script
+    assert f"ncpus={cfg.root.cores}" in script
+    for directive in cfg.root.job_extra_directives:
+        assert f"#PBS {directive}" in script
+    assert 'export NUMBA_NUM_THREADS="1"' in script
+    assert f'export NUMBA_CACHE_DIR="{cfg.root.numba_cache_dir}"' in script
+    assert "--nthreads 1 --memory-limit" in script and f"--nworkers {cfg.root.cores}" in script
+
+
+def test_example_cluster_files_and_manifest_are_valid():
+    slurm = ClusterConfig.from_file(DEPLOY / "slurm" / "cluster.toml")
+    assert slurm.kind == "slurm" and slurm.root.requests_workers
+    assert slurm.root.jobs >= 1 and slurm.root.numba_cache_dir
+    k8s = ClusterConfig.from_file(DEPLOY / "k8s" / "cluster.yaml")
+    assert k8s.kind == "kubernetes"
+    manifest = yaml.safe_load((DEPLOY / "k8s" / "daskcluster.yaml").read_text())
+    assert manifest["apiVersion"] == "kubernetes.dask.org/v1" and manifest["kind"] == "DaskCluster"
+    (worker,) = manifest["spec"]["worker"]["spec"]["containers"]
+    assert worker["image"] == "geosweep:latest"
+    assert worker["resources"]["requests"]["cpu"] == "1" and worker["resources"]["limits"]["cpu"] == "1"
+    env = {e["name"]: e["value"] for e in worker["env"]}
+    assert env["NUMBA_NUM_THREADS"] == "1"
+    assert worker["args"][:4] == ["dask", "worker", "--nthreads", "1"]
+    with pytest.raises(ValueError, match="cors"):
+        make_cluster("slurm", cors=4)
+    with pytest.raises(ValueError, match="unknown cluster kind"):
+        make_cluster("lsf")
+
+
+def test_kubernetes_without_operator_client_says_what_to_install():
+    try:
+        import dask_kubernetes  # noqa: F401
+    except ImportError:
+        with pytest.raises(MissingDependencyError, match="pip install dask-kubernetes"):
+            make_cluster("kubernetes", n_workers=1)
+    else:
+        pytest.skip("dask-kubernetes is installed; a real Kubernetes cluster would be needed")
+
+
+def test_local_cluster_workers_are_single_threaded(cluster):
+    _, client = cluster
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    assert len(workers) == 2 and all(w["nthreads"] == 1 for w in workers.values())
+    assert set(client.run(_numba_threads_env).values()) == {"1"}
+
+
+# ---------------------------------------------------------------------------------------
+# (c) the nightly schedule
+# ---------------------------------------------------------------------------------------
+def test_nightly_deployment_has_cron_schedule_and_dated_stores(tmp_path):
+    from flows.deployments import dated_store, nightly_deployment
+
+    dep = nightly_deployment(SPEC, str(tmp_path / "nightly"), n_workers=2)
+    assert dep.name == "nightly-deploy-springs"
+    (sched,) = dep.schedules
+    assert sched.schedule.cron == "0 2 * * *" and sched.schedule.timezone == "UTC"
+    assert dep.parameters["store_root"] == str(tmp_path / "nightly") and dep.parameters["n_workers"] == 2
+    assert dep.entrypoint.endswith("flows/deployments.py:nightly_flow")
+    other = nightly_deployment(SPEC, "s3://bucket/runs/", cron="30 3 * * 1-5", timezone="Europe/Berlin", name="x")
+    assert other.schedules[0].schedule.cron == "30 3 * * 1-5" and other.name == "x"
+
+    day = dt.date(2026, 3, 9)
+    assert dated_store("s3://bucket/runs/", "demo", day) == "s3://bucket/runs/demo/2026-03-09.zarr"
+    assert dated_store(tmp_path, "demo", "2026-03-09") == str(tmp_path / "demo" / "2026-03-09.zarr")
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    assert dated_store("gs://b", "demo") == f"gs://b/demo/{today}.zarr"
+
+
+def test_nightly_flow_writes_and_resumes_todays_store(prefect_server, cluster, tmp_path):
+    from flows.deployments import nightly_flow
+
+    lc, _ = cluster
+    root = tmp_path / "nightly"
+    out = nightly_flow(SPEC, str(root), address=lc.scheduler_address, slice_seconds=0.01)
+    day = dt.datetime.now(dt.UTC).date()  # the flow ran moments ago; guard a midnight crossing below
+    store = Path(out["store"])
+    assert store.parent == root / "deploy-springs" and store.name in {f"{day}.zarr", f"{day - dt.timedelta(1)}.zarr"}
+    assert out["ran"] == 4 and not out["errors"] and "cells complete: 4/4" in out["summary"]
+    assert int(xr.open_zarr(store)["done"].sum()) == 4
+    again = nightly_flow(SPEC, str(root), address=lc.scheduler_address, day=store.stem)
+    assert again["store"] == str(store) and again["ran"] == 0 and again["skipped"] == 4
+
+
+# ---------------------------------------------------------------------------------------
+# (d) the CLI against the S3 endpoint
+# ---------------------------------------------------------------------------------------
+def _geosweep(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    exe = shutil.which("geosweep")
+    cmd = [exe, *args] if exe else [sys.executable, "-m", "flows.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def test_cli_run_with_storage_options_and_cluster_file(s3, prefect_server, cluster, reference, tmp_path):
+    lc, _ = cluster
+    spec = tmp_path / "springs.toml"
+    spec.write_text(SPEC_TOML)
+    local = tmp_path / "local.toml"
+    local.write_text('kind = "local"\nn_workers = 1\n')
+    url = f"s3://{BUCKET}/cli.zarr"
+    so = json.dumps(s3)
+
+    t0 = time.perf_counter()
+    p = _geosweep(
+        "run", str(spec), "--store", url, "--storage-options", so, "--address", lc.scheduler_address, "--no-prefect"
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "0/4 cells already complete, 4 to run" in p.stderr
+    assert "storage_options=STORAGE_OPTIONS" in p.stdout and "testing" not in p.stdout  # no secrets printed
+    assert_bitwise_equal(xr.open_zarr(url, storage_options=s3), reference)
+
+    # the default path (the Prefect flow, on the test server) on a cluster file resumes the S3 store
+    p = _geosweep(
+        "run", str(spec), "--store", url, "--storage-options", so, "--cluster", str(local),
+        env={"PREFECT_API_URL": prefect_server},
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "starting local cluster" in p.stderr and "cells complete: 4/4" in p.stdout
+
+    p = _geosweep("status", url, "--storage-options", so)
+    assert p.returncode == 0 and "cells complete: 4/4" in p.stdout, p.stderr[-3000:]
+    assert time.perf_counter() - t0 < 60
+
+
+def test_cli_refuses_bad_options_with_exit_2(tmp_path):
+    spec = tmp_path / "springs.toml"
+    spec.write_text(SPEC_TOML)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('kind = "slurm"\ncors = 4\n')
+    p = _geosweep("run", str(spec), "--storage-options", "{not json", "--serial")
+    assert p.returncode == 2 and "--storage-options" in p.stderr
+    p = _geosweep("run", str(spec), "--cluster", str(bad), "--serial")
+    assert p.returncode == 2 and "--cluster cannot be combined" in p.stderr
+    p = _geosweep("run", str(spec), "--cluster", str(bad), "--store", str(tmp_path / "x.zarr"))
+    assert p.returncode == 2 and "cors" in p.stderr and not (tmp_path / "x.zarr").exists()
