@@ -120,7 +120,7 @@ class Grid:
         """Group cells into slices of about ``target_seconds`` of work each.
 
         Cells sharing system parameters are kept together (the model is built once per
-        slice). At least ``2 × n_workers`` slices are made when there are enough cells,
+        slice). At least ``4 × n_workers`` slices are made when there are enough cells,
         so no worker idles while another finishes a long slice.
         """
         if not cells:
@@ -130,7 +130,7 @@ class Grid:
         ordered = sorted(cells, key=key.__getitem__)
         costs = [self.cost(c) for c in ordered]
         total = float(sum(costs))
-        n_min = min(len(ordered), 2 * max(1, n_workers))
+        n_min = min(len(ordered), 4 * max(1, n_workers))
         target = min(target_seconds, total / n_min) if total > 0 else target_seconds
         out: list[list[Cell]] = []
         cur: list[Cell] = []

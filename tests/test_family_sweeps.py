@@ -124,3 +124,5 @@ def test_variational_integrator_sweeps_on_the_chain(tmp_path):
     assert float((lie.max_J_error / J0).min()) > 1e-8  # RKMK does not conserve it
     assert float(vi.max_unit_error.max()) < 1e-13
     assert int(vi.rejected_steps.max()) == 0 and int(vi.steps.min()) == 1000
+    assert 2 <= int(vi.solver_iterations_max.max()) <= 15  # spec: 6–8 mean, ≤ 13 max on chains
+    assert int(lie.solver_iterations.max()) == 0

@@ -62,6 +62,8 @@ SUMMARIES = (
     Diagnostic("h_min_used", (), "time", "smallest accepted step"),
     Diagnostic("h_max_used", (), "time", "largest accepted step"),
     Diagnostic("fail_step", (), "1", "number of the step that failed (1-based), −1 if none", "int64"),
+    Diagnostic("solver_iterations", (), "1", "total fixed-point (Picard) iterations; 0 for explicit methods", "int64"),
+    Diagnostic("solver_iterations_max", (), "1", "max fixed-point iterations in one step", "int64"),
 )
 STATE = (Diagnostic("y_final", ("body", "state"), "1", "final (or last valid) state rows (q_i, ω_i)"),)
 
@@ -159,6 +161,8 @@ def run(model: ChainModel, integrator: str, h: float, n_steps: int, stride: int,
         "h_min_used": np.float64(r.summary["h_min_used"]),
         "h_max_used": np.float64(r.summary["h_max_used"]),
         "fail_step": np.int64(r.info["fail_step"]),
+        "solver_iterations": np.int64(0),
+        "solver_iterations_max": np.int64(0),
         "y_final": r.y,
     }
     return CellResult(values=values, status=int(r.info["status"]), wall_time=wall)
@@ -213,6 +217,8 @@ def _run_vi(model: ChainModel, h: float, n_steps: int, stride: int, opts: dict) 
         "h_min_used": np.float64(h),
         "h_max_used": np.float64(h),
         "fail_step": np.int64(tr.info["fail_step"]),
+        "solver_iterations": np.int64(tr.info["solver_iterations"]),
+        "solver_iterations_max": np.int64(tr.info["solver_iterations_max"]),
         "y_final": y,
     }
     return CellResult(values=values, status=int(tr.info["status"]), wall_time=tr.wall_time)
