@@ -194,6 +194,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """``geosweep report STORE [--out DIR]``: figures and index.md/index.html (see analysis.report)."""
+    from analysis.report import main_report
+    from sweeps.store import StoreRef
+
+    ref = StoreRef.of(args.store, args.storage_options)
+    if not ref.exists():
+        print(f"geosweep: no store at {ref.url}", file=sys.stderr)
+        return 2
+    rep = main_report(args.store, args.out, args.storage_options)
+    print(f"report: {rep.index} ({len(rep.figures)} figures)")
+    for note in rep.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
 def cmd_systems(args: argparse.Namespace) -> int:
     from kernels.registry import INTEGRATORS, SYSTEMS, integrators_for, load_builtins
 
@@ -257,6 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="completion and status of a store")
     p.add_argument("store")
     add_store_options(p)
+    p = sub.add_parser("report", help="figures and an index (Markdown, HTML) of a store's results")
+    p.add_argument("store")
+    p.add_argument("--out", help="output directory (default: <store>.report)")
+    add_store_options(p)
     sub.add_parser("systems", help="list systems, integrators and their parameters")
     return parser
 
@@ -287,6 +307,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_status(args)
         if args.command == "systems":
             return cmd_systems(args)
+        if args.command == "report":
+            return cmd_report(args)
     except SpecError as e:
         print(f"geosweep: {e}", file=sys.stderr)
         return 2

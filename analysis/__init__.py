@@ -1,0 +1,19 @@
+"""Analysis of geosweep results: ``import analysis`` registers the ``ds.geosweep`` accessor.
+
+    import xarray as xr, analysis
+    ds = xr.open_zarr("results/sphere-omega.zarr")
+    ds.geosweep.ok()                       # failed / not-applicable cells masked, with a count
+    ds.geosweep.drift(window=(1.0, 5.0))   # slope ± standard error of E − E0 per cell
+    ds.geosweep.classify()                 # bounded vs drifting (criterion in the docstring)
+    ds.geosweep.order()                    # observed order per integrator vs h
+    ds.geosweep.work_precision(cost_var="wall_time")   # pandas table
+
+``geosweep report STORE --out DIR`` (:mod:`analysis.report`) writes figures and an index.
+"""
+
+from __future__ import annotations
+
+from analysis.accessor import CellsDroppedWarning, GeosweepAccessor, sweep_dims
+from analysis.fits import linear_fit, loglog_fit
+
+__all__ = ["CellsDroppedWarning", "GeosweepAccessor", "linear_fit", "loglog_fit", "sweep_dims"]

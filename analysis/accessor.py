@@ -1,0 +1,409 @@
+"""The ``ds.geosweep`` xarray accessor: selections, drift fits, classification, orders, cost.
+
+Conventions (see README "Store layout"): the *sweep dims* are the dims of ``status``
+(``integrator``, ``h`` and/or ``tol``, swept parameters); everything else (``time``,
+``component``, ``body``, ``snapshot`` …) is per cell. ``status`` 0 is ok, > 0 failed,
+−1 not run, −2 not applicable. Every method that leaves cells out says how many and why
+through a :class:`CellsDroppedWarning` (always shown, never de-duplicated) and records the
+same text in ``attrs["geosweep_selection"]`` of its result.
+
+Laziness: on a dask-backed Dataset (``xr.open_zarr``) only ``status`` (one int8 per cell) is
+loaded to count cells; fits are built with ``xr.apply_ufunc(dask="parallelized")`` and stay
+lazy until ``.compute()``/``.values``. :meth:`work_precision` returns a pandas table and
+therefore computes its two scalar variables.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+
+from analysis.fits import linear_fit, loglog_fit
+
+#: Status codes (mirrors kernels.status.Status; kept here so analysis needs no kernels import).
+STATUS_LABELS = {
+    0: "ok",
+    1: "domain",
+    2: "nonconverged",
+    3: "nonfinite",
+    4: "chart_singular",
+    -1: "not_run",
+    -2: "not_applicable",
+}
+METHOD_DIMS = ("integrator", "h", "tol")
+#: Default error variable for convergence orders, per family (first one present wins).
+ORDER_ERROR_VARS = {
+    "s2": ("mean_abs_energy_error", "max_abs_energy_error"),
+    "se3": ("energy_error_38", "max_rel_energy_error"),
+    "ts2": ("global_error", "max_rel_energy_error"),
+}
+#: Names of the "number of force evaluations" cost variable, per family.
+EVAL_VARS = ("potential_evals", "force_evals", "f_evals")
+
+
+class CellsDroppedWarning(UserWarning):
+    """Cells were left out of a result (failed, not run or not applicable)."""
+
+
+warnings.simplefilter("always", CellsDroppedWarning)
+
+
+def _say(msg: str) -> None:
+    warnings.warn(msg, CellsDroppedWarning, stacklevel=3)
+
+
+def sweep_dims(ds: xr.Dataset) -> tuple[Hashable, ...]:
+    """The sweep axes of a geosweep Dataset (the dims of ``status``)."""
+    if "status" in ds:
+        return tuple(ds["status"].dims)
+    return tuple(d for d in ds.dims if d in METHOD_DIMS)
+
+
+def describe_status(status: np.ndarray) -> dict[str, int]:
+    """Counts of each status label (``{"ok": 10, "domain": 2, …}``) in an int array."""
+    values, counts = np.unique(np.asarray(status).astype(np.int64), return_counts=True)
+    return {STATUS_LABELS.get(int(v), f"status_{int(v)}"): int(c) for v, c in zip(values, counts)}
+
+
+@xr.register_dataset_accessor("geosweep")
+class GeosweepAccessor:
+    """Analysis of one geosweep results Dataset (``import analysis`` registers it)."""
+
+    def __init__(self, ds: xr.Dataset):
+        self._ds = ds
+        self._status_cache: xr.DataArray | None = None
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def sweep_dims(self) -> tuple[Hashable, ...]:
+        """Sweep axes (dims of ``status``), e.g. ``("integrator", "h", "omega")``."""
+        return sweep_dims(self._ds)
+
+    @property
+    def family(self) -> str:
+        """Kernel family of the store's system: ``s2``, ``se3`` or ``ts2`` (attr ``system_family``)."""
+        return str(self._ds.attrs.get("system_family", "s2"))
+
+    @property
+    def system(self) -> str:
+        return str(self._ds.attrs.get("system", "unknown"))
+
+    @property
+    def step_dim(self) -> str | None:
+        """``"h"`` if the store has step sizes, else ``"tol"``, else None."""
+        for d in ("h", "tol"):
+            if d in self.sweep_dims:
+                return d
+        return None
+
+    def status(self) -> xr.DataArray:
+        """``status`` loaded into memory (one int8 per cell); the only thing selections compute."""
+        if self._status_cache is None:
+            if "status" not in self._ds:
+                raise KeyError("not a geosweep Dataset: no 'status' variable")
+            self._status_cache = self._ds["status"].load()
+        return self._status_cache
+
+    def status_counts(self) -> dict[str, int]:
+        """Counts per status label over all cells."""
+        return describe_status(self.status().values)
+
+    def _selection_message(self, keep: xr.DataArray, what: str) -> str:
+        st = self.status().values
+        kept = int(keep.values.sum())
+        counts = describe_status(st[~keep.values])
+        detail = ", ".join(f"{k}: {v}" for k, v in counts.items()) or "none"
+        return f"geosweep: {what}: kept {kept} of {st.size} cells; left out {st.size - kept} ({detail})"
+
+    def _mask(self, keep: xr.DataArray, what: str, drop_empty: bool, report: bool = True) -> xr.Dataset:
+        ds = self._ds
+        msg = self._selection_message(keep, what)
+        out = ds.where(keep)
+        for name in ("status", "done"):
+            if name in ds:
+                out[name] = ds[name]
+        if drop_empty:
+            dropped = []
+            for d in self.sweep_dims:
+                others = [o for o in self.sweep_dims if o != d]
+                any_kept = keep.any(dim=others) if others else keep
+                if not bool(any_kept.all()):
+                    labels = ds[d].values[~any_kept.values]
+                    dropped.append(f"{d}={list(np.atleast_1d(labels))}")
+                    out = out.isel({d: np.flatnonzero(any_kept.values)})
+            if dropped:
+                msg += "; dropped labels with no kept cell: " + ", ".join(dropped)
+        out.attrs["geosweep_selection"] = msg
+        if report and int(keep.values.sum()) < keep.size:
+            _say(msg)
+        return out
+
+    def ok(self, drop_empty: bool = True) -> xr.Dataset:
+        """Cells with status 0; every other cell's values are masked to NaN.
+
+        Failed (> 0), not-run (−1) and not-applicable (−2) cells are masked, and with
+        ``drop_empty`` the labels of a sweep axis with no ok cell at all are removed (e.g.
+        the filler ``tol`` values of fixed-step integrators). How many cells were left out,
+        by status, is reported (:class:`CellsDroppedWarning`) and stored in
+        ``attrs["geosweep_selection"]``. ``status`` and ``done`` are kept unmasked.
+        """
+        return self._mask(self.status() == 0, "ok cells", drop_empty)
+
+    def failed(self, drop_empty: bool = True) -> xr.Dataset:
+        """Cells whose integration failed (status > 0), others masked (reported as :meth:`ok`)."""
+        return self._mask(self.status() > 0, "failed cells", drop_empty)
+
+    def failures(self) -> pd.DataFrame:
+        """One row per failed cell: its sweep coordinates, status label and ``fail_*`` values."""
+        st = self.status()
+        cols = [c for c in ("fail_step", "fail_index", "fail_value", "fail_reason") if c in self._ds]
+        sub = self._ds[cols].assign(status=st) if cols else st.to_dataset(name="status")
+        df = sub.where(st > 0).to_dataframe().reset_index()
+        df = df[df["status"] > 0].copy()
+        df["status"] = df["status"].astype(int)
+        df.insert(len(self.sweep_dims), "status_label", df["status"].map(lambda s: STATUS_LABELS.get(s, str(s))))
+        return df.reset_index(drop=True)
+
+    # ------------------------------------------------------------------ energy
+    def relative_energy_error(self) -> xr.DataArray:
+        """(E(t) − E0)/|E0| over time, whatever the family stores.
+
+        The ``ts2`` family already stores the relative error; ``s2`` and ``se3`` store the
+        absolute error, which is divided here by ``|E0|``.
+        """
+        ds = self._ds
+        err = ds["energy_error"]
+        if "relative" in str(err.attrs.get("long_name", "")) or self.family == "ts2":
+            out = err
+        else:
+            out = err / abs(ds["E0"])
+        return out.rename("relative_energy_error").assign_attrs(units="1", long_name="(E − E0)/|E0|")
+
+    def _series(self, var: str | xr.DataArray, relative: bool) -> xr.DataArray:
+        if isinstance(var, xr.DataArray):
+            return var
+        if relative and var == "energy_error":
+            return self.relative_energy_error()
+        return self._ds[var]
+
+    def _ok_only(self, da: xr.DataArray, only_ok: bool, what: str) -> xr.DataArray:
+        if not only_ok or "status" not in self._ds:
+            return da
+        keep = self.status() == 0
+        if int(keep.values.sum()) < keep.size:
+            _say(self._selection_message(keep, what))
+        return da.where(keep)
+
+    def drift(
+        self,
+        var: str | xr.DataArray = "energy_error",
+        window: tuple[float, float] | None = None,
+        *,
+        dim: str = "time",
+        relative: bool = False,
+        only_ok: bool = True,
+    ) -> xr.Dataset:
+        """Least-squares line ``var ≈ a + b·t`` per cell over ``window = (t0, t1)`` (inclusive).
+
+        Non-finite samples (after a failure) are skipped. Returns a Dataset over the sweep
+        dims (and any other non-``dim`` dims of ``var``) with ``slope`` b [var units / time],
+        ``slope_stderr`` (ordinary least squares, i.i.d. residuals assumed: read it as a scale,
+        not a p-value, for oscillating errors), ``intercept`` a, ``rms_residual`` (RMS about the
+        line), ``n_points`` and scalar ``t0``, ``t1`` (the window actually used). ``relative``
+        divides ``energy_error`` by |E0|; ``only_ok`` masks cells with status ≠ 0 (reported).
+        Lazy on dask-backed data.
+        """
+        da = self._series(var, relative)
+        da = self._ok_only(da, only_ok, f"drift of {getattr(da, 'name', var)}")
+        if window is not None:
+            da = da.sel({dim: slice(window[0], window[1])})
+        t = da[dim].astype(np.float64)
+        if da.chunks is not None:
+            da = da.chunk({dim: -1})
+        b, se, a, rms, n = xr.apply_ufunc(
+            linear_fit,
+            t,
+            da,
+            input_core_dims=[[dim], [dim]],
+            output_core_dims=[[], [], [], [], []],
+            dask="parallelized",
+            output_dtypes=[np.float64, np.float64, np.float64, np.float64, np.int64],
+        )
+        units = str(da.attrs.get("units", ""))
+        out = xr.Dataset(
+            {
+                "slope": b.assign_attrs(units=f"({units}) / time", long_name=f"least-squares slope of {da.name}"),
+                "slope_stderr": se.assign_attrs(units=f"({units}) / time", long_name="standard error of the slope"),
+                "intercept": a.assign_attrs(units=units, long_name="intercept at t = 0"),
+                "rms_residual": rms.assign_attrs(units=units, long_name="RMS of residuals about the line"),
+                "n_points": n.assign_attrs(long_name="finite samples in the window"),
+            }
+        )
+        tv = t.values
+        out = out.assign_coords(t0=float(tv.min()) if tv.size else np.nan, t1=float(tv.max()) if tv.size else np.nan)
+        out.attrs.update(variable=str(da.name), dim=dim)
+        return out
+
+    def classify(
+        self,
+        var: str | xr.DataArray = "energy_error",
+        window: tuple[float, float] | None = None,
+        *,
+        threshold: float = 2.0,
+        atol: float = 0.0,
+        relative: bool = False,
+        only_ok: bool = True,
+    ) -> xr.Dataset:
+        """Bounded vs drifting, per cell, from the drift fit over ``window``.
+
+        Criterion: with b the least-squares slope and σ_r the RMS of the residuals about
+        the fitted line in the window [t0, t1], a cell is **drifting** iff
+
+            |b|·(t1 − t0) > threshold·σ_r + atol
+
+        i.e. the trend accumulated over the window exceeds ``threshold`` times the size of
+        the fluctuation about it (plus an absolute floor ``atol`` in the variable's units,
+        for round-off-level errors); otherwise it is **bounded**. A bounded oscillation over
+        many periods has a small fitted trend compared with its amplitude (σ_r ≈ amplitude/√2
+        for a sine); a secular drift has |b|·(t1 − t0) ≫ σ_r. Windows shorter than a few
+        oscillation periods can misclassify. Cells with fewer than 3 finite samples are
+        ``undetermined``.
+
+        Returns the :meth:`drift` Dataset plus ``change`` = |b|·(t1 − t0), ``ratio`` =
+        change/σ_r, boolean ``drifting`` and ``classification`` (``"bounded"``,
+        ``"drifting"``, ``"undetermined"``).
+        """
+        fit = self.drift(var, window, relative=relative, only_ok=only_ok)
+        span = float(fit.t1 - fit.t0)
+        change = abs(fit.slope) * span
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = change / fit.rms_residual
+        determined = (fit.n_points >= 3) & np.isfinite(fit.slope)
+        drifting = (change > threshold * fit.rms_residual + atol) & determined
+        label = xr.where(~determined, "undetermined", xr.where(drifting, "drifting", "bounded"))
+        out = fit.assign(
+            change=change.assign_attrs(long_name="|slope|·(t1 − t0)", units=fit.intercept.attrs.get("units", "")),
+            ratio=ratio.assign_attrs(long_name="|slope|·(t1 − t0) / rms_residual"),
+            drifting=drifting,
+            classification=label,
+        )
+        out.attrs.update(
+            criterion=f"drifting iff |slope|*(t1-t0) > {threshold}*rms_residual + {atol}",
+            threshold=threshold,
+            atol=atol,
+        )
+        return out
+
+    # ------------------------------------------------------------------ convergence and cost
+    def default_error_var(self) -> str:
+        """The summary error used by default for orders and work–precision (per family)."""
+        for name in ORDER_ERROR_VARS.get(self.family, ()):
+            if name in self._ds:
+                if name == "global_error" and not bool(np.isfinite(self._ds[name].values).any()):
+                    continue
+                return name
+        return "max_rel_energy_error"
+
+    def order(self, error_var: str | xr.DataArray | None = None, dim: str | None = None) -> xr.Dataset:
+        """Observed convergence order: least-squares slope of log10(error) vs log10(``dim``).
+
+        One fit per integrator (and per value of every other sweep axis), over ``dim``
+        (default ``h``, else ``tol``). Only ok cells with a finite, positive error enter.
+        ``error_var`` must be a per-cell scalar (default :meth:`default_error_var`; reduce a
+        time series first, e.g. ``abs(ds.energy_error).max("time")``). Returns ``order`` p
+        (error ≈ C·dim^p), ``order_stderr``, ``log10_C``, ``n_points``, ``used`` (bool over
+        ``dim``: the points that entered) and ``error`` (the values, NaN where not used);
+        ``expected_order`` per integrator when the registry knows it.
+        """
+        dim = dim or self.step_dim
+        if dim is None:
+            raise ValueError("no h or tol axis in this Dataset")
+        name = error_var if error_var is not None else self.default_error_var()
+        da = name if isinstance(name, xr.DataArray) else self._ds[name]
+        extra = [d for d in da.dims if d not in self.sweep_dims]
+        if extra:
+            raise ValueError(f"{da.name} has per-cell dims {extra}; reduce them first (e.g. .max({extra[0]!r}))")
+        da = self._ok_only(da, True, f"order of {da.name}")
+        if da.chunks is not None:
+            da = da.chunk({dim: -1})
+        x = da[dim].astype(np.float64)
+        p, se, c, n, used = xr.apply_ufunc(
+            loglog_fit,
+            x,
+            da,
+            input_core_dims=[[dim], [dim]],
+            output_core_dims=[[], [], [], [], [dim]],
+            dask="parallelized",
+            output_dtypes=[np.float64, np.float64, np.float64, np.int64, bool],
+        )
+        out = xr.Dataset(
+            {
+                "order": p.assign_attrs(long_name=f"observed order d log({da.name}) / d log {dim}"),
+                "order_stderr": se.assign_attrs(long_name="standard error of the order"),
+                "log10_C": c.assign_attrs(long_name="log10 of the constant C in error ≈ C·x^p"),
+                "n_points": n,
+                "used": used.transpose(*da.dims),
+                "error": da.where(used.transpose(*da.dims)),
+            }
+        )
+        if "integrator" in out.dims:
+            out = out.assign_coords(expected_order=("integrator", _expected_orders(out["integrator"].values)))
+        out.attrs.update(error_var=str(da.name), dim=dim)
+        return out
+
+    def work_precision(self, error_var: str | None = None, cost_var: str = "wall_time") -> pd.DataFrame:
+        """Tidy table, one row per ok cell: sweep coordinates, ``error_var`` and ``cost_var``.
+
+        ``cost_var`` is ``"wall_time"`` [s] or a count of force evaluations
+        (``potential_evals``/``force_evals``/``f_evals``; ``"evals"`` picks whichever the
+        family stores). Cells with status ≠ 0 or a non-finite error/cost are left out, with
+        the count reported. Computes the two scalar variables.
+        """
+        ds = self._ds
+        error_var = error_var or self.default_error_var()
+        if cost_var == "evals":
+            cost_var = next(v for v in EVAL_VARS if v in ds)
+        sub = ds[[error_var, cost_var]].assign(status=self.status()).compute()
+        df = sub.to_dataframe().reset_index()
+        df = df[[*map(str, self.sweep_dims), error_var, cost_var, "status"]]
+        good = (df["status"] == 0) & np.isfinite(df[error_var].astype(float)) & np.isfinite(df[cost_var].astype(float))
+        if (~good).any():
+            counts = describe_status(df.loc[~good, "status"].to_numpy())
+            if "ok" in counts:
+                counts["ok_with_nonfinite_value"] = counts.pop("ok")
+            detail = ", ".join(f"{k}: {v}" for k, v in counts.items())
+            _say(f"geosweep: work_precision: kept {int(good.sum())} of {len(df)} cells; "
+                 f"left out {int((~good).sum())} ({detail})")
+        out = df[good].drop(columns="status").reset_index(drop=True)
+        out.attrs.update(error_var=error_var, cost_var=cost_var)
+        return out
+
+
+def _expected_orders(names: Any) -> np.ndarray:
+    try:
+        from kernels.registry import INTEGRATORS, load_builtins
+
+        load_builtins()
+        _load_other_families()
+        return np.array([float(INTEGRATORS[n].order) if n in INTEGRATORS else np.nan for n in names])
+    except Exception:  # noqa: BLE001 - the registry is optional for analysis
+        return np.full(len(names), np.nan)
+
+
+def _load_other_families() -> None:
+    import importlib
+
+    for mod in ("kernels.torus.family", "kernels.chain.family"):
+        try:
+            m = importlib.import_module(mod)
+        except Exception:  # noqa: BLE001
+            continue
+        from kernels.registry import INTEGRATORS
+
+        for idef in getattr(m, "INTEGRATORS", ()):
+            INTEGRATORS.setdefault(idef.name, idef)

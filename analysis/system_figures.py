@@ -1,0 +1,192 @@
+"""System-specific figures: sphere KE map (Fig. 7), torus energy partition and deformed
+states (Figs. 3–4), chain adaptive step sizes (Figs. 8/10/11). Each returns
+``(figure or None, caption, notes)``; notes say what the store lacks.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from analysis.figures import STEP_DIMS, cells
+
+PAPER_KE_TIMES = (0.0, 0.25, 0.5, 0.75, 5.0)
+TORUS_PARTS = ("KE_trans", "KE_rot", "U_m", "U_a", "U_s", "U_pp", "U_pw", "E_total")
+
+
+def _pick_cell(ds: xr.Dataset, prefer: tuple[str, ...]) -> tuple[str, Any, float, xr.Dataset] | None:
+    """The ok cell of the preferred integrator (first found) with the smallest step."""
+    runs = list(cells(ds))
+    if not runs:
+        return None
+    for name in prefer:
+        mine = [r for r in runs if r[0] == name]
+        if mine:
+            return min(mine, key=lambda r: r[2])
+    return min(runs, key=lambda r: r[2])
+
+
+def initial_state(ds: xr.Dataset, cell: xr.Dataset) -> tuple[np.ndarray, np.ndarray] | None:
+    """(q0, w0) of an s2 cell rebuilt from the store's spec and the cell's parameters."""
+    try:
+        from kernels.registry import SYSTEMS, load_builtins
+        from sweeps.spec import load_spec
+
+        load_builtins()
+        spec = load_spec(json.loads(ds.attrs["spec"]))
+        combo = dict(spec.fixed_params())
+        combo.update({k: cell[k].item() for k in spec.swept_params() if k in cell.coords})
+        model = SYSTEMS[spec.system].build(**spec.system_kwargs(combo))
+        return np.asarray(model.q0), np.asarray(model.w0)
+    except Exception:  # noqa: BLE001 - the figure then shows only stored states
+        return None
+
+
+def ke_map(ds: xr.Dataset, times: tuple[float, ...] = PAPER_KE_TIMES):
+    """Per-face kinetic energy on the 5120-face icosphere at the snapshot times nearest ``times``."""
+    import matplotlib.pyplot as plt
+
+    from analysis.kemap import ke_face, plot_face_field
+
+    pick = _pick_cell(ds, ("explicit_vi", "implicit_vi"))
+    if pick is None:
+        return None, "", ["KE map: no ok cell"]
+    name, dim, value, cell = pick
+    notes: list[str] = []
+    states: list[tuple[float, np.ndarray, np.ndarray]] = []
+    if "q_snap" in cell and "w_snap" in cell:
+        st = cell["snapshot_time"].values
+        chosen = sorted({int(np.nanargmin(np.abs(st - t))) for t in times if np.isfinite(st).any()})
+        for k in chosen:
+            q, w = cell["q_snap"].isel(snapshot=k).values, cell["w_snap"].isel(snapshot=k).values
+            if np.isfinite(q).all():
+                states.append((float(st[k]), q, w))
+    else:
+        notes.append(
+            "KE map: the store has no state snapshots (q_snap/w_snap); shown: t = 0 (initial state rebuilt "
+            "from the spec) and t = T (q_final/w_final). Paper Fig. 7 also shows t = 0.25, 0.5, 0.75."
+        )
+        init = initial_state(ds, cell)
+        if init is not None:
+            states.append((0.0, *init))
+        states.append((float(ds["time"].values[-1]), cell["q_final"].values, cell["w_final"].values))
+    fields = [(t, ke_face(q, w)) for t, q, w in states]
+    finite = np.concatenate([f[np.isfinite(f)] for _, f in fields]) if fields else np.array([])
+    vmax = float(finite.max()) if finite.size else 1.0
+    fig, axes = plt.subplots(1, len(fields), figsize=(3.0 * len(fields) + 1.0, 3.4), squeeze=False)
+    sm = None
+    for ax, (t, f) in zip(axes[0], fields):
+        sm = plot_face_field(ax, f, vmin=0.0, vmax=vmax, cmap="jet")
+        ax.set_title(f"t = {t:g}", fontsize=9)
+    if sm is not None:
+        fig.colorbar(sm, ax=list(axes[0]), shrink=0.8, label="mean KE over vertex patch")
+    fig.suptitle(f"kinetic-energy map, {name} {dim} = {value:g} (view from +z; grey: empty patch)", fontsize=9)
+    caption = (f"Per-face kinetic energy (spec sphere.md §3.6) on the level-4 icosphere (5120 faces), orthographic "
+               f"view from +z, jet colour map with one scale for all panels; cell {name}, {dim} = {value:g}.")
+    return fig, caption, notes
+
+
+def torus_energy_partition(ds: xr.Dataset):
+    """KE_trans, KE_rot, U_m, U_a, U_s, U_pp, U_pw and E_total against time (paper Fig. 4)."""
+    import matplotlib.pyplot as plt
+
+    parts = [p for p in TORUS_PARTS if p in ds]
+    runs = {}
+    for name, dim, value, cell in cells(ds):
+        if name not in runs or value < runs[name][1]:
+            runs[name] = (dim, value, cell)
+    if not parts or not runs:
+        return None, "", ["torus energy partition: no energy parts or no ok cell"]
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.6 * len(runs), 3.6), squeeze=False)
+    t = ds["time"].values
+    for ax, (name, (dim, value, cell)) in zip(axes[0], runs.items()):
+        for p in parts:
+            ax.plot(t, cell[p].values, lw=2 if p == "E_total" else 1, color="k" if p == "E_total" else None,
+                    label=p)
+        ax.set_title(f"{name}, {dim} = {value:g}", fontsize=9)
+        ax.set_xlabel("time")
+        ax.set_ylabel("energy")
+        ax.grid(True, alpha=0.3)
+    axes[0][0].legend(fontsize=7, ncol=2)
+    fig.suptitle("torus energy partition (paper Fig. 4)")
+    fig.tight_layout()
+    return fig, "Energy partition over time per integrator at its smallest h (paper Fig. 4).", []
+
+
+def torus_snapshots(ds: xr.Dataset, n_max: int = 4):
+    """Particle positions ``snap_x`` at up to ``n_max`` snapshot times, with the wall x = 0 (Fig. 3)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Circle
+
+    pick = _pick_cell(ds, ("v2_newmark", "v2_exact"))
+    if pick is None or "snap_x" not in ds:
+        return None, "", ["torus snapshots: no ok cell or no snap_x"]
+    name, dim, value, cell = pick
+    st = cell["snapshot_time"].values
+    valid = np.flatnonzero(np.isfinite(st))
+    chosen = valid[np.unique(np.linspace(0, len(valid) - 1, min(n_max, len(valid))).round().astype(int))]
+    x0 = cell["snap_x"].isel(snapshot=int(chosen[0])).values
+    ax2 = 1 + int(np.argmax(np.nanstd(x0[:, 1:], axis=0)))  # in-plane axis with the larger spread
+    n = int(np.isfinite(x0[:, 0]).sum())
+    radius = 0.5 * float(cell["D_t"]) * np.sin(np.pi / n) if "D_t" in cell.coords else 0.05
+    fig, axes = plt.subplots(1, len(chosen), figsize=(3.0 * len(chosen), 3.4), squeeze=False, sharey=True)
+    all_x = cell["snap_x"].isel(snapshot=chosen).values
+    lo, hi = np.nanmin(all_x, axis=(0, 1)) - radius, np.nanmax(all_x, axis=(0, 1)) + radius
+    for ax, k in zip(axes[0], chosen):
+        x = cell["snap_x"].isel(snapshot=int(k)).values
+        for p in x[np.isfinite(x[:, 0])]:
+            ax.add_patch(Circle((p[0], p[ax2]), radius, fc="tab:blue", ec="k", lw=0.4, alpha=0.8))
+        ax.axvline(0.0, color="k", lw=2)
+        ax.set_xlim(min(lo[0], -0.2), hi[0])
+        ax.set_ylim(lo[ax2], hi[ax2])
+        ax.set_aspect("equal")
+        ax.set_title(f"t = {st[k]:g}", fontsize=9)
+        ax.set_xlabel("x")
+    axes[0][0].set_ylabel("yz"[ax2 - 1])
+    fig.suptitle(f"torus deformed states, {name} {dim} = {value:g} (wall at x = 0)", fontsize=9)
+    fig.tight_layout()
+    return fig, f"Particle positions at snapshot times (paper Fig. 3), cell {name}, {dim} = {value:g}.", []
+
+
+def chain_step_sizes(ds: xr.Dataset):
+    """Adaptive methods: accepted step sizes (h_min, mean T/steps, h_max) and step counts vs tol."""
+    import matplotlib.pyplot as plt
+
+    note = ("chain step size: the ts2 store records no per-step h(t) (accepted step sizes over time, paper "
+            "Figs. 8/10/11); shown instead: h_min_used, T/steps and h_max_used per cell against tol.")
+    if "tol" not in ds["status"].dims or "h_min_used" not in ds:
+        return None, "", [note, "chain step size: no adaptive (tol) cells in this store"]
+    T = float(ds["time"].values[-1])
+    runs = [(n, v, c) for n, d, v, c in cells(ds) if d == "tol"]
+    if not runs:
+        return None, "", [note, "chain step size: no ok adaptive cell"]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    names = sorted({r[0] for r in runs})
+    for color, name in zip(plt.rcParams["axes.prop_cycle"].by_key()["color"], names):
+        mine = sorted((v, c) for n, v, c in runs if n == name)
+        tol = np.array([v for v, _ in mine])
+        hmin = np.array([float(c["h_min_used"]) for _, c in mine])
+        hmax = np.array([float(c["h_max_used"]) for _, c in mine])
+        steps = np.array([float(c["steps"]) for _, c in mine])
+        rej = np.array([float(c["rejected_steps"]) for _, c in mine])
+        a1.fill_between(tol, hmin, hmax, color=color, alpha=0.2)
+        a1.loglog(tol, T / steps, "o-", color=color, label=f"{name}: T/steps (band: h_min…h_max)")
+        a2.loglog(tol, steps, "o-", color=color, label=f"{name} accepted")
+        a2.loglog(tol, np.maximum(rej, 0.8), "s--", color=color, label=f"{name} rejected")
+    a1.set_xlabel("tol")
+    a1.set_ylabel(f"accepted step [{ds['time'].attrs.get('units', '')}]")
+    a2.set_xlabel("tol")
+    a2.set_ylabel("steps")
+    for a in (a1, a2):
+        a.grid(True, which="both", alpha=0.3)
+        a.legend(fontsize=7)
+    fig.suptitle("adaptive step sizes per cell (no per-step h(t) record in the store)", fontsize=9)
+    fig.tight_layout()
+    return fig, "Accepted step sizes of the adaptive methods per tolerance.", [note]
+
+
+def step_dims_present(ds: xr.Dataset) -> list[str]:
+    return [d for d in STEP_DIMS if d in ds["status"].dims]

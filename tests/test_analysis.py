@@ -1,0 +1,262 @@
+"""The analysis package: ds.geosweep accessor, KE map, `geosweep report`, example notebook."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import analysis  # noqa: F401 - registers ds.geosweep
+from analysis.accessor import CellsDroppedWarning
+from sweeps.engine import run_sweep
+
+ROOT = Path(__file__).resolve().parent.parent
+RNG = np.random.default_rng(20240605)
+
+
+# ----------------------------------------------------------------------------- synthetic data
+def _synthetic_drift() -> xr.Dataset:
+    """integrator a: bounded oscillation; b: linear drift 1e-3/time; c: failed at t = 50."""
+    t = np.arange(0.0, 100.0 + 1e-9, 0.1)
+    h = np.array([0.01, 0.005])
+    noise = 1e-4 * RNG.standard_normal((3, 2, t.size))
+    err = np.empty((3, 2, t.size))
+    err[0] = 1e-2 * np.sin(2 * np.pi * t / 3.0) + noise[0]
+    err[1] = 1e-3 * t + noise[1]
+    err[2] = 1e-3 * t + noise[2]
+    err[2, :, t > 50] = np.nan
+    status = np.array([[0, 0], [0, 0], [3, -2]], dtype=np.int8)
+    return xr.Dataset(
+        {
+            "energy_error": (("integrator", "h", "time"), err, {"units": "J"}),
+            "E0": (("integrator", "h"), np.full((3, 2), -2.0)),
+            "status": (("integrator", "h"), status),
+        },
+        coords={"integrator": ["a", "b", "c"], "h": h, "time": t},
+        attrs={"system": "synthetic", "system_family": "s2"},
+    )
+
+
+def _synthetic_order() -> xr.Dataset:
+    """error = C·h^p·(1 + 5 % noise): p = 2 for vi, 4 for rk4; one NaN point, one failed cell."""
+    h = 0.1 / 2.0 ** np.arange(6)
+    p = np.array([2.0, 4.0])
+    err = np.array([[3.0], [0.5]]) * h[None, :] ** p[:, None] * (1 + 0.05 * RNG.standard_normal((2, h.size)))
+    err[0, 2] = np.nan
+    status = np.zeros((2, h.size), dtype=np.int8)
+    status[1, 0] = 3  # failed at the largest h: its (finite) value must not enter the fit
+    err[1, 0] = 1e6
+    return xr.Dataset(
+        {
+            "mean_abs_energy_error": (("integrator", "h"), err),
+            "wall_time": (("integrator", "h"), 1e-3 / h * np.array([[1.0], [4.0]])),
+            "potential_evals": (("integrator", "h"), np.round(1.0 / h * np.array([[1.0], [4.0]])).astype(np.int64)),
+            "status": (("integrator", "h"), status),
+        },
+        coords={"integrator": ["explicit_vi", "rk4"], "h": h},
+        attrs={"system": "synthetic", "system_family": "s2"},
+    )
+
+
+def test_drift_recovers_slope_and_classifies():
+    ds = _synthetic_drift()
+    with pytest.warns(CellsDroppedWarning, match=r"kept 4 of 6 cells; left out 2 \(not_applicable: 1, nonfinite: 1\)"):
+        fit = ds.geosweep.drift(window=(10.0, 90.0))
+    np.testing.assert_allclose(fit.slope.sel(integrator="b").values, 1e-3, rtol=1e-3)
+    assert (abs(fit.slope.sel(integrator="b") - 1e-3) < 4 * fit.slope_stderr.sel(integrator="b")).all()
+    assert (fit.n_points.sel(integrator="b") == 801).all() and float(fit.t0) == 10.0 and float(fit.t1) == 90.0
+    assert fit.slope.sel(integrator="c").isnull().all()  # failed / not applicable cells masked
+    with pytest.warns(CellsDroppedWarning):
+        cls = ds.geosweep.classify()
+    assert (cls.classification.sel(integrator="a") == "bounded").all()
+    assert (cls.classification.sel(integrator="b") == "drifting").all()
+    assert (cls.classification.sel(integrator="c") == "undetermined").all()
+    assert "threshold" in cls.attrs["criterion"] or "rms_residual" in cls.attrs["criterion"]
+    # without masking the failed cell's finite prefix is still fitted (NaN samples skipped)
+    raw = ds.geosweep.drift(only_ok=False)
+    np.testing.assert_allclose(raw.slope.sel(integrator="c", h=0.01), 1e-3, rtol=1e-2)
+
+
+def test_ok_failed_report_and_drop():
+    ds = _synthetic_drift()
+    with pytest.warns(CellsDroppedWarning) as rec:
+        ok = ds.geosweep.ok()
+    assert "kept 4 of 6" in str(rec[0].message) and "dropped labels" in str(rec[0].message)
+    assert list(ok.integrator.values) == ["a", "b"]  # c has no ok cell: label removed, and said so
+    assert ok.attrs["geosweep_selection"].startswith("geosweep: ok cells")
+    with pytest.warns(CellsDroppedWarning):
+        bad = ds.geosweep.failed()
+    assert list(bad.integrator.values) == ["c"] and list(bad.h.values) == [0.01]
+    table = ds.geosweep.failures()
+    assert len(table) == 1 and table.status_label.iloc[0] == "nonfinite"
+
+
+def test_order_recovers_p_and_reports_points():
+    ds = _synthetic_order()
+    with pytest.warns(CellsDroppedWarning, match="nonfinite: 1"):
+        o = ds.geosweep.order().compute()
+    np.testing.assert_allclose(o.order.values, [2.0, 4.0], atol=0.1)
+    assert list(o.n_points.values) == [5, 5]
+    assert not bool(o.used.sel(integrator="explicit_vi").isel(h=2))  # NaN point skipped
+    assert not bool(o.used.sel(integrator="rk4").isel(h=0))  # failed cell skipped
+    assert list(o.expected_order.values) == [2.0, 4.0]
+    with pytest.raises(ValueError, match="reduce them first"):
+        _synthetic_drift().geosweep.order("energy_error")
+    msg = r"kept 10 of 12 cells; left out 2 \(nonfinite: 1, ok_with_nonfinite_value: 1"
+    with pytest.warns(CellsDroppedWarning, match=msg):
+        wp = ds.geosweep.work_precision(cost_var="evals")
+    assert list(wp.columns) == ["integrator", "h", "mean_abs_energy_error", "potential_evals"] and len(wp) == 10
+
+
+def test_lazy_on_open_zarr(tmp_path):
+    from dask.callbacks import Callback
+
+    path = tmp_path / "syn.zarr"
+    _synthetic_drift().chunk({"integrator": 1, "h": 1}).to_zarr(path, zarr_format=3, consolidated=False)
+    ds = xr.open_zarr(path, consolidated=False)
+    executed = []
+
+    class Count(Callback):
+        def _start(self, dsk):
+            executed.append(len(dsk))
+
+    with Count():
+        fit = ds.geosweep.drift(only_ok=False)
+        cls = ds.geosweep.classify(only_ok=False)
+    assert executed == []  # nothing computed until asked
+    assert fit.slope.chunks is not None and cls.drifting.chunks is not None
+    assert (cls.classification.sel(integrator="b").compute() == "drifting").all()
+    with pytest.warns(CellsDroppedWarning):
+        o = ds.geosweep.order(ds.energy_error.max("time"))  # loads only status to count cells
+    assert o.order.chunks is not None
+
+
+# ----------------------------------------------------------------------------- KE map
+def test_ke_map_pure_function():
+    from analysis.kemap import face_membership, ke_face, mesh, patch_matrix
+    from kernels.systems.lj_sphere import lj_sphere
+
+    verts, faces = mesh(4)
+    assert faces.shape == (5120, 3)
+    P = patch_matrix(faces, len(verts))
+    assert sorted(set(np.asarray(P.sum(axis=1)).ravel())) == [12.0, 13.0]
+    m = lj_sphere()
+    counts = np.asarray(((face_membership(m.q0, verts, faces) @ P) > 0).sum(axis=0)).ravel()
+    assert (counts == 3).all()  # spec §3.6: three molecules in every patch at t = 0
+    # rigid rotation about e3 at rate 2: KE_i = 2 (1 − z_i²); face means follow it
+    w = np.tile([0.0, 0.0, 2.0], (len(verts), 1))
+    ke = ke_face(verts, w)
+    zc = verts[faces].mean(axis=1)[:, 2]
+    assert np.isfinite(ke).all() and np.abs(ke - 2.0 * (1 - zc**2)).max() < 0.05
+
+
+# ----------------------------------------------------------------------------- real sweeps
+SPRING = {"name": "an-sp", "system": "spring_pendula", "integrators": ["explicit_vi", "rk2"],
+          "h": [0.01, 0.005], "T": 20.0, "dt_out": 0.05}
+SPHERE = {"name": "an-lj", "system": "lj_sphere", "integrators": ["explicit_vi", "rk4"], "h": [0.01, 0.005],
+          "T": 0.25, "dt_out": 0.05, "params": {"omega": [3.25, 1.0]}}
+TORUS = {"name": "an-to", "system": "torus", "integrators": ["v2_newmark", "v1"], "h": [2e-3, 1e-3], "T": 1.0,
+         "dt_out": 0.01, "params": {"N_p": 16, "snapshot_interval": 0.25, "max_snapshots": 5}}
+CHAIN = {"name": "an-ch", "system": "pendulum_chain", "integrators": ["rkmk4", "rkmk45"], "h": [0.01, 0.005],
+         "tol": [1e-6, 1e-8], "T": 1.0, "dt_out": 0.01, "params": {"N": 3}}
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    root = tmp_path_factory.mktemp("analysis")
+    out = {}
+    for key, spec in (("spring", SPRING), ("sphere", SPHERE), ("torus", TORUS), ("chain", CHAIN)):
+        out[key] = str(root / f"{key}.zarr")
+        assert run_sweep(spec, out[key], serial=True).complete
+    return out
+
+
+def test_real_sweep_vi_bounded_rk2_drifting(stores):
+    ds = xr.open_zarr(stores["spring"])
+    cls = ds.geosweep.classify(relative=True).compute()
+    assert (cls.classification.sel(integrator="explicit_vi") == "bounded").all()
+    assert (cls.classification.sel(integrator="rk2") == "drifting").all()
+    o = ds.geosweep.order().compute()  # mean |ΔE| of the explicit VI: order 2 (spec A4)
+    assert abs(float(o.order.sel(integrator="explicit_vi")) - 2.0) < 0.2
+    wp = ds.geosweep.work_precision(cost_var="potential_evals")
+    assert len(wp) == 4 and (wp.potential_evals > 0).all()
+
+
+GENERIC = {"energy_error_vs_time", "error_vs_step", "work_precision", "status_map"}
+EXPECTED = {
+    "spring": GENERIC | {"constraint_errors"},  # momentum not conserved: stated in the notes
+    "sphere": GENERIC | {"constraint_errors", "momentum_errors", "ke_map"},
+    "torus": GENERIC | {"momentum_errors", "torus_energy_partition", "torus_snapshots"},
+    "chain": GENERIC | {"constraint_errors", "momentum_errors", "chain_step_sizes"},
+}
+
+
+def _check_png(path: Path) -> None:
+    import matplotlib.image as mpimg
+
+    assert path.stat().st_size > 5000, path
+    img = mpimg.imread(path)
+    assert img.shape[0] >= 250 and img.shape[1] >= 300, (path, img.shape)
+    colours = np.unique((img[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
+    assert len(colours) > 20, (path, len(colours))
+
+
+def test_report_every_figure(stores, tmp_path):
+    from analysis.report import make_report
+
+    for key, store in stores.items():
+        rep = make_report(store, tmp_path / key)
+        assert set(rep.figures) == EXPECTED[key], (key, set(rep.figures), rep.notes)
+        for path in rep.figures.values():
+            _check_png(path)
+        index = (tmp_path / key / "index.md").read_text()
+        assert all(f"({name}.png)" in index for name in rep.figures)
+        assert (tmp_path / key / "index.html").exists()
+    assert "no per-step h(t)" in (tmp_path / "chain" / "index.md").read_text()
+    assert "not conserved" in (tmp_path / "spring" / "index.md").read_text()
+
+
+def test_cli_report(stores, tmp_path, capsys):
+    from flows.cli import main
+
+    assert main(["report", stores["sphere"], "--out", str(tmp_path / "r")]) == 0
+    assert "7 figures" in capsys.readouterr().out and (tmp_path / "r" / "ke_map.png").exists()
+    assert main(["report", str(tmp_path / "missing.zarr")]) == 2
+
+
+def test_ke_map_uses_snapshots(stores, tmp_path):
+    """With q_snap/w_snap (lead's snapshot fields) the map is drawn at the stored times."""
+    from analysis.system_figures import ke_map
+
+    ds = xr.open_zarr(stores["sphere"]).load()
+    q = xr.concat([ds.q_final, ds.q_final], "snapshot")
+    w = xr.concat([ds.w_final * 0.5, ds.w_final], "snapshot")
+    dims = (*ds.status.dims, "snapshot", "body", "component")
+    ds = ds.assign(q_snap=q.transpose(*dims), w_snap=w.transpose(*dims)).assign_coords(
+        snapshot_time=("snapshot", [0.1, 0.25]))
+    fig, caption, notes = ke_map(ds.isel(omega=0), times=(0.0, 0.25))
+    assert fig is not None and notes == [] and [a.get_title() for a in fig.axes[:2]] == ["t = 0.1", "t = 0.25"]
+
+
+def test_notebook_runs(stores, tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(ROOT / "examples" / "analysis.ipynb", as_version=4)
+    env = {"GEOSWEEP_STORE": stores["spring"], "GEOSWEEP_REPORT_DIR": str(tmp_path / "rep")}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        client = NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+        client.execute()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert (tmp_path / "rep" / "index.md").exists()
+    assert not list(tmp_path.glob("results"))  # the test store was used, no new sweep
