@@ -154,14 +154,42 @@ def test_ke_map_pure_function():
 
 
 # ----------------------------------------------------------------------------- real sweeps
-SPRING = {"name": "an-sp", "system": "spring_pendula", "integrators": ["explicit_vi", "rk2"],
-          "h": [0.01, 0.005], "T": 20.0, "dt_out": 0.05}
-SPHERE = {"name": "an-lj", "system": "lj_sphere", "integrators": ["explicit_vi", "rk4"], "h": [0.01, 0.005],
-          "T": 0.25, "dt_out": 0.05, "params": {"omega": [3.25, 1.0]}}
-TORUS = {"name": "an-to", "system": "torus", "integrators": ["v2_newmark", "v1"], "h": [2e-3, 1e-3], "T": 1.0,
-         "dt_out": 0.01, "params": {"N_p": 16, "snapshot_interval": 0.25, "max_snapshots": 5}}
-CHAIN = {"name": "an-ch", "system": "pendulum_chain", "integrators": ["rkmk4", "rkmk45"], "h": [0.01, 0.005],
-         "tol": [1e-6, 1e-8], "T": 1.0, "dt_out": 0.01, "params": {"N": 3}}
+SPRING = {
+    "name": "an-sp",
+    "system": "spring_pendula",
+    "integrators": ["explicit_vi", "rk2"],
+    "h": [0.01, 0.005],
+    "T": 20.0,
+    "dt_out": 0.05,
+}
+SPHERE = {
+    "name": "an-lj",
+    "system": "lj_sphere",
+    "integrators": ["explicit_vi", "rk4"],
+    "h": [0.01, 0.005],
+    "T": 0.25,
+    "dt_out": 0.05,
+    "params": {"omega": [3.25, 1.0]},
+}
+TORUS = {
+    "name": "an-to",
+    "system": "torus",
+    "integrators": ["v2_newmark", "v1"],
+    "h": [2e-3, 1e-3],
+    "T": 1.0,
+    "dt_out": 0.01,
+    "params": {"N_p": 16, "snapshot_interval": 0.25, "max_snapshots": 5},
+}
+CHAIN = {
+    "name": "an-ch",
+    "system": "pendulum_chain",
+    "integrators": ["rkmk4", "rkmk45"],
+    "h": [0.01, 0.005],
+    "tol": [1e-6, 1e-8],
+    "T": 1.0,
+    "dt_out": 0.01,
+    "params": {"N": 3},
+}
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +243,7 @@ def test_report_every_figure(stores, tmp_path):
         index = (tmp_path / key / "index.md").read_text()
         assert all(f"({name}.png)" in index for name in rep.figures)
         assert (tmp_path / key / "index.html").exists()
-    assert "no per-step h(t)" in (tmp_path / "chain" / "index.md").read_text()
+    assert "step size of the adaptive methods against time" in (tmp_path / "chain" / "index.md").read_text()
     assert "not conserved" in (tmp_path / "spring" / "index.md").read_text()
 
 
@@ -236,7 +264,8 @@ def test_ke_map_uses_snapshots(stores, tmp_path):
     w = xr.concat([ds.w_final * 0.5, ds.w_final], "snapshot")
     dims = (*ds.status.dims, "snapshot", "body", "component")
     ds = ds.assign(q_snap=q.transpose(*dims), w_snap=w.transpose(*dims)).assign_coords(
-        snapshot_time=("snapshot", [0.1, 0.25]))
+        snapshot_time=("snapshot", [0.1, 0.25])
+    )
     fig, caption, notes = ke_map(ds.isel(omega=0), times=(0.0, 0.25))
     assert fig is not None and notes == [] and [a.get_title() for a in fig.axes[:2]] == ["t = 0.1", "t = 0.25"]
 

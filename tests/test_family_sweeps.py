@@ -126,3 +126,22 @@ def test_variational_integrator_sweeps_on_the_chain(tmp_path):
     assert int(vi.rejected_steps.max()) == 0 and int(vi.steps.min()) == 1000
     assert 2 <= int(vi.solver_iterations_max.max()) <= 15  # spec: 6–8 mean, ≤ 13 max on chains
     assert int(lie.solver_iterations.max()) == 0
+
+
+def test_adaptive_step_size_record_locates_the_sharp_peak(tmp_path):
+    """E3 (spec pendulum_chain §6, N = 2, L = 1, tol = 1e-6): the step is smallest near t = 2.28."""
+    spec = {
+        "name": "chain-e3",
+        "system": "pendulum_chain",
+        "integrators": ["rkmk45"],
+        "tol": [1e-6],
+        "T": 3.0,
+        "dt_out": 0.01,
+        "params": {"N": 2},
+    }
+    run_sweep(spec, tmp_path / "e3.zarr", serial=True)
+    cell = xr.open_zarr(tmp_path / "e3.zarr").isel(integrator=0, tol=0)
+    h = cell.step_size.values
+    assert int(cell.steps) == 117 and int(cell.rejected_steps) == 17  # spec table: 117 (17)
+    assert np.all(np.isfinite(h)) and h.min() >= float(cell.h_min_used) * (1 - 1e-12)
+    assert abs(float(cell.time[np.argmin(h)]) - 2.28) < 0.02

@@ -36,6 +36,12 @@ TIME_SERIES = (
     ),
     Diagnostic("unit_error", ("time",), "1", "max_i |1 − q_i·q_i|"),
     Diagnostic("tangency_error", ("time",), "1 / time", "max_i |q_i·ω_i|"),
+    Diagnostic(
+        "step_size",
+        ("time",),
+        "time",
+        "step in force at each sample (adaptive: the accepted step whose interval contains the sample)",
+    ),
 )
 SUMMARIES = (
     Diagnostic("E0", (), _E, "initial energy"),
@@ -148,6 +154,7 @@ def run(model: ChainModel, integrator: str, h: float, n_steps: int, stride: int,
         "momentum": d[:, 1:4].copy(),
         "unit_error": d[:, 4].copy(),
         "tangency_error": d[:, 5].copy(),
+        "step_size": r.step_size,
         "E0": np.float64(E0),
         "max_rel_energy_error": _max(np.abs(rel)),
         "max_J_error": _max(dJ),
@@ -204,6 +211,7 @@ def _run_vi(model: ChainModel, h: float, n_steps: int, stride: int, opts: dict) 
         "momentum": tr.momentum,
         "unit_error": unit,
         "tangency_error": tr.tangency_error,
+        "step_size": np.where(ok, h, np.nan),
         "E0": np.float64(E0),
         "max_rel_energy_error": _max(np.abs(rel)),
         "max_J_error": _max(np.abs(tr.momentum[:, 2] - tr.momentum[0, 2])),

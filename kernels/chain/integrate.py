@@ -29,6 +29,7 @@ class ChainRun:
 
     time: np.ndarray
     diag: np.ndarray
+    step_size: np.ndarray
     y: np.ndarray
     summary: dict[str, float]
     info: dict[str, int]
@@ -77,20 +78,40 @@ def integrate(
     dense = m.kind == AMBIENT and ambient_rhs == "dense"
     work = np.zeros(work_size(model.n, dense))
     ns = n_steps + 1 if adaptive else n_steps // stride + 1
-    out = np.full((ns, N_DIAG), np.nan)
-    iopt = np.array([m.kind, m.dexp_mode, int(m.fsal), m.s_main, int(m.P is not None),
-                     int(adaptive), max_steps], dtype=np.int64)
+    out = np.full((ns, N_DIAG + 1), np.nan)  # + the step in force at each sample
+    iopt = np.array(
+        [m.kind, m.dexp_mode, int(m.fsal), m.s_main, int(m.P is not None), int(adaptive), max_steps], dtype=np.int64
+    )
     ctrl = np.array([tol, theta, exponent, h0, fac_min, fac_max, h_min], dtype=np.float64)
     summary = np.empty(len(SUMMARY_FIELDS))
     info = np.empty(len(INFO_FIELDS), dtype=np.int64)
     ffield = chain_F_dense if dense else chain_F
     t0 = time.perf_counter()
-    run_lie(chain_f, ffield, chain_diag, model.params, work, *m.arrays(), iopt, ctrl, y,
-            float(h), int(n_steps), int(stride), out, summary, info)
+    run_lie(
+        chain_f,
+        ffield,
+        chain_diag,
+        model.params,
+        work,
+        *m.arrays(),
+        iopt,
+        ctrl,
+        y,
+        float(h),
+        int(n_steps),
+        int(stride),
+        out,
+        summary,
+        info,
+    )
     wall = time.perf_counter() - t0
     dt = h if adaptive else h * stride
     return ChainRun(
-        time=np.arange(ns) * dt, diag=out, y=y,
+        time=np.arange(ns) * dt,
+        diag=out[:, :N_DIAG].copy(),
+        step_size=out[:, N_DIAG].copy(),
+        y=y,
         summary=dict(zip(SUMMARY_FIELDS, summary.tolist())),
-        info=dict(zip(INFO_FIELDS, info.tolist())), wall_time=wall,
+        info=dict(zip(INFO_FIELDS, info.tolist())),
+        wall_time=wall,
     )

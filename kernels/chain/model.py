@@ -154,7 +154,7 @@ def dense_R(model: ChainModel, q: np.ndarray) -> np.ndarray:
     R = np.zeros((3 * n, 3 * n))
     for i in range(n):
         for j in range(n):
-            R[3 * i:3 * i + 3, 3 * j:3 * j + 3] = (
+            R[3 * i : 3 * i + 3, 3 * j : 3 * j + 3] = (
                 M[i, i] * np.eye(3) if i == j else M[i, j] * _hat(q[i]).T @ _hat(q[j])
             )
     return R

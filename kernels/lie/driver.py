@@ -19,6 +19,10 @@ equation, ``y(t_n+θh) = exp(σ(θh))·y_n``, which stays on (TS²)^N; ambient D
 interpolant), so the step sequence does not depend on the output grid. Methods without dense
 output (CF pairs) instead clip steps to hit every sample time exactly.
 
+``out`` rows are the system's diagnostics followed by one extra last column, which the driver
+fills with the step in force at that sample (adaptive: the accepted step whose interval
+contains the sample time; row 0: the first trial step).
+
 Failure: a non-finite value or failed f evaluation ends the run with ``Status.NONFINITE``;
 a step size below ``h_min`` or more than ``max_steps`` trial steps ends it with
 ``Status.NONCONVERGED``. The state keeps its last valid value; samples not reached are
@@ -257,15 +261,60 @@ _F2 = types.float64[:, ::1]
 _F3 = types.float64[:, :, ::1]
 _I1 = types.int64[::1]
 RUN_SIG = types.int64(
-    FieldType, FieldType, DiagType, _F1, _F1,
-    _F2, _F1, _F1, _F2, _I1, _I1, _F3, _I1, _I1, _F3,
-    _I1, _F1, _F2, types.float64, types.int64, types.int64, _F2, _F1, types.int64[::1],
+    FieldType,
+    FieldType,
+    DiagType,
+    _F1,
+    _F1,
+    _F2,
+    _F1,
+    _F1,
+    _F2,
+    _I1,
+    _I1,
+    _F3,
+    _I1,
+    _I1,
+    _F3,
+    _I1,
+    _F1,
+    _F2,
+    types.float64,
+    types.int64,
+    types.int64,
+    _F2,
+    _F1,
+    types.int64[::1],
 )
 
 
 @kjit(RUN_SIG)
-def run_lie(fmap, ffield, diagfn, p, work, A, b, bhat, P, sbase, snexp, salpha, obase, onexp, obeta,
-            iopt, ctrl, y, h, nsteps, stride, out, summary, info):
+def run_lie(
+    fmap,
+    ffield,
+    diagfn,
+    p,
+    work,
+    A,
+    b,
+    bhat,
+    P,
+    sbase,
+    snexp,
+    salpha,
+    obase,
+    onexp,
+    obeta,
+    iopt,
+    ctrl,
+    y,
+    h,
+    nsteps,
+    stride,
+    out,
+    summary,
+    info,
+):
     """Integrate in place on ``y`` (N, 6); see the module docstring. Returns the status.
 
     ``out`` (n_samples, n_diag) receives ``diagfn`` at every sample (row k ↔ t_k).
@@ -318,6 +367,8 @@ def run_lie(fmap, ffield, diagfn, p, work, A, b, bhat, P, sbase, snexp, salpha, 
     hcur = ctrl[3] if adaptive else h
     if adaptive and not hcur > 0.0:
         hcur = T / 100.0
+    hcol = out.shape[1] - 1  # the last column records the step in force at each sample
+    out[0, hcol] = hcur
     k_out = 1
     hnew = hcur
     t_next = T
@@ -340,16 +391,17 @@ def run_lie(fmap, ffield, diagfn, p, work, A, b, bhat, P, sbase, snexp, salpha, 
             hstep = h
             last = False
         if kind == 0:
-            st, err, ev = _rkmk_step(fmap, p, work, A, b, bhat, dmode, fsal, have_k1, want_err, y, hstep,
-                                     kraw, kt, U, Y, sig, sh, yn)
+            st, err, ev = _rkmk_step(
+                fmap, p, work, A, b, bhat, dmode, fsal, have_k1, want_err, y, hstep, kraw, kt, U, Y, sig, sh, yn
+            )
         elif kind == 1:
-            st, err, ev = _cf_step(fmap, p, work, sbase, snexp, salpha, obase, onexp, obeta, nst, want_err,
-                                   y, hstep, kraw, Ys, U, yn, sh)
+            st, err, ev = _cf_step(
+                fmap, p, work, sbase, snexp, salpha, obase, onexp, obeta, nst, want_err, y, hstep, kraw, Ys, U, yn, sh
+            )
         elif kind == 2:
             st, err, ev = _two_comm_step(fmap, p, work, y, hstep, kt, U, Y, sig, yn)
         else:
-            st, err, ev = _ambient_step(ffield, p, work, A, b, bhat, fsal, have_k1, want_err, y, hstep,
-                                        kraw, U, Y, yn)
+            st, err, ev = _ambient_step(ffield, p, work, A, b, bhat, fsal, have_k1, want_err, y, hstep, kraw, U, Y, yn)
         nev += ev
         if st == _OK and not (_finite(yn) and np.isfinite(err)):
             st = _NONFINITE
@@ -379,6 +431,7 @@ def run_lie(fmap, ffield, diagfn, p, work, A, b, bhat, P, sbase, snexp, salpha, 
                     else:
                         _dense(kind, P, (tk - t) / hstep, y, hstep, kraw if kind == 3 else kt, W, U, ytmp)
                         diagfn(ytmp, p, work, out[k_out])
+                    out[k_out, hcol] = hstep
                     if not _row_finite(out[k_out]):
                         bad = True
                     k_out += 1
@@ -386,6 +439,7 @@ def run_lie(fmap, ffield, diagfn, p, work, A, b, bhat, P, sbase, snexp, salpha, 
                 k_first = (n_acc + 1) // stride
                 k_out = k_first + 1
                 diagfn(yn, p, work, out[k_first])
+                out[k_first, hcol] = hstep
                 bad = not _row_finite(out[k_first])
             if bad:
                 for k in range(k_first, k_out):

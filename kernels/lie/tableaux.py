@@ -77,8 +77,14 @@ class Method:
         if self.kind == CF:
             cf = (self.sbase, self.snexp, self.salpha, self.obase, self.onexp, self.obeta)
         else:
-            cf = (np.full(s, -1, np.int64), np.zeros(s, np.int64), np.zeros((s, _JMAX, s)),
-                  np.full(2, -1, np.int64), np.zeros(2, np.int64), np.zeros((2, _JMAX, s)))
+            cf = (
+                np.full(s, -1, np.int64),
+                np.zeros(s, np.int64),
+                np.zeros((s, _JMAX, s)),
+                np.full(2, -1, np.int64),
+                np.zeros(2, np.int64),
+                np.zeros((2, _JMAX, s)),
+            )
         out = [self.A, self.b, bhat, P, *cf]
         return tuple(np.ascontiguousarray(x) for x in out)
 
@@ -111,9 +117,22 @@ def _cf(name, order, stages, main, emb=None, s_main=None, emb_order=0) -> Method
         A[r] = salpha[r].sum(axis=0) + (A[base] if base >= 0 else 0.0)
     b = obeta[0].sum(axis=0) + (A[obase[0]] if obase[0] >= 0 else 0.0)
     bhat = obeta[1].sum(axis=0) + (A[obase[1]] if obase[1] >= 0 else 0.0) if emb is not None else None
-    return Method(name=name, kind=CF, order=order, A=A, b=b, bhat=bhat, emb_order=emb_order,
-                  sbase=sbase, snexp=snexp, salpha=salpha, obase=obase, onexp=onexp, obeta=obeta,
-                  s_main=s if s_main is None else s_main)
+    return Method(
+        name=name,
+        kind=CF,
+        order=order,
+        A=A,
+        b=b,
+        bhat=bhat,
+        emb_order=emb_order,
+        sbase=sbase,
+        snexp=snexp,
+        salpha=salpha,
+        obase=obase,
+        onexp=onexp,
+        obeta=obeta,
+        s_main=s if s_main is None else s_main,
+    )
 
 
 _DP_A = [
@@ -128,15 +147,17 @@ _DP_A = [
 _DP_B = ["35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0]
 _DP_BHAT = ["5179/57600", 0, "7571/16695", "393/640", "-92097/339200", "187/2100", "1/40"]
 # Dormand–Prince continuous extension (order 4), the same polynomial as scipy's RK45.
-_DP_P = _a([
-    [1, "-8048581381/2820520608", "8663915743/2820520608", "-12715105075/11282082432"],
-    [0, 0, 0, 0],
-    [0, "131558114200/32700410799", "-68118460800/10900136933", "87487479700/32700410799"],
-    [0, "-1754552775/470086768", "14199869525/1410260304", "-10690763975/1880347072"],
-    [0, "127303824393/49829197408", "-318862633887/49829197408", "701980252875/199316789632"],
-    [0, "-282668133/205662961", "2019193451/616988883", "-1453857185/822651844"],
-    [0, "40617522/29380423", "-110615467/29380423", "69997945/29380423"],
-])
+_DP_P = _a(
+    [
+        [1, "-8048581381/2820520608", "8663915743/2820520608", "-12715105075/11282082432"],
+        [0, 0, 0, 0],
+        [0, "131558114200/32700410799", "-68118460800/10900136933", "87487479700/32700410799"],
+        [0, "-1754552775/470086768", "14199869525/1410260304", "-10690763975/1880347072"],
+        [0, "127303824393/49829197408", "-318862633887/49829197408", "701980252875/199316789632"],
+        [0, "-282668133/205662961", "2019193451/616988883", "-1453857185/822651844"],
+        [0, "40617522/29380423", "-110615467/29380423", "69997945/29380423"],
+    ]
+)
 _RK4_A = [[0, 0, 0, 0], ["1/2", 0, 0, 0], [0, "1/2", 0, 0], [0, 0, 1, 0]]
 _RK4_B = ["1/6", "1/3", "1/3", "1/6"]
 
@@ -148,22 +169,41 @@ METHODS: dict[str, Method] = {
     "rkmk4_2comm": _rk("rkmk4_2comm", RKMK4_2COMM, 4, _RK4_A, _RK4_B),
     "rkmk5": _rk("rkmk5", RKMK, 5, _DP_A, _DP_B, fsal=True),
     "rkmk45": _rk("rkmk45", RKMK, 5, _DP_A, _DP_B, bhat=_v(_DP_BHAT), emb_order=4, fsal=True, P=_DP_P),
-    "cf4": _cf("cf4", 4,
-               [(-1, []), (-1, [["1/2"]]), (-1, [[0, "1/2"]]), (1, [["-1/2", 0, 1]])],
-               (-1, [["1/4", "1/6", "1/6", "-1/12"], ["-1/12", "1/6", "1/6", "1/4"]])),
-    "cf43": _cf("cf43", 4,
-                [(-1, []), (-1, [["1/2"]]), (-1, [[0, "1/2"]]), (1, [["-1/2", 0, 1]]), (-1, [[0, "3/4"]])],
-                (-1, [["1/4", "1/6", "1/6", "-1/12"], ["-1/12", "1/6", "1/6", "1/4"]]),
-                emb=(-1, [["1/3"], ["-1/9", "1/3", 0, 0, "4/9"]]), s_main=4, emb_order=3),
-    "cf3": _cf("cf3", 3,
-               [(-1, []), (-1, [["1/3"]]), (-1, [[0, "2/3"]])],
-               (1, [["-1/12", 0, "3/4"]]), emb=(-1, [[0, "1/2", "1/2"]]), emb_order=2),
-    "cf3b": _cf("cf3b", 3,
-                [(-1, []), (-1, [["2/3"]]), (-1, [["5/12", "1/4"]])],
-                (2, [["-1/6", "-1/2", 1]]), emb=(-1, [["1/4", 0, "3/4"]]), emb_order=2),
+    "cf4": _cf(
+        "cf4",
+        4,
+        [(-1, []), (-1, [["1/2"]]), (-1, [[0, "1/2"]]), (1, [["-1/2", 0, 1]])],
+        (-1, [["1/4", "1/6", "1/6", "-1/12"], ["-1/12", "1/6", "1/6", "1/4"]]),
+    ),
+    "cf43": _cf(
+        "cf43",
+        4,
+        [(-1, []), (-1, [["1/2"]]), (-1, [[0, "1/2"]]), (1, [["-1/2", 0, 1]]), (-1, [[0, "3/4"]])],
+        (-1, [["1/4", "1/6", "1/6", "-1/12"], ["-1/12", "1/6", "1/6", "1/4"]]),
+        emb=(-1, [["1/3"], ["-1/9", "1/3", 0, 0, "4/9"]]),
+        s_main=4,
+        emb_order=3,
+    ),
+    "cf3": _cf(
+        "cf3",
+        3,
+        [(-1, []), (-1, [["1/3"]]), (-1, [[0, "2/3"]])],
+        (1, [["-1/12", 0, "3/4"]]),
+        emb=(-1, [[0, "1/2", "1/2"]]),
+        emb_order=2,
+    ),
+    "cf3b": _cf(
+        "cf3b",
+        3,
+        [(-1, []), (-1, [["2/3"]]), (-1, [["5/12", "1/4"]])],
+        (2, [["-1/6", "-1/2", 1]]),
+        emb=(-1, [["1/4", 0, "3/4"]]),
+        emb_order=2,
+    ),
     "rk4_ambient": _rk("rk4_ambient", AMBIENT, 4, _RK4_A, _RK4_B),
-    "dopri5_ambient": _rk("dopri5_ambient", AMBIENT, 5, _DP_A, _DP_B, bhat=_v(_DP_BHAT), emb_order=4,
-                          fsal=True, P=_DP_P),
+    "dopri5_ambient": _rk(
+        "dopri5_ambient", AMBIENT, 5, _DP_A, _DP_B, bhat=_v(_DP_BHAT), emb_order=4, fsal=True, P=_DP_P
+    ),
 }
 
 
