@@ -377,8 +377,10 @@ class GeosweepAccessor:
             if "ok" in counts:
                 counts["ok_with_nonfinite_value"] = counts.pop("ok")
             detail = ", ".join(f"{k}: {v}" for k, v in counts.items())
-            _say(f"geosweep: work_precision: kept {int(good.sum())} of {len(df)} cells; "
-                 f"left out {int((~good).sum())} ({detail})")
+            _say(
+                f"geosweep: work_precision: kept {int(good.sum())} of {len(df)} cells; "
+                f"left out {int((~good).sum())} ({detail})"
+            )
         out = df[good].drop(columns="status").reset_index(drop=True)
         out.attrs.update(error_var=error_var, cost_var=cost_var)
         return out

@@ -38,13 +38,20 @@ def cells(ds: xr.Dataset) -> Iterator[tuple[str, Hashable, float, xr.Dataset]]:
     In a mixed grid an integrator that ran only at the first ``h`` (adaptive) is labelled by
     ``tol``, the others by ``h``.
     """
+    from kernels.registry import INTEGRATORS, load_builtins
+
+    load_builtins()
     st = ds["status"]
     steps = [d for d in STEP_DIMS if d in st.dims]
     for name in ds["integrator"].values:
         row = st.sel(integrator=name)
         label = steps[0] if steps else ""
-        if len(steps) == 2 and row.sizes["h"] > 1 and bool((row.isel(h=slice(1, None)) == -2).all()):
-            label = "tol"
+        if len(steps) == 2:
+            idef = INTEGRATORS.get(str(name))
+            if idef is not None:
+                label = "tol" if idef.adaptive else "h"
+            elif row.sizes["h"] > 1 and bool((row.isel(h=slice(1, None)) == -2).all()):
+                label = "tol"
         idx = np.argwhere(row.values == 0) if steps else (np.zeros((1, 0), int) if int(row) == 0 else [])
         for cell_idx in idx:
             sel = dict(zip(steps, (int(i) for i in cell_idx)))
@@ -250,16 +257,25 @@ def status_map(ds: xr.Dataset):
     st = ds["status"]
     other = [d for d in st.dims if d != "integrator"]
     arr = st.transpose("integrator", *other).values.reshape(st.sizes["integrator"], -1).astype(int)
-    idx = np.stack(np.meshgrid(*[np.arange(st.sizes[d]) for d in other], indexing="ij"), -1).reshape(-1, len(other)) \
-        if other else np.zeros((1, 0), int)
-    cols = [", ".join(f"{d}={ds[d].values[i]:g}" if np.issubdtype(ds[d].dtype, np.number) else f"{d}={ds[d].values[i]}"
-                      for d, i in zip(other, row)) for row in idx]
+    idx = (
+        np.stack(np.meshgrid(*[np.arange(st.sizes[d]) for d in other], indexing="ij"), -1).reshape(-1, len(other))
+        if other
+        else np.zeros((1, 0), int)
+    )
+    cols = [
+        ", ".join(
+            f"{d}={ds[d].values[i]:g}" if np.issubdtype(ds[d].dtype, np.number) else f"{d}={ds[d].values[i]}"
+            for d, i in zip(other, row)
+        )
+        for row in idx
+    ]
     codes = sorted(_STATUS_COLORS)
     lut = {c: k for k, c in enumerate(codes)}
     img = np.vectorize(lambda s: lut.get(s, lut[3]))(arr)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * arr.shape[1] + 2.5), max(2.2, 0.45 * arr.shape[0] + 1.6)))
-    ax.imshow(img, cmap=ListedColormap([_STATUS_COLORS[c] for c in codes]), vmin=-0.5, vmax=len(codes) - 0.5,
-              aspect="auto")
+    ax.imshow(
+        img, cmap=ListedColormap([_STATUS_COLORS[c] for c in codes]), vmin=-0.5, vmax=len(codes) - 0.5, aspect="auto"
+    )
     for (r, c), s in np.ndenumerate(arr):
         ax.text(c, r, str(s), ha="center", va="center", fontsize=7)
     ax.set_yticks(range(arr.shape[0]), [str(v) for v in ds["integrator"].values], fontsize=8)
@@ -269,9 +285,15 @@ def status_map(ds: xr.Dataset):
     ax.grid(which="minor", color="k", lw=0.5)
     ax.tick_params(which="minor", length=0)
     present = sorted(set(arr.ravel().tolist()))
-    ax.legend(handles=[Patch(facecolor=_STATUS_COLORS.get(s, "#8e24aa"), edgecolor="k",
-                             label=f"{s} {STATUS_LABELS.get(s, '?')}") for s in present],
-              bbox_to_anchor=(1.01, 1), loc="upper left", fontsize=7)
+    ax.legend(
+        handles=[
+            Patch(facecolor=_STATUS_COLORS.get(s, "#8e24aa"), edgecolor="k", label=f"{s} {STATUS_LABELS.get(s, '?')}")
+            for s in present
+        ],
+        bbox_to_anchor=(1.01, 1),
+        loc="upper left",
+        fontsize=7,
+    )
     ax.set_title("cell status")
     fig.tight_layout()
     return fig

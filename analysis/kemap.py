@@ -31,9 +31,7 @@ def mesh(level: int = 4) -> tuple[np.ndarray, np.ndarray]:
 def patch_matrix(faces: np.ndarray, n_vertices: int) -> sp.csr_matrix:
     """Boolean (F, F) sparse matrix: ``P[f, g]`` iff g shares at least one vertex with f (f included)."""
     nf = len(faces)
-    vf = sp.csr_matrix(
-        (np.ones(3 * nf), (faces.ravel(), np.repeat(np.arange(nf), 3))), shape=(n_vertices, nf)
-    )
+    vf = sp.csr_matrix((np.ones(3 * nf), (faces.ravel(), np.repeat(np.arange(nf), 3))), shape=(n_vertices, nf))
     return ((vf.T @ vf) > 0).astype(np.float64).tocsr()
 
 
@@ -85,8 +83,17 @@ def _view_basis(direction: tuple[float, float, float]) -> tuple[np.ndarray, np.n
     return d, e1, np.cross(d, e1)
 
 
-def plot_face_field(ax, values: np.ndarray, *, level: int = 4, view=(0.0, 0.0, 1.0), cmap: str = "jet",
-                    vmin: float | None = None, vmax: float | None = None, nan_color: str = "0.85"):
+def plot_face_field(
+    ax,
+    values: np.ndarray,
+    *,
+    level: int = 4,
+    view=(0.0, 0.0, 1.0),
+    cmap: str = "jet",
+    vmin: float | None = None,
+    vmax: float | None = None,
+    nan_color: str = "0.85",
+):
     """Orthographic view of a per-face field on the icosphere, seen from ``view`` (a direction).
 
     Only faces on the visible hemisphere are drawn (``PolyCollection``); NaN faces are grey.

@@ -89,29 +89,51 @@ def make_report(
     system = acc.system
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CellsDroppedWarning)  # stated once in the index instead
-        _save(rep, "energy_error_vs_time", F.energy_error_vs_time(sub, desc),
-              f"|E(t) − E0|/|E0| on log–log axes, one panel per integrator, one line per step size{at}.")
-        _save(rep, "error_vs_step", F.error_vs_step(ds),
-              f"{acc.default_error_var()} against h (and tol) for ok cells, with least-squares slopes "
-              "(observed order p). Swept parameters: the slice with the most points.")
-        _save(rep, "work_precision", F.work_precision(ds),
-              f"{acc.default_error_var()} against wall time and force evaluations (ok cells, all parameters).")
+        _save(
+            rep,
+            "energy_error_vs_time",
+            F.energy_error_vs_time(sub, desc),
+            f"|E(t) − E0|/|E0| on log–log axes, one panel per integrator, one line per step size{at}.",
+        )
+        _save(
+            rep,
+            "error_vs_step",
+            F.error_vs_step(ds),
+            f"{acc.default_error_var()} against h (and tol) for ok cells, with least-squares slopes "
+            "(observed order p). Swept parameters: the slice with the most points.",
+        )
+        _save(
+            rep,
+            "work_precision",
+            F.work_precision(ds),
+            f"{acc.default_error_var()} against wall time and force evaluations (ok cells, all parameters).",
+        )
         if not any(v in ds for v in F.CONSTRAINT_VARS):
-            rep.notes.append(f"constraint_errors: the {acc.family} family stores no constraint error "
-                             "(SE(3) states are group elements; no unit-length or tangency constraint)")
+            rep.notes.append(
+                f"constraint_errors: the {acc.family} family stores no constraint error "
+                "(SE(3) states are group elements; no unit-length or tangency constraint)"
+            )
         _save(rep, "constraint_errors", F.constraint_errors(sub, desc), f"Constraint errors against time{at}.")
         if all(bool(da.isnull().all()) for da in F.momentum_series(sub).values()):
-            rep.notes.append("momentum_errors: every stored momentum error is NaN or absent: this system's "
-                             "momentum map is not conserved (e.g. spring_pendula has no symmetry)")
-        _save(rep, "momentum_errors", F.momentum_errors(sub, desc),
-              f"Momentum-map errors against time{at}. NaN (not drawn) where the momentum is not conserved.")
+            rep.notes.append(
+                "momentum_errors: every stored momentum error is NaN or absent: this system's "
+                "momentum map is not conserved (e.g. spring_pendula has no symmetry)"
+            )
+        _save(
+            rep,
+            "momentum_errors",
+            F.momentum_errors(sub, desc),
+            f"Momentum-map errors against time{at}. NaN (not drawn) where the momentum is not conserved.",
+        )
         _save(rep, "status_map", F.status_map(ds), "Status of every cell (0 ok, >0 failed, −1 not run, −2 n/a).")
         specific: list[tuple[str, Any]] = []
         if system == "lj_sphere":
             specific.append(("ke_map", lambda: S.ke_map(sub, ke_times)))
         if system == "torus":
-            specific += [("torus_energy_partition", lambda: S.torus_energy_partition(sub)),
-                         ("torus_snapshots", lambda: S.torus_snapshots(sub))]
+            specific += [
+                ("torus_energy_partition", lambda: S.torus_energy_partition(sub)),
+                ("torus_snapshots", lambda: S.torus_snapshots(sub)),
+            ]
         if system == "pendulum_chain":
             specific.append(("chain_step_sizes", lambda: S.chain_step_sizes(sub)))
         for name, make in specific:
@@ -130,8 +152,9 @@ def _summary_tables(ds: xr.Dataset, sub: xr.Dataset) -> list[tuple[str, str]]:
         df = c[["slope", "slope_stderr", "ratio", "classification"]].to_dataframe().reset_index()
         keep = [d for d in c["slope"].dims] + ["slope", "slope_stderr", "ratio", "classification"]
         df = df[keep][df["classification"] != "undetermined"]
-        out.append((f"Energy drift and classification ({c.attrs['criterion']}; relative energy error, whole run)",
-                    _table(df)))
+        out.append(
+            (f"Energy drift and classification ({c.attrs['criterion']}; relative energy error, whole run)", _table(df))
+        )
     except Exception as e:  # noqa: BLE001 - a table must not stop the figures
         out.append(("Energy drift", f"not computed: {e}"))
     for dim in (d for d in F.STEP_DIMS if d in ds.geosweep.sweep_dims):
@@ -140,8 +163,11 @@ def _summary_tables(ds: xr.Dataset, sub: xr.Dataset) -> list[tuple[str, str]]:
             df = o[["order", "order_stderr", "n_points"]].to_dataframe().reset_index()
             if "expected_order" in o.coords:
                 df["expected_order"] = o["expected_order"].to_series().reindex(df["integrator"]).to_numpy()
-            cols = [d for d in o["order"].dims] + ["order", "order_stderr", "n_points"] + (
-                ["expected_order"] if "expected_order" in df else [])
+            cols = (
+                [d for d in o["order"].dims]
+                + ["order", "order_stderr", "n_points"]
+                + (["expected_order"] if "expected_order" in df else [])
+            )
             df = df[cols][df["n_points"] >= 2]
             out.append((f"Observed order vs {dim} ({o.attrs['error_var']})", _table(df)))
         except Exception as e:  # noqa: BLE001
@@ -149,14 +175,21 @@ def _summary_tables(ds: xr.Dataset, sub: xr.Dataset) -> list[tuple[str, str]]:
     return out
 
 
-def _write_index(rep: Report, ds: xr.Dataset, where: str, counts: dict[str, int],
-                 tables: list[tuple[str, str]]) -> None:
+def _write_index(
+    rep: Report, ds: xr.Dataset, where: str, counts: dict[str, int], tables: list[tuple[str, str]]
+) -> None:
     title = f"geosweep report: {ds.attrs.get('sweep_name', '')} ({ds.attrs.get('system', '')})"
     not_ok = {k: v for k, v in counts.items() if k != "ok"}
-    md = [f"# {title}", "", f"store: `{where}`  ", f"family: {ds.attrs.get('system_family', '?')}; "
-          f"sweep axes: {', '.join(f'{d} ({ds.sizes[d]})' for d in ds.geosweep.sweep_dims)}  ",
-          f"cells: {sum(counts.values())}; status counts: {counts}. "
-          + (f"Cells with status ≠ 0 are left out of every figure and table ({not_ok})." if not_ok else ""), ""]
+    md = [
+        f"# {title}",
+        "",
+        f"store: `{where}`  ",
+        f"family: {ds.attrs.get('system_family', '?')}; "
+        f"sweep axes: {', '.join(f'{d} ({ds.sizes[d]})' for d in ds.geosweep.sweep_dims)}  ",
+        f"cells: {sum(counts.values())}; status counts: {counts}. "
+        + (f"Cells with status ≠ 0 are left out of every figure and table ({not_ok})." if not_ok else ""),
+        "",
+    ]
     for head, body in tables:
         md += [f"## {head}", "", body, ""]
     md += ["## Figures", ""]
@@ -165,18 +198,25 @@ def _write_index(rep: Report, ds: xr.Dataset, where: str, counts: dict[str, int]
     if rep.notes:
         md += ["## Notes and missing data", ""] + [f"- {n}" for n in rep.notes] + [""]
     rep.index.write_text("\n".join(md))
-    body = [f"<h1>{html.escape(title)}</h1>", f"<p>store: <code>{html.escape(where)}</code><br>"
-            f"status counts: {html.escape(str(counts))}</p>"]
+    body = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>store: <code>{html.escape(where)}</code><br>status counts: {html.escape(str(counts))}</p>",
+    ]
     for head, table in tables:
         body += [f"<h2>{html.escape(head)}</h2>", f"<pre>{html.escape(table)}</pre>"]
     for name, path in rep.figures.items():
-        body += [f"<h3>{name}</h3><p>{html.escape(rep.captions[name])}</p>",
-                 f'<img src="{path.name}" alt="{name}" style="max-width:100%">']
+        body += [
+            f"<h3>{name}</h3><p>{html.escape(rep.captions[name])}</p>",
+            f'<img src="{path.name}" alt="{name}" style="max-width:100%">',
+        ]
     if rep.notes:
         body += ["<h2>Notes and missing data</h2><ul>"] + [f"<li>{html.escape(n)}</li>" for n in rep.notes] + ["</ul>"]
     (rep.out / "index.html").write_text(
-        "<!doctype html><html><head><meta charset='utf-8'><title>" + html.escape(title) + "</title></head><body>"
-        + "\n".join(body) + "</body></html>"
+        "<!doctype html><html><head><meta charset='utf-8'><title>"
+        + html.escape(title)
+        + "</title></head><body>"
+        + "\n".join(body)
+        + "</body></html>"
     )
 
 

@@ -289,3 +289,24 @@ def test_notebook_runs(stores, tmp_path):
                 os.environ[k] = v
     assert (tmp_path / "rep" / "index.md").exists()
     assert not list(tmp_path.glob("results"))  # the test store was used, no new sweep
+
+
+def test_chain_step_size_figure_in_a_mixed_h_tol_store(tmp_path):
+    """A store mixing fixed-step (h) and adaptive (tol) methods, h axis of length 1."""
+    from analysis.report import make_report
+    from sweeps.engine import run_sweep
+
+    spec = {
+        "name": "mixed",
+        "system": "pendulum_chain",
+        "integrators": ["rkmk45", "rkmk4"],
+        "h": [0.01],
+        "tol": [1e-5, 1e-6],
+        "T": 1.0,
+        "dt_out": 0.05,
+        "params": {"N": 2},
+    }
+    run_sweep(spec, tmp_path / "m.zarr", serial=True)
+    rep = make_report(tmp_path / "m.zarr", tmp_path / "r")
+    assert "chain_step_sizes" in rep.figures
+    _check_png(rep.figures["chain_step_sizes"])
