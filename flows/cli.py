@@ -114,6 +114,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 store,
                 address=address,
                 n_workers=args.workers,
+                processes=args.processes,
                 serial=args.serial,
                 slice_seconds=args.slice_seconds,
                 storage_options=args.storage_options,
@@ -134,6 +135,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                     n_workers=args.workers,
                     slice_seconds=args.slice_seconds,
                     storage_options=args.storage_options,
+                    processes=args.processes,
                 )
             finally:
                 PROGRESS_HOOKS.remove(hook)
@@ -255,6 +257,11 @@ def build_parser() -> argparse.ArgumentParser:
         add_execution_options(p)
         p.add_argument("--no-prefect", action="store_true", help="run on Dask without the Prefect flow")
         p.add_argument("--serial", action="store_true", help="run in this process, no Dask, no Prefect")
+        p.add_argument(
+            "--processes",
+            action="store_true",
+            help="local Dask workers as processes (default: threads; the kernels release the GIL)",
+        )
 
     p = sub.add_parser("run", help="run (or resume) a sweep spec")
     p.add_argument("spec", help="sweep spec file (.toml, .yaml)")

@@ -41,6 +41,7 @@ def execute_sweep(
     n_workers: int | None,
     slice_seconds: float,
     storage_options: dict | None,
+    processes: bool = False,
 ) -> dict[str, Any]:
     """Run the pending cells on Dask; a retry resumes from the store (finished cells stay)."""
     logger = get_run_logger()
@@ -62,6 +63,7 @@ def execute_sweep(
         store,
         address=address,
         n_workers=n_workers,
+        processes=processes,
         slice_seconds=slice_seconds,
         storage_options=storage_options,
         progress=progress,
@@ -88,9 +90,14 @@ def sweep_flow(
     n_workers: int | None = None,
     slice_seconds: float = 10.0,
     storage_options: dict | None = None,
+    processes: bool = False,
 ) -> dict[str, Any]:
-    """Run a sweep spec (path or mapping) into a zarr store; resumes an existing store."""
+    """Run a sweep spec (path or mapping) into a zarr store; resumes an existing store.
+
+    Without ``address`` a local Dask cluster of ``n_workers`` single-threaded workers runs the
+    cells (threads by default, worker processes with ``processes=True``).
+    """
     planned = plan_sweep(spec)
-    result = execute_sweep(planned["spec"], store, address, n_workers, slice_seconds, storage_options)
+    result = execute_sweep(planned["spec"], store, address, n_workers, slice_seconds, storage_options, processes)
     result["summary"] = finalise_sweep(result["store"], storage_options)
     return result

@@ -20,7 +20,7 @@ from kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, IntegratorDef, Syst
 from kernels.status import Status
 from sweeps.grid import Cell, Grid
 from sweeps.spec import SweepSpec, load_spec
-from sweeps.store import StoreRef, done_mask, ensure_store, record_run, write_cell
+from sweeps.store import ArrayCache, StoreRef, done_mask, ensure_store, record_run, write_cell
 
 
 @dataclass
@@ -84,7 +84,7 @@ def run_slice(
     _register(sysdef, idefs, famdef)
     spec = SweepSpec.model_validate_json(spec_json)
     grid = Grid(spec)
-    group = ref.open_group("r+")
+    group = ArrayCache(ref.open_group("r+"))
     models: dict[str, Any] = {}
     out = []
     for cell in cells:
@@ -132,6 +132,7 @@ def run_sweep(
     address: str | None = None,
     n_workers: int | None = None,
     serial: bool = False,
+    processes: bool = False,
     slice_seconds: float = 10.0,
     storage_options: dict | None = None,
     progress: Callable[[Progress], None] | None = None,
@@ -140,8 +141,10 @@ def run_sweep(
     """Run every cell of ``spec`` that is not yet complete in ``store``.
 
     Execution: ``client`` (a ``distributed.Client``), else ``address`` of a scheduler, else a
-    new ``LocalCluster`` with ``n_workers`` single-threaded worker processes (default: all
-    cores); ``serial=True`` runs in this process without Dask (same results, bitwise).
+    new ``LocalCluster`` with ``n_workers`` single-threaded workers (default: all cores) —
+    threads in this process by default (the kernels release the GIL, so threads run in
+    parallel and start instantly), separate processes with ``processes=True``;
+    ``serial=True`` runs in this process without Dask (same results, bitwise).
     Raises :class:`sweeps.spec.SpecError` for a bad spec and
     :class:`sweeps.store.StoreMismatchError` if ``store`` holds another sweep — in both
     cases before any work. Integration failures are recorded as cell status, not raised.
@@ -201,7 +204,7 @@ def run_sweep(
                 else:
                     n = n_workers or os.cpu_count() or 1
                     own_cluster = LocalCluster(
-                        n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+                        n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None
                     )
                     client = own_client = Client(own_cluster)
             n_w = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
@@ -209,6 +212,8 @@ def run_sweep(
             log(f"{len(pending)} cells in {len(slices)} slices on {n_w} workers")
             for line in client.run(warm_worker, famdef).values():
                 log(f"worker {line}")
+            # longest slices first (Dask runs higher priority first): no worker is left
+            # finishing one long slice at the end while the other idles
             futures = [
                 client.submit(
                     run_slice,
@@ -220,6 +225,7 @@ def run_sweep(
                     famdef,
                     key=f"geosweep-{spec.spec_hash[:10]}-{i}-{os.getpid()}-{time.time_ns()}",
                     pure=False,
+                    priority=int(1000 * sum(grid.cost(c) for c in cells)),
                 )
                 for i, cells in enumerate(slices)
             ]

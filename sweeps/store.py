@@ -307,8 +307,23 @@ def done_mask(ref: StoreRef) -> np.ndarray:
     return np.asarray(ref.open_group("r")["done"][...]) == 1
 
 
+class ArrayCache(dict):
+    """``name → zarr array`` of one open group, each opened once (saves a metadata read per write)."""
+
+    def __init__(self, group):
+        super().__init__()
+        self.group = group
+
+    def __missing__(self, name: str):
+        arr = self[name] = self.group[name]
+        return arr
+
+
 def write_cell(group, cell: Cell, values: dict[str, Any], status: int, wall_time: float) -> None:
-    """Write one cell's values, then its flags, then ``done`` (the completion marker)."""
+    """Write one cell's values, then its flags, then ``done`` (the completion marker).
+
+    ``group`` is a zarr group or an :class:`ArrayCache` of one (faster for many cells).
+    """
     for name, value in values.items():
         arr = group[name]
         # per-cell dims may be shorter than the store's (padded sweeps over N): write a prefix
