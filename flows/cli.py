@@ -55,7 +55,7 @@ def _how_to_open(store: str, storage_options: dict | None = None) -> str:
         "open them with:\n"
         "    import xarray as xr\n"
         f"    ds = xr.open_zarr({store!r}{extra}\n"
-        "    ds.mean_abs_energy_error.where(ds.status == 0)   # failed cells dropped explicitly\n"
+        "    ds.max_rel_energy_error.where(ds.status == 0)   # failed cells dropped explicitly\n"
     )
 
 
