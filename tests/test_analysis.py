@@ -178,7 +178,8 @@ TORUS = {
     "h": [2e-3, 1e-3],
     "T": 1.0,
     "dt_out": 0.01,
-    "params": {"N_p": 16, "snapshot_interval": 0.25, "max_snapshots": 5},
+    "snapshot_dt": 0.25,
+    "params": {"N_p": 16},
 }
 CHAIN = {
     "name": "an-ch",

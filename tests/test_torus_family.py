@@ -40,11 +40,12 @@ def test_declarations():
 
 @pytest.mark.parametrize("name", ["torus", "so3_pendulum"])
 def test_run_matches_declared_dims(name):
-    model = _build(name, max_snapshots=4) if name == "torus" else _build(name, max_snapshots=4)
+    model = _build(name)
     h, n_steps, stride = (1e-3, 1200, 20) if name == "torus" else (1e-2, 300, 2)
-    res = FAMILY.run(model, "v2_newmark", h, n_steps, stride, {})
+    snap_stride = int(round(1.0 / h))  # snapshots every 1.0 time unit
+    res = FAMILY.run(model, "v2_newmark", h, n_steps, stride, {"snapshot_stride": snap_stride})
     assert isinstance(res, CellResult) and res.status == int(Status.OK)
-    sizes = FAMILY.sizes(model)
+    sizes = {**FAMILY.sizes(model), "snapshot": n_steps // snap_stride + 1}
     nt = n_steps // stride + 1
     diags = FAMILY.diagnostics(model)
     assert {d.name for d in diags} == set(res.values)
@@ -56,11 +57,9 @@ def test_run_matches_declared_dims(name):
         if "time" in d.dims:
             assert np.isfinite(val).all(), d.name
     assert res.values["fail_step"] == -1 and res.values["steps"] == n_steps
-    # snapshots at t = 0, 1, (2, 3 beyond the run → NaN)
-    t_snap = res.values["snapshot_time"]
-    expect = np.arange(4.0)
-    expect[expect > n_steps * h + 1e-9] = np.nan
-    assert np.array_equal(t_snap, expect, equal_nan=True)
+    # snapshots at t = 0, 1, …: the first one is the initial state
+    assert sizes["snapshot"] == int(n_steps * h) + 1 and np.isfinite(res.values["snap_x"]).all()
+    np.testing.assert_array_equal(res.values["snap_x"][0], model.x0)
     if name == "torus":
         assert res.values["E0"] == 40.0
         assert 0.49 < res.values["first_wall_contact_t"] < 0.52
@@ -70,13 +69,13 @@ def test_run_matches_declared_dims(name):
 
 
 def test_failed_cell_keeps_partial_record():
-    model = _build("torus", max_snapshots=3)
-    res = FAMILY.run(model, "v2_newmark", 1e-2, 300, 1, {"blowup": 0.5})
+    model = _build("torus")
+    res = FAMILY.run(model, "v2_newmark", 1e-2, 300, 1, {"blowup": 0.5, "snapshot_stride": 100})
     assert res.status == int(Status.ENERGY_BLOWUP)
     assert res.values["fail_reason"] == 4 and res.values["fail_step"] > 0
     k = int(res.values["steps"])
     E = res.values["E_total"]
-    assert np.isfinite(E[: k + 1]).all() and np.isnan(E[k + 1:]).all()
+    assert np.isfinite(E[: k + 1]).all() and np.isnan(E[k + 1 :]).all()
     assert np.isfinite(res.values["x_final"]).all()
 
 

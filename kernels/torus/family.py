@@ -1,8 +1,8 @@
 """The ``se3`` family: what an SE(3)ⁿ cell (torus, SO(3) pendulum) stores and how it runs.
 
-Snapshot dimension: every cell stores ``max_snapshots`` full-state rows (system parameter),
-filled every ``snapshot_interval`` time units from t = 0 and NaN beyond the run (or after a
-failure); the final (last valid) state is stored separately.
+Snapshots: the sweep's ``snapshot_dt`` (default: t = 0 and t = T only) sets the ``snapshot``
+dim; ``run`` receives ``options["snapshot_stride"]`` (steps between full-state snapshots).
+Rows after a failure are NaN; the final (last valid) state is stored separately.
 """
 
 from __future__ import annotations
@@ -64,8 +64,11 @@ _COMMON_SUM = (
     Diagnostic("fail_value", (), "1", "offending value at failure (h²|b|², |α|, E or ΔE); NaN if ok"),
     Diagnostic("fail_step", (), "1", "index k of the failed step, −1 if none", "int64"),
     Diagnostic(
-        "fail_reason", (), "1",
-        "0 none, 1 rotation_increment, 2 chart_singular, 3 nonfinite, 4 energy_blowup", "int64",
+        "fail_reason",
+        (),
+        "1",
+        "0 none, 1 rotation_increment, 2 chart_singular, 3 nonfinite, 4 energy_blowup",
+        "int64",
     ),
     Diagnostic("fail_index", (), "1", "offending body at failure, −1 if none", "int64"),
     Diagnostic("steps", (), "1", "steps completed", "int64"),
@@ -83,7 +86,6 @@ _TORUS_SUM = (
     Diagnostic("nbl_rebuilds", (), "1", "neighbour-list builds (0: all-pairs)", "int64"),
 )
 _STATE = (
-    Diagnostic("snapshot_time", ("snapshot",), "time", "time of each full-state snapshot (NaN: none)"),
     Diagnostic("snap_x", ("snapshot", "body", "component"), "length", "positions x_i at snapshots"),
     Diagnostic("snap_v", ("snapshot", "body", "component"), "length / time", "velocities v_i at snapshots"),
     Diagnostic("snap_alpha", ("snapshot", "body", "component"), "1", "attitudes α_i (R body → inertial)"),
@@ -101,22 +103,32 @@ def diagnostics(model: SE3Model) -> tuple[Diagnostic, ...]:
     return _COMMON_TS + _TORUS_TS + _COMMON_SUM + _TORUS_SUM + _STATE
 
 
-def _snap_settings(model: SE3Model) -> tuple[float, int]:
-    return float(model.extras.get("snapshot_interval", 1.0)), int(model.extras.get("max_snapshots", 501))
-
-
 def sizes(model: SE3Model) -> dict[str, int]:
-    return {"body": model.n, "component": 3, "snapshot": _snap_settings(model)[1]}
+    """Per-cell dims besides ``time`` and ``snapshot`` (the sweep sizes those)."""
+    return {"body": model.n, "component": 3}
 
 
 _COL = {name: i for i, name in enumerate(SAMPLE_FIELDS)}
 _TS_COLUMNS = {
-    "KE_trans": "KE_trans", "KE_rot": "KE_rot", "U_m": "U_0", "U_a": "U_1", "U_s": "U_2", "U_pp": "U_3",
-    "U_pw": "U_4", "U_grav": "U_0", "E_total": "E_total", "n_contact_pp": "n_contact_pp",
-    "n_contact_bonded_pp": "n_contact_bonded_pp", "n_contact_wall": "n_contact_wall",
-    "max_abs_alpha": "max_abs_alpha", "max_bond_angle": "max_bond_angle", "max_hb2": "max_hb2",
-    "qnorm_integrand": "qnorm_integrand", "rho_dot_Omega": "rho_dot_Omega",
-    "e3_dot_Omega": "e3_dot_Omega", "rho_norm_error": "rho_norm_error",
+    "KE_trans": "KE_trans",
+    "KE_rot": "KE_rot",
+    "U_m": "U_0",
+    "U_a": "U_1",
+    "U_s": "U_2",
+    "U_pp": "U_3",
+    "U_pw": "U_4",
+    "U_grav": "U_0",
+    "E_total": "E_total",
+    "n_contact_pp": "n_contact_pp",
+    "n_contact_bonded_pp": "n_contact_bonded_pp",
+    "n_contact_wall": "n_contact_wall",
+    "max_abs_alpha": "max_abs_alpha",
+    "max_bond_angle": "max_bond_angle",
+    "max_hb2": "max_hb2",
+    "qnorm_integrand": "qnorm_integrand",
+    "rho_dot_Omega": "rho_dot_Omega",
+    "e3_dot_Omega": "e3_dot_Omega",
+    "rho_norm_error": "rho_norm_error",
 }
 
 
@@ -131,10 +143,18 @@ def energy_error_38(t: np.ndarray, E: np.ndarray) -> float:
 
 
 def run(model: SE3Model, integrator: str, h: float, n_steps: int, stride: int, options: dict) -> CellResult:
-    """Run one cell (``options``: ``blowup``) and return its stored values."""
-    interval, nmax = _snap_settings(model)
-    tr = integrate(model, integrator, h, n_steps, stride, snapshot_interval=interval,
-                   blowup=float(options.get("blowup", 0.5)))
+    """Run one cell (``options``: ``blowup``, ``snapshot_stride``) and return its stored values."""
+    snap_stride = int(options.get("snapshot_stride", 0)) or max(n_steps, 1)
+    nmax = n_steps // snap_stride + 1
+    tr = integrate(
+        model,
+        integrator,
+        h,
+        n_steps,
+        stride,
+        snapshot_interval=snap_stride * h,
+        blowup=float(options.get("blowup", 0.5)),
+    )
     S = tr.samples
     names = {d.name for d in diagnostics(model)}
     values: dict[str, np.ndarray] = {}
@@ -143,10 +163,10 @@ def run(model: SE3Model, integrator: str, h: float, n_steps: int, stride: int, o
             values[name] = S[:, _COL[col]].copy()
     E = S[:, _COL["E_total"]]
     values["energy_error"] = E - tr.summary["E0"]
-    values["L"] = S[:, _COL["L_x"]:_COL["L_x"] + 3].copy()  # pendulum: x = v = 0, so L = J Ω
+    values["L"] = S[:, _COL["L_x"] : _COL["L_x"] + 3].copy()  # pendulum: x = v = 0, so L = J Ω
     if model.kind != SYS_PENDULUM:
-        values["P"] = S[:, _COL["P_x"]:_COL["P_x"] + 3].copy()
-        values["L_spin"] = S[:, _COL["Ls_x"]:_COL["Ls_x"] + 3].copy()
+        values["P"] = S[:, _COL["P_x"] : _COL["P_x"] + 3].copy()
+        values["L_spin"] = S[:, _COL["Ls_x"] : _COL["Ls_x"] + 3].copy()
     s = tr.summary
     i = tr.info
     values.update(
@@ -176,16 +196,18 @@ def run(model: SE3Model, integrator: str, h: float, n_steps: int, stride: int, o
             nbl_rebuilds=np.int64(i["nbl_rebuilds"]),
         )
     n = model.n
-    snap_t = np.full(nmax, np.nan)
     snaps = np.full((nmax, n, 12), np.nan)
     k = min(nmax, len(tr.snap_time))
     snaps[:k] = tr.snap[:k]
-    snap_t[:k] = np.where(np.isfinite(tr.snap[:k, 0, 0]), tr.snap_time[:k], np.nan)
     values.update(
-        snapshot_time=snap_t,
-        snap_x=snaps[:, :, 0:3].copy(), snap_v=snaps[:, :, 3:6].copy(),
-        snap_alpha=snaps[:, :, 6:9].copy(), snap_Omega=snaps[:, :, 9:12].copy(),
-        x_final=tr.x, v_final=tr.v, alpha_final=tr.alpha, Omega_final=tr.Omega,
+        snap_x=snaps[:, :, 0:3].copy(),
+        snap_v=snaps[:, :, 3:6].copy(),
+        snap_alpha=snaps[:, :, 6:9].copy(),
+        snap_Omega=snaps[:, :, 9:12].copy(),
+        x_final=tr.x,
+        v_final=tr.v,
+        alpha_final=tr.alpha,
+        Omega_final=tr.Omega,
     )
     return CellResult(values=values, status=int(tr.info["status"]), wall_time=tr.wall_time)
 
@@ -209,62 +231,67 @@ def cost_per_step(model: SE3Model, integrator: str) -> float:
 
 
 FAMILY = FamilyDef(
-    name="se3", diagnostics=diagnostics, sizes=sizes, run=run, warmup=warmup, cost_per_step=cost_per_step
+    name="se3",
+    diagnostics=diagnostics,
+    sizes=sizes,
+    run=run,
+    warmup=warmup,
+    cost_per_step=cost_per_step,
+    snapshots=True,
 )
 
 _BLOWUP = Param(
-    "blowup", float, 0.5, "1",
+    "blowup",
+    float,
+    0.5,
+    "1",
     "stop with status nonfinite (reason energy_blowup) when |E − E0| > blowup·|E0| at a sample; 0 disables",
     ge=0.0,
 )
 
 INTEGRATORS = (
     IntegratorDef(
-        "v2_exact", "se3", 2,
+        "v2_exact",
+        "se3",
+        2,
         "Explicit rescaled-Rodrigues VI (paper (23) ≡ (21)): half-kick, drift with the exact increment "
         "Δα = 2h b/(1 + √(1 − h²|b|²)), half-kick; needs h²|b|² < 1 (else status domain).",
         params=(_BLOWUP,),
     ),
     IntegratorDef(
-        "v2_newmark", "se3", 2,
+        "v2_newmark",
+        "se3",
+        2,
         "Truncated (Newmark-like) variant (paper (25)): Δα = h b; symplectic, reversible, conserves P and L "
         "of invariant potentials; no validity condition. Production default.",
         params=(_BLOWUP,),
     ),
     IntegratorDef(
-        "v1", "se3", 1,
+        "v1",
+        "se3",
+        1,
         "First-order explicit map (paper (27), Campello φ = 1): symplectic-Euler kick then drift with "
         "Δα = h Ω_{k+1}; stored velocities are staggered by O(h).",
         params=(_BLOWUP,),
     ),
 )
 
-_SNAP_PARAMS = (
-    Param("snapshot_interval", float, 1.0, "time", "time between stored full-state snapshots", gt=0.0),
-    Param("max_snapshots", int, 501, "1", "rows of the snapshot dimension (t = 0 included)", ge=1),
-)
-
 
 def _build_torus(**kw) -> SE3Model:
-    interval = kw.pop("snapshot_interval", 1.0)
-    nmax = kw.pop("max_snapshots", 501)
-    model = torus(**kw)
-    return replace(model, extras={**model.extras, "snapshot_interval": interval, "max_snapshots": nmax})
+    return torus(**kw)
 
 
 def _build_pendulum(**kw) -> SE3Model:
-    interval = kw.pop("snapshot_interval", 1.0)
-    nmax = kw.pop("max_snapshots", 501)
     W = (kw.pop("Omega0_x", 0.2), kw.pop("Omega0_y", 0.0), kw.pop("Omega0_z", 0.2))
-    model = so3_pendulum(Omega0=W, **kw)
-    return replace(model, extras={**model.extras, "snapshot_interval": interval, "max_snapshots": nmax})
+    return so3_pendulum(Omega0=W, **kw)
 
 
 SYSTEMS = (
     SystemDef(
-        name="torus", family="se3",
+        name="torus",
+        family="se3",
         doc="Particle-binder torus (ring of N_p spheres, bending/torsion, axial and shear binder, Hertz "
-            "contacts) hitting the wall x = 0 edge-on (paper section 4.1, spec torus §4-§5).",
+        "contacts) hitting the wall x = 0 edge-on (paper section 4.1, spec torus §4-§5).",
         params=(
             Param("N_p", int, 80, "1", "number of particles (stable h scales like 1/N_p)", ge=3),
             Param("D_t", float, 3.0, "length", "torus (ring) diameter; D_p = D_t sin(π/N_p)", gt=0.0),
@@ -278,36 +305,62 @@ SYSTEMS = (
             Param("v0", float, 1.0, "length / time", "initial speed towards the wall (v = −v0 e1)"),
             Param("g0", float, 0.5, "length", "initial gap between the nearest particle and the wall", ge=0.0),
             Param("tilt", float, 0.0, "rad", "ring plane rotated by γ about e2 (0: planar edge-on impact)"),
-            Param("shear", str, "objective", "", "shear model: objective (default) or paper_literal (53)",
-                  choices=SHEAR_MODELS),
+            Param(
+                "shear",
+                str,
+                "objective",
+                "",
+                "shear model: objective (default) or paper_literal (53)",
+                choices=SHEAR_MODELS,
+            ),
             Param("wall", bool, True, "", "wall at x = 0 present"),
-            Param("neighbour_list", str, "auto", "", "contact pairs: auto (Verlet list above 256), on, off",
-                  choices=("auto", "on", "off")),
-        ) + _SNAP_PARAMS,
-        build=_build_torus, time_units="1", energy_units="1",
+            Param(
+                "neighbour_list",
+                str,
+                "auto",
+                "",
+                "contact pairs: auto (Verlet list above 256), on, off",
+                choices=("auto", "on", "off"),
+            ),
+        ),
+        build=_build_torus,
+        time_units="1",
+        energy_units="1",
         example={"N_p": 80, "tilt": 0.0, "shear": "objective"},
     ),
     SystemDef(
-        name="so3_pendulum", family="se3",
+        name="so3_pendulum",
+        family="se3",
         doc="3-D rigid pendulum on SO(3) (paper section 3): pivot at the origin, U = −m g e3·R e3, "
-            "initial rotation angle0 about e2 and spatial angular velocity Ω0.",
+        "initial rotation angle0 about e2 and spatial angular velocity Ω0.",
         params=(
             Param("m", float, 1.0, "mass", "mass", gt=0.0),
             Param("g", float, 1.0, "length / time²", "gravitational acceleration (along −e3)", gt=0.0),
             Param("J", float, 1.0, "mass·length²", "scalar moment of inertia about the pivot", gt=0.0),
-            Param("angle0", float, 0.75 * np.pi, "rad", "initial rotation angle about e2 (paper: 3π/4)",
-                  ge=0.0, le=3.14159),
+            Param(
+                "angle0",
+                float,
+                0.75 * np.pi,
+                "rad",
+                "initial rotation angle about e2 (paper: 3π/4)",
+                ge=0.0,
+                le=3.14159,
+            ),
             Param("Omega0_x", float, 0.2, "1 / time", "initial inertial angular velocity, x"),
             Param("Omega0_y", float, 0.0, "1 / time", "initial inertial angular velocity, y"),
             Param("Omega0_z", float, 0.2, "1 / time", "initial inertial angular velocity, z"),
-        ) + _SNAP_PARAMS,
-        build=_build_pendulum, time_units="1", energy_units="1",
+        ),
+        build=_build_pendulum,
+        time_units="1",
+        energy_units="1",
         example={"angle0": 0.75 * np.pi},
     ),
 )
 
 #: Stored status codes (documented in kernels.status) of the spec §2.5 failure reasons.
 STATUS_FOR_REASON = {
-    "rotation_increment": Status.DOMAIN, "chart_singular": Status.CHART_SINGULAR,
-    "nonfinite": Status.NONFINITE, "energy_blowup": Status.ENERGY_BLOWUP,
+    "rotation_increment": Status.DOMAIN,
+    "chart_singular": Status.CHART_SINGULAR,
+    "nonfinite": Status.NONFINITE,
+    "energy_blowup": Status.ENERGY_BLOWUP,
 }
