@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from kernels._jit import kjit
 
 
@@ -45,3 +47,13 @@ def lu_solve_inplace(a, b):
             s -= a[k, c] * b[c]
         b[k] = s / a[k, k]
     return 0
+
+
+@kjit
+def all_finite(a):
+    """True if every entry of the 2-D array ``a`` is finite."""
+    for i in range(a.shape[0]):
+        for k in range(a.shape[1]):
+            if not np.isfinite(a[i, k]):
+                return False
+    return True

@@ -39,6 +39,7 @@ from numba import types
 from kernels._jit import kjit
 from kernels.lie.se3 import bracket, dexpinv, exp_act
 from kernels.lie.signatures import DiagType, FieldType
+from kernels.linalg import all_finite as _finite
 from kernels.status import Status
 
 _OK = int(Status.OK)
@@ -77,15 +78,6 @@ def _copy(src, dst):
     for i in range(src.shape[0]):
         for c in range(6):
             dst[i, c] = src[i, c]
-
-
-@kjit
-def _finite(a):
-    for i in range(a.shape[0]):
-        for c in range(6):
-            if not np.isfinite(a[i, c]):
-                return False
-    return True
 
 
 @kjit

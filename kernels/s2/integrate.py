@@ -28,6 +28,7 @@ import numpy as np
 from numba import types
 
 from kernels._jit import kjit
+from kernels.linalg import all_finite as _all_finite
 from kernels.linalg import lu_solve_inplace
 from kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System
 from kernels.status import Status
@@ -194,15 +195,6 @@ def _angular_acceleration(M, diag, q, w, g, dw, K, rhs):
         dw[i, 1] = rhs[3 * i + 1]
         dw[i, 2] = rhs[3 * i + 2]
     return 0
-
-
-@kjit
-def _all_finite(a):
-    for i in range(a.shape[0]):
-        for k in range(a.shape[1]):
-            if not np.isfinite(a[i, k]):
-                return False
-    return True
 
 
 # --------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels._jit import kjit
+from kernels.linalg import all_finite as _finite
 from kernels.status import Status
 from kernels.torus.forces import N_AUX, pendulum_forces, torus_forces
 from kernels.torus.model import SE3Model
@@ -69,15 +70,6 @@ def _forces(kind, x, a, R, p, D, bonds, d0, L0, bpart, nbl, nb_start, nb_list, F
     if kind == 1:
         return pendulum_forces(x, a, R, p, F, T, aux)
     return torus_forces(x, a, R, p, D, bonds, d0, L0, bpart, nb_start, nb_list, nbl, F, T, aux)
-
-
-@kjit
-def _finite(a):
-    for i in range(a.shape[0]):
-        for c in range(3):
-            if not np.isfinite(a[i, c]):
-                return False
-    return True
 
 
 @kjit
