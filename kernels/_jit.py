@@ -8,7 +8,14 @@ No ``fastmath``: reassociation would break reversibility and bitwise reproducibi
 
 from __future__ import annotations
 
+import warnings
+
 from numba import njit
+from numba.core.errors import NumbaExperimentalFeatureWarning
+
+# first-class function types carry the family contract (kernels.core.signatures); they work
+# and are cached, so the "experimental" notice is noise for users
+warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
 
 JIT_OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
 

@@ -83,15 +83,67 @@ class Diagnostic:
     long_name: str
     dtype: str = "float64"
     description: str = ""
+    #: for summaries: ``"every step"`` (running over every accepted step) or ``"samples"``
+    #: (computed from the stored samples); stored as the variable's ``computed_over`` attr
+    computed_over: str = ""
 
 
 @dataclass
 class CellResult:
-    """What running one cell returns: arrays keyed by diagnostic name, plus status."""
+    """What running one cell returns: arrays keyed by stored name, plus status and wall time (s)."""
 
     values: dict[str, np.ndarray]
     status: int
     wall_time: float
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """The time grid of one cell: what to integrate, independent of the method's internals.
+
+    ``T`` final time and ``dt_out`` output interval (samples at ``t_k = k·dt_out``, ``k = 0..n_out``,
+    with ``n_out = round(T/dt_out)``). Fixed-step cells set ``h`` (a divisor of ``dt_out``);
+    adaptive cells set ``tol`` instead (``h`` is ``None``: the controller chooses the steps).
+    ``snapshot_every``: output intervals between stored full states (0: only t = 0 and t = T).
+    """
+
+    T: float
+    dt_out: float
+    h: float | None = None
+    tol: float | None = None
+    snapshot_every: int = 0
+
+    def __post_init__(self) -> None:
+        if (self.h is None) == (self.tol is None):
+            raise ValueError("a RunRequest needs exactly one of h (fixed step) or tol (adaptive)")
+
+    @property
+    def adaptive(self) -> bool:
+        return self.h is None
+
+    @property
+    def n_out(self) -> int:
+        """Number of output intervals (samples = n_out + 1)."""
+        return int(round(self.T / self.dt_out))
+
+    @property
+    def n_steps(self) -> int:
+        """Fixed step: number of steps of size h to reach T."""
+        if self.h is None:
+            raise ValueError("n_steps is defined for fixed-step requests only")
+        return int(round(self.T / self.h))
+
+    @property
+    def stride(self) -> int:
+        """Fixed step: steps per output interval."""
+        if self.h is None:
+            raise ValueError("stride is defined for fixed-step requests only")
+        return int(round(self.dt_out / self.h))
+
+    @property
+    def n_snapshots(self) -> int:
+        every = self.snapshot_every if self.snapshot_every > 0 else self.n_out
+        return self.n_out // max(every, 1) + 1
 
 
 @dataclass(frozen=True)
@@ -142,10 +194,14 @@ class IntegratorDef:
 class FamilyDef:
     """How cells of one family run and what they store.
 
-    ``diagnostics(model)`` lists the stored variables; ``sizes(model)`` gives non-time dim
-    lengths (e.g. ``{"body": n, "component": 3}``); ``run(model, integrator, h, n_steps,
-    stride, options)`` returns a :class:`CellResult`; ``warmup()`` compiles the kernels on a
-    tiny model so workers never compile concurrently inside a sweep.
+    ``diagnostics(model)`` lists the stored variables; ``sizes(model)`` gives per-cell dim
+    lengths besides ``time``/``snapshot`` (``{"body": n, "component": 3, "state": 6}``);
+    ``state_labels`` names the entries of the ``state`` dim (``final_state``,
+    ``snapshot_state``); ``run(model, integrator, request, options)`` integrates one cell
+    (:class:`RunRequest`) and returns a :class:`CellResult`; ``start`` (same arguments)
+    returns a resumable :class:`kernels.core.trajectory.Trajectory` instead; ``warmup()``
+    compiles the kernels on a tiny model so workers never compile concurrently inside a sweep;
+    ``cost_per_step(model, integrator)`` estimates single-core seconds per step (slicing only).
     """
 
     name: str
@@ -154,9 +210,8 @@ class FamilyDef:
     run: Callable[..., CellResult]
     warmup: Callable[[], None]
     cost_per_step: Callable[[Any, str], float]
-    #: True if ``run`` accepts ``options["snapshot_stride"]`` (steps between stored states)
-    #: and declares diagnostics on the ``snapshot`` dim, sized by the sweep's ``snapshot_dt``.
-    snapshots: bool = False
+    state_labels: tuple[str, ...] = ()
+    start: Callable[..., Any] | None = None
 
 
 SYSTEMS: dict[str, SystemDef] = {}

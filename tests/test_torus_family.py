@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.registry import CellResult
+from kernels.registry import CellResult, RunRequest
 from kernels.status import Status
 from kernels.torus.family import FAMILY, INTEGRATORS, SYSTEMS
 
@@ -42,10 +42,10 @@ def test_declarations():
 def test_run_matches_declared_dims(name):
     model = _build(name)
     h, n_steps, stride = (1e-3, 1200, 20) if name == "torus" else (1e-2, 300, 2)
-    snap_stride = int(round(1.0 / h))  # snapshots every 1.0 time unit
-    res = FAMILY.run(model, "v2_newmark", h, n_steps, stride, {"snapshot_stride": snap_stride})
+    request = RunRequest(T=n_steps * h, dt_out=stride * h, h=h, snapshot_every=int(round(1.0 / (stride * h))))
+    res = FAMILY.run(model, "v2_newmark", request, {})  # snapshots every 1.0 time unit
     assert isinstance(res, CellResult) and res.status == int(Status.OK)
-    sizes = {**FAMILY.sizes(model), "snapshot": n_steps // snap_stride + 1}
+    sizes = {**FAMILY.sizes(model), "snapshot": request.n_snapshots}
     nt = n_steps // stride + 1
     diags = FAMILY.diagnostics(model)
     assert {d.name for d in diags} == set(res.values)
@@ -58,8 +58,10 @@ def test_run_matches_declared_dims(name):
             assert np.isfinite(val).all(), d.name
     assert res.values["fail_step"] == -1 and res.values["steps"] == n_steps
     # snapshots at t = 0, 1, …: the first one is the initial state
-    assert sizes["snapshot"] == int(n_steps * h) + 1 and np.isfinite(res.values["snap_x"]).all()
-    np.testing.assert_array_equal(res.values["snap_x"][0], model.x0)
+    snap = res.values["snapshot_state"]
+    assert sizes["snapshot"] == int(n_steps * h) + 1 and np.isfinite(snap).all()
+    x_labels = [FAMILY.state_labels.index(f"x_{c}") for c in "xyz"]
+    np.testing.assert_array_equal(snap[0][:, x_labels], model.x0)
     if name == "torus":
         assert res.values["E0"] == 40.0
         assert 0.49 < res.values["first_wall_contact_t"] < 0.52
@@ -70,13 +72,15 @@ def test_run_matches_declared_dims(name):
 
 def test_failed_cell_keeps_partial_record():
     model = _build("torus")
-    res = FAMILY.run(model, "v2_newmark", 1e-2, 300, 1, {"blowup": 0.5, "snapshot_stride": 100})
+    res = FAMILY.run(model, "v2_newmark", RunRequest(T=3.0, dt_out=1e-2, h=1e-2, snapshot_every=100), {"blowup": 0.5})
     assert res.status == int(Status.ENERGY_BLOWUP)
-    assert res.values["fail_reason"] == 4 and res.values["fail_step"] > 0
+    assert res.values["fail_step"] > 0 and res.values["fail_step"] == res.values["steps"]
+    assert abs(res.values["fail_value"]) > 0.5 * abs(res.values["E0"])  # the ΔE that tripped the guard
+    assert res.values["fail_time"] == res.values["steps"] * 1e-2
     k = int(res.values["steps"])
-    E = res.values["E_total"]
+    E = res.values["energy"]
     assert np.isfinite(E[: k + 1]).all() and np.isnan(E[k + 1 :]).all()
-    assert np.isfinite(res.values["x_final"]).all()
+    assert np.isfinite(res.values["final_state"]).all()
 
 
 def test_warmup_and_cost():

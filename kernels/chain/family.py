@@ -1,32 +1,40 @@
 """The ``ts2`` family: the N-link 3D pendulum on (TS²)^N with Lie group and ambient methods.
 
-Fixed-step integrators: ``h`` is the step, ``n_steps`` the number of steps and ``stride`` the
-steps between stored samples. Adaptive integrators (``rkmk45``, ``dopri5_ambient``): the
-sweep axis is ``tol``; ``h`` passed to :func:`run` is the output interval Δt_out and
-``n_steps`` the number of output intervals. Samples land on ``t_k = k·Δt_out`` through the
+Fixed-step integrators run at the request's ``h``. Adaptive integrators (``rkmk45``,
+``dopri5_ambient``) run at the request's ``tol`` (the sweep's ``tol`` axis) with the
+controller options ``theta``, ``exponent``, ``h0``. Samples land on ``t_k = k·Δt_out`` through the
 methods' **dense output** (continuous Dormand–Prince extension; for RKMK applied to the
 dexp⁻¹ equation and mapped by the group action, so samples stay on (TS²)^N); the step
 sequence is therefore independent of the output grid, and only the last step is clipped to
-hit T (see :mod:`kernels.lie.driver`).
+hit T (see :mod:`kernels.core.driver` and :mod:`kernels.lie.stepper`).
 """
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-from kernels.chain.integrate import integrate
+from kernels.chain.integrate import chain_stepper, integrate
 from kernels.chain.model import IC_FAMILIES, LENGTH_MODES, ChainModel, build_chain
 from kernels.chain.rhs import chain_F_dense, work_size
+from kernels.core.cells import (
+    ADAPTIVE_PARAMS,
+    BLOWUP,
+    COMMON_DIAGNOSTICS,
+    blocks_to_bodies,
+    common_values,
+    finish,
+    start_trajectory,
+)
+from kernels.core.trajectory import Trajectory
 from kernels.lie import tableaux
-from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, SystemDef
+from kernels.lie.stepper import initial_state as lie_initial_state
+from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
 
 _E = "energy"
+_EVERY = "every step"
+STATE_LABELS = ("q_x", "q_y", "q_z", "w_x", "w_y", "w_z")
 
-TIME_SERIES = (
-    Diagnostic("energy", ("time",), _E, "total energy E = T + U"),
-    Diagnostic("energy_error", ("time",), "1", "relative energy error (E(t) − E0) / |E0|"),
+OWN = (
     Diagnostic("J", ("time",), "angular momentum", "vertical angular momentum e3·L about the pivot"),
     Diagnostic(
         "momentum",
@@ -34,48 +42,27 @@ TIME_SERIES = (
         "angular momentum",
         "angular momentum L = Σ m_k x_k × v_k about the pivot (all of it conserved only when g = 0)",
     ),
-    Diagnostic("unit_error", ("time",), "1", "max_i |1 − q_i·q_i|"),
-    Diagnostic("tangency_error", ("time",), "1 / time", "max_i |q_i·ω_i|"),
+    Diagnostic("momentum_error", ("time",), "angular momentum", "|L − L0| when g = 0 (L conserved); NaN otherwise"),
+    Diagnostic("unit_error", ("time",), "1", "unit-length error max_i |√(q_i·q_i) − 1|"),
+    Diagnostic("tangency_error", ("time",), "1 / time", "tangency error max_i |q_i·ω_i|"),
+    Diagnostic("max_J_error", (), "angular momentum", "max |J − J0| (J = e3·L)", computed_over=_EVERY),
     Diagnostic(
-        "step_size",
-        ("time",),
-        "time",
-        "step in force at each sample (adaptive: the accepted step whose interval contains the sample)",
+        "max_momentum_error", (), "angular momentum", "max |L − L0| when g = 0 (L conserved); NaN otherwise",
+        computed_over=_EVERY,
     ),
-)
-SUMMARIES = (
-    Diagnostic("E0", (), _E, "initial energy"),
-    Diagnostic("max_rel_energy_error", (), "1", "max over samples of |E − E0| / |E0|"),
-    Diagnostic("max_J_error", (), "angular momentum", "max over samples of |J − J0| (J = e3·L)"),
+    Diagnostic("mean_unit_error", (), "1", "mean over k = 0..K of the unit-length error", computed_over=_EVERY),
+    Diagnostic("max_unit_error", (), "1", "max of the unit-length error", computed_over=_EVERY),
+    Diagnostic("max_tangency_error", (), "1 / time", "max of the tangency error", computed_over=_EVERY),
     Diagnostic(
-        "max_momentum_error",
-        (),
-        "angular momentum",
-        "max over samples of |L − L0| when g = 0 (L conserved); NaN otherwise",
-    ),
-    Diagnostic("max_unit_error", (), "1", "max over samples of max_i |1 − q_i·q_i|"),
-    Diagnostic("max_tangency_error", (), "1 / time", "max over samples of max_i |q_i·ω_i|"),
-    Diagnostic(
-        "global_error",
-        (),
-        "1",
+        "global_error", (), "1",
         "‖y(T) − y_ref(T)‖₂ in R^{6N} against DOP853 (rtol = atol = ref_tol) on the dense RHS; "
         "NaN unless option global_error is true",
     ),
-    Diagnostic("steps", (), "1", "accepted steps", "int64"),
-    Diagnostic("rejected_steps", (), "1", "rejected trial steps (adaptive; 0 for fixed step)", "int64"),
-    Diagnostic("f_evals", (), "1", "vector-field evaluations", "int64"),
-    Diagnostic("h_min_used", (), "time", "smallest accepted step"),
-    Diagnostic("h_max_used", (), "time", "largest accepted step"),
-    Diagnostic("fail_step", (), "1", "number of the step that failed (1-based), −1 if none", "int64"),
-    Diagnostic("solver_iterations", (), "1", "total fixed-point (Picard) iterations; 0 for explicit methods", "int64"),
-    Diagnostic("solver_iterations_max", (), "1", "max fixed-point iterations in one step", "int64"),
-)
-STATE = (Diagnostic("y_final", ("body", "state"), "1", "final (or last valid) state rows (q_i, ω_i)"),)
+)  # fmt: skip
 
 
 def diagnostics(model: ChainModel) -> tuple[Diagnostic, ...]:
-    return TIME_SERIES + SUMMARIES + STATE
+    return COMMON_DIAGNOSTICS + OWN
 
 
 def sizes(model: ChainModel) -> dict[str, int]:
@@ -102,134 +89,72 @@ def reference_solution(model: ChainModel, T: float, tol: float = 1e-13) -> np.nd
     return sol.y[:, -1].reshape(n, 6)
 
 
-def run(model: ChainModel, integrator: str, h: float, n_steps: int, stride: int, options: dict) -> CellResult:
-    """Run one cell.
-
-    Fixed-step integrators: ``h`` step, ``n_steps`` steps, a sample every ``stride`` steps.
-    Adaptive integrators: ``h`` is the output interval Δt_out, ``n_steps`` the number of output
-    intervals (T = n_steps·h), ``stride`` is ignored; ``options`` carry tol, theta, exponent,
-    h0 (h0 ≤ 0 means T/100). ``options["global_error"]`` adds a DOP853 reference at T
-    (costly; its time is not included in the cell's wall time).
-    """
+def start(model: ChainModel, integrator: str, request: RunRequest, options: dict) -> Trajectory:
+    """A resumable trajectory of one cell. Lie group and ambient methods run on (TS²)ᴺ with
+    SE(3)ᴺ acting; ``implicit_vi`` runs the (S²)ⁿ variational integrator on the chain's (S²)ⁿ form."""
     if integrator == "implicit_vi":
-        return _run_vi(model, h, n_steps, stride, dict(options))
-    idef = _BY_NAME[integrator]
-    opts = dict(options)
-    want_ref = bool(opts.pop("global_error", False))
-    ref_tol = float(opts.pop("ref_tol", 1e-13))
-    kw: dict = {}
-    if idef.adaptive:
-        kw = dict(
-            adaptive=True,
-            tol=opts.pop("tol"),
-            theta=opts.pop("theta"),
-            exponent=opts.pop("exponent"),
-            h0=opts.pop("h0"),
+        from kernels.chain.s2_bridge import chain_as_s2
+        from kernels.s2 import stepper as s2
+
+        system = chain_as_s2(model)
+        stepper = s2.make_stepper(
+            system, "implicit_vi", tol=float(options.get("tol", 1e-14)), maxit=int(options.get("maxit", 50))
         )
-    kw.update(opts)
-    t0 = time.perf_counter()
-    r = integrate(model, integrator, h, n_steps, stride, **kw)
-    wall = time.perf_counter() - t0
-    d = r.diag
-    E0 = d[0, 0]
-    L0 = d[0, 1:4]
+        q, w = system.initial_state()
+        return start_trajectory(stepper, s2.initial_state(system, q, w), request, options)
+    idef = _BY_NAME[integrator]
+    if idef.adaptive != request.adaptive:
+        want = "tol" if idef.adaptive else "h"
+        raise ValueError(f"{integrator} needs a request with {want}")
+    stepper = chain_stepper(model, integrator, request.adaptive, str(options.get("ambient_rhs", "dense")))
+    return start_trajectory(stepper, lie_initial_state(model.y0), request, options)
+
+
+def collect(model: ChainModel, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
+    """The stored values of a finished (or failed) trajectory; ``options["global_error"]`` adds a
+    DOP853 reference at T (costly; not part of the cell's wall time)."""
+    options = options or {}
+    n = model.n
+    obs = traj.stepper.obs_names
+    if integrator == "implicit_vi":  # the (S²)ⁿ stepper's observation columns
+        values = common_values(traj, blocks_to_bodies(n, 2))
+        L = traj.out[:, obs.index("J_x") : obs.index("J_x") + 3].copy()
+        max_J = traj.reduced("J_axis")
+        max_L = np.nan
+    else:
+        values = common_values(traj, lambda x: np.ascontiguousarray(x.reshape(n, 6)))
+        L = traj.out[:, obs.index("L_x") : obs.index("L_x") + 3].copy()
+        max_J = traj.reduced("L_z")
+        max_L = traj.reduced("L_x")
     with np.errstate(invalid="ignore"):
-        rel = (d[:, 0] - E0) / abs(E0) if E0 != 0.0 else np.full(len(d), np.nan)
-        dJ = np.abs(d[:, 3] - L0[2])
-        dL = np.linalg.norm(d[:, 1:4] - L0, axis=1)
-    ok = np.isfinite(d[:, 0])
-
-    def _max(a: np.ndarray) -> np.float64:
-        a = a[ok]
-        return np.float64(np.max(a)) if a.size else np.float64(np.nan)
-
+        merr = np.linalg.norm(L - L[0], axis=1) if model.g == 0.0 else np.full(len(L), np.nan)
+    if model.g == 0.0 and integrator == "implicit_vi":
+        max_L = float(np.nanmax(merr)) if np.isfinite(merr).any() else np.nan  # the VI's view: over samples
     gerr = np.nan
-    if want_ref and r.info["status"] == 0:
-        T = n_steps * h
-        gerr = float(np.linalg.norm(r.y - reference_solution(model, T, ref_tol)))
-    values: dict[str, np.ndarray] = {
-        "energy": d[:, 0].copy(),
-        "energy_error": rel,
-        "J": d[:, 3].copy(),
-        "momentum": d[:, 1:4].copy(),
-        "unit_error": d[:, 4].copy(),
-        "tangency_error": d[:, 5].copy(),
-        "step_size": r.step_size,
-        "E0": np.float64(E0),
-        "max_rel_energy_error": _max(np.abs(rel)),
-        "max_J_error": _max(dJ),
-        "max_momentum_error": _max(dL) if model.g == 0.0 else np.float64(np.nan),
-        "max_unit_error": _max(d[:, 4]),
-        "max_tangency_error": _max(d[:, 5]),
-        "global_error": np.float64(gerr),
-        "steps": np.int64(r.info["steps"]),
-        "rejected_steps": np.int64(r.info["rejected"]),
-        "f_evals": np.int64(r.info["f_evals"]),
-        "h_min_used": np.float64(r.summary["h_min_used"]),
-        "h_max_used": np.float64(r.summary["h_max_used"]),
-        "fail_step": np.int64(r.info["fail_step"]),
-        "solver_iterations": np.int64(0),
-        "solver_iterations_max": np.int64(0),
-        "y_final": r.y,
-    }
-    return CellResult(values=values, status=int(r.info["status"]), wall_time=wall)
-
-
-def _run_vi(model: ChainModel, h: float, n_steps: int, stride: int, opts: dict) -> CellResult:
-    """The (S²)ⁿ implicit variational integrator on the chain's (S²)ⁿ form, stored as ts2 data.
-
-    ``unit_error`` is converted to this family's |1 − q·q| from the s2 kernel's max_i
-    |sqrt(q_i·q_i) − 1| = u as u·(2 + u) (exact for the worst link up to O(u²) round-off).
-    """
-    from kernels.chain.s2_bridge import chain_as_s2
-    from kernels.s2.integrate import integrate as s2_integrate
-
-    want_ref = bool(opts.pop("global_error", False))
-    ref_tol = float(opts.pop("ref_tol", 1e-13))
-    tr = s2_integrate(
-        chain_as_s2(model), "implicit_vi", h, n_steps, stride, tol=float(opts["tol"]), maxit=int(opts["maxit"])
+    if bool(options.get("global_error", False)) and traj.status == 0:
+        y = values["final_state"]
+        gerr = float(np.linalg.norm(y - reference_solution(model, traj.time, float(options.get("ref_tol", 1e-13)))))
+    values.update(
+        J=L[:, 2].copy(),
+        momentum=L,
+        momentum_error=merr,
+        unit_error=traj.samples("unit_error").copy(),
+        tangency_error=traj.samples("tangency_error").copy(),
+        max_J_error=np.float64(max_J),
+        max_momentum_error=np.float64(max_L if model.g == 0.0 else np.nan),
+        mean_unit_error=np.float64(traj.reduced("unit_error", "mean")),
+        max_unit_error=np.float64(traj.reduced("unit_error")),
+        max_tangency_error=np.float64(traj.reduced("tangency_error")),
+        global_error=np.float64(gerr),
     )
-    E0 = tr.summary["E0"]
-    ok = np.isfinite(tr.energy)
-    with np.errstate(invalid="ignore"):
-        rel = (tr.energy - E0) / abs(E0)
-        dL = np.linalg.norm(tr.momentum - tr.momentum[0], axis=1)
-    unit = tr.unit_error * (2.0 + tr.unit_error)
+    return finish(traj, values)
 
-    def _max(a: np.ndarray) -> np.float64:
-        a = a[ok]
-        return np.float64(np.max(a)) if a.size else np.float64(np.nan)
 
-    y = np.concatenate([tr.q, tr.w], axis=1)
-    gerr = np.nan
-    if want_ref and tr.status == 0:
-        gerr = float(np.linalg.norm(y - reference_solution(model, n_steps * h, ref_tol)))
-    values = {
-        "energy": tr.energy,
-        "energy_error": rel,
-        "J": tr.momentum[:, 2].copy(),
-        "momentum": tr.momentum,
-        "unit_error": unit,
-        "tangency_error": tr.tangency_error,
-        "step_size": np.where(ok, h, np.nan),
-        "E0": np.float64(E0),
-        "max_rel_energy_error": _max(np.abs(rel)),
-        "max_J_error": _max(np.abs(tr.momentum[:, 2] - tr.momentum[0, 2])),
-        "max_momentum_error": _max(dL) if model.g == 0.0 else np.float64(np.nan),
-        "max_unit_error": _max(unit),
-        "max_tangency_error": _max(tr.tangency_error),
-        "global_error": np.float64(gerr),
-        "steps": np.int64(tr.info["steps_done"]),
-        "rejected_steps": np.int64(0),
-        "f_evals": np.int64(tr.info["potential_evals"]),
-        "h_min_used": np.float64(h),
-        "h_max_used": np.float64(h),
-        "fail_step": np.int64(tr.info["fail_step"]),
-        "solver_iterations": np.int64(tr.info["solver_iterations"]),
-        "solver_iterations_max": np.int64(tr.info["solver_iterations_max"]),
-        "y_final": y,
-    }
-    return CellResult(values=values, status=int(tr.info["status"]), wall_time=tr.wall_time)
+def run(model: ChainModel, integrator: str, request: RunRequest, options: dict) -> CellResult:
+    """Run one cell to the end and return its stored values."""
+    traj = start(model, integrator, request, options)
+    traj.advance()
+    return collect(model, integrator, traj, options)
 
 
 def warmup() -> None:
@@ -272,10 +197,18 @@ def cost_per_step(model: ChainModel, integrator: str) -> float:
 
 
 FAMILY = FamilyDef(
-    name="ts2", diagnostics=diagnostics, sizes=sizes, run=run, warmup=warmup, cost_per_step=cost_per_step
+    name="ts2",
+    diagnostics=diagnostics,
+    sizes=sizes,
+    run=run,
+    warmup=warmup,
+    cost_per_step=cost_per_step,
+    state_labels=STATE_LABELS,
+    start=start,
 )
 
 _REF = (
+    BLOWUP,
     Param("global_error", bool, False, "1", "compute ‖y(T) − y_ref(T)‖ against a DOP853 reference (costly)"),
     Param("ref_tol", float, 1e-13, "1", "rtol = atol of the DOP853 reference", gt=0.0),
 )
@@ -289,12 +222,7 @@ _AMB = (
         choices=("dense", "fast"),
     ),
 )
-_ADAPT = (
-    Param("tol", float, 1e-6, "1", "absolute bound on the local error estimate ‖σ − σ̂‖₂ (per step)", gt=0.0),
-    Param("theta", float, 0.85, "1", "controller safety factor θ", gt=0.0, le=1.0),
-    Param("exponent", float, 0.25, "1", "controller exponent α (001: 1/5; its code: 1/4)", gt=0.0, le=1.0),
-    Param("h0", float, 0.0, "time", "first trial step; ≤ 0 means T/100"),
-)
+_ADAPT = ADAPTIVE_PARAMS
 
 
 def _lie(name: str, order: int, doc: str) -> IntegratorDef:
@@ -347,7 +275,8 @@ def _build(
         g=g,
         ic=ic,
         kappa=kappa,
-        seed=seed if ic == "random" else mass_seed,
+        seed=seed,
+        mass_seed=mass_seed,
     )
 
 

@@ -1,31 +1,36 @@
-"""Python entry point: integrate a :class:`ChainModel` with a named method.
+"""Python entry point: integrate a :class:`ChainModel` with a named method on the shared driver.
 
 Fixed-step methods: ``h`` is the step, ``n_steps`` the number of steps, a sample every
 ``stride`` steps (``t_k = k·stride·h``). Adaptive runs (``adaptive=True``, for methods with an
 embedded formula): ``h`` is the output interval Δt_out, ``n_steps`` the number of output
-intervals (``T = n_steps·h``), ``stride`` is ignored; see :mod:`kernels.lie.driver`.
+intervals (``T = n_steps·h``), ``stride`` is ignored; see :mod:`kernels.core.driver` and
+:mod:`kernels.lie.stepper`.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from kernels.chain.model import ChainModel
 from kernels.chain.rhs import N_DIAG, chain_diag, chain_F, chain_f, chain_F_dense, work_size
+from kernels.core.trajectory import Trajectory as CoreTrajectory
 from kernels.lie import tableaux
-from kernels.lie.driver import INFO_FIELDS, SUMMARY_FIELDS, run_lie
+from kernels.lie.stepper import initial_state, make_stepper
 from kernels.lie.tableaux import AMBIENT, Method
 from kernels.status import Status
+
+SUMMARY_FIELDS = ("h_min_used", "h_max_used", "t_end", "max_err_est")
+INFO_FIELDS = ("status", "fail_step", "steps", "rejected", "f_evals", "samples")
 
 
 @dataclass
 class ChainRun:
-    """Result: ``time`` (K,), ``diag`` (K, 6) = [E, L_x, L_y, L_z, max|1−q·q|, max|q·ω|]
-    (NaN after a failure), final (or last valid) state ``y`` (N, 6), driver ``summary`` and
-    ``info`` dicts, ``wall_time`` (s)."""
+    """Result: ``time`` (K,), ``diag`` (K, 6) = [E, L_x, L_y, L_z, max|√(q·q) − 1|, max|q·ω|]
+    (NaN after a failure), ``step_size`` (K,) in force at each sample, final (or last valid)
+    state ``y`` (N, 6), ``summary``/``info`` dicts, ``wall_time`` (s), and the ``core``
+    trajectory (summaries over every step)."""
 
     time: np.ndarray
     diag: np.ndarray
@@ -34,6 +39,7 @@ class ChainRun:
     summary: dict[str, float]
     info: dict[str, int]
     wall_time: float
+    core: CoreTrajectory | None = None
 
     @property
     def status(self) -> Status:
@@ -46,6 +52,15 @@ class ChainRun:
     @property
     def momentum(self) -> np.ndarray:
         return self.diag[:, 1:4]
+
+
+def chain_stepper(model: ChainModel, method: str | Method, adaptive: bool = False, ambient_rhs: str = "dense"):
+    """The shared driver's view of the chain with ``method`` (SE(3)ᴺ acting on (TS²)ᴺ)."""
+    m = tableaux.get(method) if isinstance(method, str) else method
+    dense = m.kind == AMBIENT and ambient_rhs == "dense"
+    nwc = work_size(model.n, dense)
+    ffield = chain_F_dense if dense else chain_F
+    return make_stepper((chain_f, ffield, chain_diag), model.params, model.n, nwc, m, adaptive)
 
 
 def integrate(
@@ -66,52 +81,58 @@ def integrate(
     max_steps: int = 10_000_000,
     ambient_rhs: str = "dense",
     y0: np.ndarray | None = None,
+    blowup: float = 0.0,
+    steps_per_segment: int | None = None,
 ) -> ChainRun:
     """Run one trajectory. ``h0 <= 0`` means ``T/100``; ``exponent`` is the controller α;
-    ``ambient_rhs`` (``"dense"`` reference formula or ``"fast"`` O(N) path) for AMBIENT kinds."""
-    m = tableaux.get(method) if isinstance(method, str) else method
+    ``ambient_rhs`` (``"dense"`` reference formula or ``"fast"`` O(N) path) for AMBIENT kinds;
+    ``blowup`` the relative energy guard (0: off); ``steps_per_segment`` runs the driver in
+    segments of that many accepted steps (bitwise the same result)."""
     if h <= 0 or n_steps < 0 or stride < 1:
         raise ValueError("need h > 0, n_steps >= 0, stride >= 1")
-    if adaptive and m.bhat is None:
-        raise ValueError(f"{m.name} has no embedded formula; cannot run adaptively")
-    y = np.ascontiguousarray(model.y0 if y0 is None else y0, dtype=np.float64).copy()
-    dense = m.kind == AMBIENT and ambient_rhs == "dense"
-    work = np.zeros(work_size(model.n, dense))
-    ns = n_steps + 1 if adaptive else n_steps // stride + 1
-    out = np.full((ns, N_DIAG + 1), np.nan)  # + the step in force at each sample
-    iopt = np.array(
-        [m.kind, m.dexp_mode, int(m.fsal), m.s_main, int(m.P is not None), int(adaptive), max_steps], dtype=np.int64
-    )
-    ctrl = np.array([tol, theta, exponent, h0, fac_min, fac_max, h_min], dtype=np.float64)
-    summary = np.empty(len(SUMMARY_FIELDS))
-    info = np.empty(len(INFO_FIELDS), dtype=np.int64)
-    ffield = chain_F_dense if dense else chain_F
-    t0 = time.perf_counter()
-    run_lie(
-        chain_f,
-        ffield,
-        chain_diag,
-        model.params,
-        work,
-        *m.arrays(),
-        iopt,
-        ctrl,
-        y,
-        float(h),
-        int(n_steps),
-        int(stride),
-        out,
-        summary,
-        info,
-    )
-    wall = time.perf_counter() - t0
-    dt = h if adaptive else h * stride
+    stepper = chain_stepper(model, method, adaptive, ambient_rhs)
+    y = np.ascontiguousarray(model.y0 if y0 is None else y0, dtype=np.float64)
+    if adaptive:
+        traj = CoreTrajectory(
+            stepper, initial_state(y), T=n_steps * h, dt_out=h, tol=tol, h0=h0, theta=theta, exponent=exponent,
+            fac_min=fac_min, fac_max=fac_max, h_min=h_min, max_steps=max_steps, blowup=blowup,
+        )  # fmt: skip
+    else:
+        n_out = n_steps // stride
+        traj = CoreTrajectory(
+            stepper, initial_state(y), T=n_out * stride * h, dt_out=stride * h, h=h, n_steps=n_steps, blowup=blowup
+        )
+    while not traj.finished:
+        traj.advance(steps_per_segment)
+    return from_core(model, traj)
+
+
+def from_core(model: ChainModel, traj: CoreTrajectory) -> ChainRun:
+    """The kernel-level :class:`ChainRun` view of a core trajectory."""
+    n = model.n
+    c = traj.costs()
+    f = traj.failure()
+    info = {
+        "status": int(traj.status),
+        "fail_step": f["fail_step"],
+        "steps": c["steps"],
+        "rejected": c["rejected_steps"],
+        "f_evals": c["f_evals"],
+        "samples": int(np.isfinite(traj.out[:, 0]).sum()),
+    }
+    summary = {
+        "h_min_used": c["h_min_used"],
+        "h_max_used": c["h_max_used"],
+        "t_end": traj.time,
+        "max_err_est": c["max_err_est"],
+    }
     return ChainRun(
-        time=np.arange(ns) * dt,
-        diag=out[:, :N_DIAG].copy(),
-        step_size=out[:, N_DIAG].copy(),
-        y=y,
-        summary=dict(zip(SUMMARY_FIELDS, summary.tolist())),
-        info=dict(zip(INFO_FIELDS, info.tolist())),
-        wall_time=wall,
+        time=traj.sample_times,
+        diag=traj.out[:, :N_DIAG].copy(),
+        step_size=traj.step_size.copy(),
+        y=traj.S[: 6 * n].reshape(n, 6).copy(),
+        summary=summary,
+        info=info,
+        wall_time=traj.wall_time,
+        core=traj,
     )

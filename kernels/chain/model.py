@@ -120,11 +120,13 @@ def build_chain(
     ic: str = "paper",
     kappa: float = 0.5,
     seed: int = 0,
+    mass_seed: int | None = None,
 ) -> ChainModel:
-    """Build a chain. ``masses``: ``"unit"`` (all 1), ``"random"`` (U(0.5, 1.5), ``seed``),
-    ``"e1"`` (1 + 10 U(0,1), the E1 convergence data, ``seed``) or an explicit array."""
+    """Build a chain. ``masses``: ``"unit"`` (all 1), ``"random"`` (U(0.5, 1.5)) or ``"e1"``
+    (1 + 10 U(0,1), the E1 convergence data), drawn with ``mass_seed`` (default: ``seed``), or an
+    explicit array; ``seed`` also seeds ``ic = "random"``."""
     if isinstance(masses, str):
-        rng = np.random.default_rng(seed + 10_000)
+        rng = np.random.default_rng((seed if mass_seed is None else mass_seed) + 10_000)
         if masses == "unit":
             m = np.ones(n)
         elif masses == "random":

@@ -285,7 +285,7 @@ def chain_F_dense(y, p, work, out):
 
 @kjit(DIAG_SIG)
 def chain_diag(y, p, work, out):
-    """``out = [E, L_x, L_y, L_z, max_i|1 − q_i·q_i|, max_i|q_i·ω_i|]``; returns E. O(N).
+    """``out = [E, L_x, L_y, L_z, max_i|√(q_i·q_i) − 1|, max_i|q_i·ω_i|]``; returns E. O(N).
 
     ``E = ½ Σ m_k |v_k|² + g Σ m_k e3·x_k`` and ``L = Σ m_k x_k × v_k`` (about the pivot)
     with ``x_k = Σ_{i≤k} L_i q_i``, ``v_k = Σ_{i≤k} L_i ω_i × q_i``.
@@ -320,7 +320,7 @@ def chain_diag(y, p, work, out):
         J0 += m[k] * (x1 * v2 - x2 * v1)
         J1 += m[k] * (x2 * v0 - x0 * v2)
         J2 += m[k] * (x0 * v1 - x1 * v0)
-        e = abs(1.0 - (q0 * q0 + q1 * q1 + q2 * q2))
+        e = abs(np.sqrt(q0 * q0 + q1 * q1 + q2 * q2) - 1.0)
         if not e <= ue:
             ue = e
         e = abs(q0 * w0 + q1 * w1 + q2 * w2)

@@ -4,112 +4,93 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param
+from kernels.core.cells import BLOWUP, COMMON_DIAGNOSTICS, blocks_to_bodies, common_values, finish, start_trajectory
+from kernels.core.trajectory import Trajectory
+from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
 from kernels.s2.integrate import METHODS, integrate
 from kernels.s2.model import S2System
+from kernels.s2.stepper import initial_state, make_stepper
 
 _E = "energy"  # placeholder replaced by the system's energy units in the store attrs
+_EVERY = "every step"
+STATE_LABELS = ("q_x", "q_y", "q_z", "w_x", "w_y", "w_z")
 
-TIME_SERIES = (
-    Diagnostic("energy", ("time",), _E, "total energy E = T + V"),
-    Diagnostic("energy_error", ("time",), _E, "energy error E(t) − E(0)"),
-    Diagnostic("unit_error", ("time",), "1", "unit-length error max_i |sqrt(q_i·q_i) − 1|"),
-    Diagnostic("tangency_error", ("time",), "1", "tangency error max_i |q_i·ω_i|"),
+OWN = (
+    Diagnostic("unit_error", ("time",), "1", "unit-length error max_i |√(q_i·q_i) − 1|"),
+    Diagnostic("tangency_error", ("time",), "1 / time", "tangency error max_i |q_i·ω_i|"),
     Diagnostic("momentum", ("time", "component"), "angular momentum", "momentum map J = Σ π_i"),
     Diagnostic(
         "momentum_error",
         ("time",),
         "angular momentum",
-        "momentum error |J − J0| (full symmetry) or |a·(J − J0)| (axis); NaN if not conserved",
+        "|J − J0| (V rotation invariant) or |a·J − a·J0| (invariant about axis a); NaN if not conserved",
     ),
-)
-SUMMARIES = (
-    Diagnostic("E0", (), _E, "initial energy"),
-    Diagnostic("mean_abs_energy_error", (), _E, "time mean of |E_k − E_0| over every step k = 0..N"),
-    Diagnostic("max_abs_energy_error", (), _E, "max_k |E_k − E_0| over every step"),
-    Diagnostic("max_rel_energy_error", (), "1", "max_k |E_k − E_0| / |E_0|"),
-    Diagnostic("energy_drift_slope", (), _E + " / time", "least-squares slope of E_k − E_0 against t_k"),
-    Diagnostic("mean_unit_error", (), "1", "time mean of the unit-length error"),
-    Diagnostic("max_unit_error", (), "1", "max of the unit-length error over every step"),
-    Diagnostic("max_tangency_error", (), "1", "max of the tangency error over every step"),
-    Diagnostic("max_momentum_error", (), "angular momentum", "max momentum error over every step"),
-    Diagnostic("max_step_norm", (), "1", "explicit VI: max |a_i| (validity needs < 1)"),
-    Diagnostic("fail_value", (), "1", "diagnostic value at failure (e.g. |a_i|); NaN if ok"),
-    Diagnostic("fail_step", (), "1", "index k of the failed step, −1 if none", "int64"),
-    Diagnostic("fail_index", (), "1", "offending body at failure, −1 if none", "int64"),
-    Diagnostic("steps", (), "1", "steps completed", "int64"),
-    Diagnostic("potential_evals", (), "1", "potential/gradient evaluations", "int64"),
-    Diagnostic("solver_iterations", (), "1", "total nonlinear iterations (implicit)", "int64"),
-    Diagnostic("solver_iterations_max", (), "1", "max nonlinear iterations in one step", "int64"),
-)
-STATE = (
-    Diagnostic("q_final", ("body", "component"), "1", "final (or last valid) positions q_i"),
-    Diagnostic("w_final", ("body", "component"), "1 / time", "final (or last valid) ω_i"),
-    Diagnostic("q_snap", ("snapshot", "body", "component"), "1", "positions q_i at snapshot_time"),
-    Diagnostic("w_snap", ("snapshot", "body", "component"), "1 / time", "angular velocities ω_i at snapshot_time"),
-)
+    Diagnostic("mean_unit_error", (), "1", "mean over k = 0..K of the unit-length error", computed_over=_EVERY),
+    Diagnostic("max_unit_error", (), "1", "max of the unit-length error", computed_over=_EVERY),
+    Diagnostic("max_tangency_error", (), "1 / time", "max of the tangency error", computed_over=_EVERY),
+    Diagnostic(
+        "max_momentum_error", (), "angular momentum", "max of the momentum error; NaN if not conserved",
+        computed_over=_EVERY,
+    ),
+    Diagnostic("max_step_norm", (), "1", "explicit VI: max_i |a_i| (validity needs < 1); NaN otherwise",
+               computed_over=_EVERY),
+)  # fmt: skip
 
 
 def diagnostics(model: S2System) -> tuple[Diagnostic, ...]:
-    return TIME_SERIES + SUMMARIES + STATE
+    return COMMON_DIAGNOSTICS + OWN
 
 
 def sizes(model: S2System) -> dict[str, int]:
-    return {"body": model.n, "component": 3}
+    return {"body": model.n, "component": 3, "state": 6}
 
 
-_SUMMARY_KEYS = {
-    "E0": "E0",
-    "mean_abs_energy_error": "mean_abs_dE",
-    "max_abs_energy_error": "max_abs_dE",
-    "max_rel_energy_error": "max_rel_dE",
-    "energy_drift_slope": "drift_slope",
-    "mean_unit_error": "mean_unit_error",
-    "max_unit_error": "max_unit_error",
-    "max_tangency_error": "max_tangency_error",
-    "max_momentum_error": "max_momentum_error",
-    "max_step_norm": "max_step_norm",
-    "fail_value": "fail_value",
-}
-_INFO_KEYS = {
-    "fail_step": "fail_step",
-    "fail_index": "fail_index",
-    "steps": "steps_done",
-    "potential_evals": "potential_evals",
-    "solver_iterations": "solver_iterations",
-    "solver_iterations_max": "solver_iterations_max",
-}
+def start(model: S2System, integrator: str, request: RunRequest, options: dict) -> Trajectory:
+    """A resumable trajectory of one cell (``options``: tol, maxit for implicit_vi; blowup)."""
+    if request.adaptive:
+        raise ValueError(f"{integrator} is a fixed-step method: the request needs h, not tol")
+    stepper = make_stepper(
+        model, integrator, tol=float(options.get("tol", 1e-14)), maxit=int(options.get("maxit", 50))
+    )
+    q, w = model.initial_state()
+    return start_trajectory(stepper, initial_state(model, q, w), request, options)
 
 
-def run(model: S2System, integrator: str, h: float, n_steps: int, stride: int, options: dict) -> CellResult:
-    """Run one cell and return its stored values."""
-    tr = integrate(model, integrator, h, n_steps, stride, **options)  # options may hold snapshot_stride
-    J0 = tr.momentum[0]
-    dJ = tr.momentum - J0
-    if model.symmetry == "full":
-        with np.errstate(over="ignore", invalid="ignore"):
-            merr = np.sqrt((dJ**2).sum(axis=1))
-    elif model.symmetry == "axis":
-        merr = np.abs(dJ @ model.axis)
-    else:
-        merr = np.full(len(tr.time), np.nan)
-    values: dict[str, np.ndarray] = {
-        "energy": tr.energy,
-        "energy_error": tr.energy_error,
-        "unit_error": tr.unit_error,
-        "tangency_error": tr.tangency_error,
-        "momentum": tr.momentum,
-        "momentum_error": merr,
-        "q_final": tr.q,
-        "w_final": tr.w,
-        "q_snap": tr.q_snap,
-        "w_snap": tr.w_snap,
-    }
-    for k, src in _SUMMARY_KEYS.items():
-        values[k] = np.float64(tr.summary[src])
-    for k, src in _INFO_KEYS.items():
-        values[k] = np.int64(tr.info[src])
-    return CellResult(values=values, status=int(tr.info["status"]), wall_time=tr.wall_time)
+def collect(model: S2System, integrator: str, traj: Trajectory) -> CellResult:
+    """The stored values of a finished (or failed) trajectory."""
+    n = model.n
+    values = common_values(traj, blocks_to_bodies(n, 2))
+    J = traj.out[:, 3:6].copy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        if model.symmetry == "full":
+            merr = np.sqrt(((J - J[0]) ** 2).sum(axis=1))
+            mom = traj.reduced("J_x")
+        elif model.symmetry == "axis":
+            ax = traj.samples("J_axis")
+            merr = np.abs(ax - ax[0])
+            mom = traj.reduced("J_axis")
+        else:
+            merr = np.full(len(J), np.nan)
+            mom = np.nan
+    values.update(
+        unit_error=traj.samples("unit_error").copy(),
+        tangency_error=traj.samples("tangency_error").copy(),
+        momentum=J,
+        momentum_error=merr,
+        mean_unit_error=np.float64(traj.reduced("unit_error", "mean")),
+        max_unit_error=np.float64(traj.reduced("unit_error")),
+        max_tangency_error=np.float64(traj.reduced("tangency_error")),
+        max_momentum_error=np.float64(mom),
+        max_step_norm=np.float64(traj.reduced("step_norm") if integrator == "explicit_vi" else np.nan),
+    )
+    return finish(traj, values)
+
+
+def run(model: S2System, integrator: str, request: RunRequest, options: dict) -> CellResult:
+    """Run one cell to the end and return its stored values."""
+    traj = start(model, integrator, request, options)
+    traj.advance()
+    return collect(model, integrator, traj)
 
 
 def warmup() -> None:
@@ -145,7 +126,8 @@ FAMILY = FamilyDef(
     run=run,
     warmup=warmup,
     cost_per_step=cost_per_step,
-    snapshots=True,
+    state_labels=STATE_LABELS,
+    start=start,
 )
 
 
@@ -162,6 +144,7 @@ INTEGRATORS = (
         2,
         "Explicit variational integrator on (S²)ⁿ for diagonal M (000 Cor. 3): symplectic, "
         "momentum preserving, |q_i| = 1 to round-off.",
+        params=(BLOWUP,),
         applicable=_needs_diagonal,
     ),
     IntegratorDef(
@@ -173,11 +156,12 @@ INTEGRATORS = (
         params=(
             Param("tol", float, 1e-14, "1", "fixed-point stop: max|Δf| ≤ tol·max(1, max|f|)", gt=0.0),
             Param("maxit", int, 50, "1", "iterations before status NONCONVERGED", ge=1),
+            BLOWUP,
         ),
         also=("ts2",),
     ),
-    IntegratorDef("rk2", "s2", 2, "Explicit midpoint on the ambient ODE in R⁶ⁿ (baseline)."),
-    IntegratorDef("rk2_proj", "s2", 2, "Explicit midpoint, then q_i ← q_i/|q_i| each step (baseline)."),
-    IntegratorDef("rk4", "s2", 4, "Classical RK4 on the ambient ODE in R⁶ⁿ (baseline)."),
-    IntegratorDef("rk4_proj", "s2", 4, "Classical RK4, then q_i ← q_i/|q_i| each step (baseline)."),
+    IntegratorDef("rk2", "s2", 2, "Explicit midpoint on the ambient ODE in R⁶ⁿ (baseline).", params=(BLOWUP,)),
+    IntegratorDef("rk2_proj", "s2", 2, "Explicit midpoint, then q_i ← q_i/|q_i| each step (baseline).", params=(BLOWUP,)),
+    IntegratorDef("rk4", "s2", 4, "Classical RK4 on the ambient ODE in R⁶ⁿ (baseline).", params=(BLOWUP,)),
+    IntegratorDef("rk4_proj", "s2", 4, "Classical RK4, then q_i ← q_i/|q_i| each step (baseline).", params=(BLOWUP,)),
 )

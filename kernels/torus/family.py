@@ -1,8 +1,8 @@
 """The ``se3`` family: what an SE(3)ⁿ cell (torus, SO(3) pendulum) stores and how it runs.
 
-Snapshots: the sweep's ``snapshot_dt`` (default: t = 0 and t = T only) sets the ``snapshot``
-dim; ``run`` receives ``options["snapshot_stride"]`` (steps between full-state snapshots).
-Rows after a failure are NaN; the final (last valid) state is stored separately.
+The shared names (energy, errors, failure, cost, final and snapshot states) come from
+:mod:`kernels.core.cells`; the family adds the energy parts, momenta, contacts and chart
+margins. Rows after a failure are NaN; the final (last valid) state is stored separately.
 """
 
 from __future__ import annotations
@@ -11,13 +11,18 @@ from dataclasses import replace
 
 import numpy as np
 
-from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, SystemDef
-from kernels.status import Status
-from kernels.torus.integrate import METHODS, SAMPLE_FIELDS, integrate
+from kernels.core.cells import BLOWUP, COMMON_DIAGNOSTICS, blocks_to_bodies, common_values, finish, start_trajectory
+from kernels.core.trajectory import Trajectory
+from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
+from kernels.torus.forces import N_AUX
+from kernels.torus.integrate import METHODS, integrate
 from kernels.torus.model import SHEAR_MODELS, SYS_PENDULUM, SE3Model, so3_pendulum, torus
+from kernels.torus.stepper import initial_state, make_stepper
 
 _E = "energy"
 _C = ("time", "component")
+_EVERY = "every step"
+STATE_LABELS = tuple(f"{v}_{c}" for v in ("x", "v", "alpha", "Omega") for c in "xyz")
 
 
 def _ts(name: str, units: str, long_name: str) -> Diagnostic:
@@ -26,8 +31,6 @@ def _ts(name: str, units: str, long_name: str) -> Diagnostic:
 
 _COMMON_TS = (
     _ts("KE_rot", _E, "rotational kinetic energy ½ J Σ|Ω_i|²"),
-    _ts("E_total", _E, "total energy E"),
-    _ts("energy_error", _E, "E(t) − E(0)"),
     _ts("max_abs_alpha", "1", "max_i |α_i| (chart margin; singular at ∞)"),
     _ts("max_hb2", "1", "max_i h²|b_i|² of the next step ((23) needs < 1)"),
     _ts("qnorm_integrand", "1", "Σ_i (|x_i|² + |v_i|² + |θ_i|² + |Ω_i|²) (paper (36) integrand)"),
@@ -55,60 +58,41 @@ _PEND_TS = (
     _ts("rho_norm_error", "1", "|R ρ0| − 1 (orthogonality check)"),
 )
 _COMMON_SUM = (
-    Diagnostic("E0", (), _E, "initial energy"),
-    Diagnostic("energy_error_38", (), "1", "paper (38): [∫(E−E0)² dt]^½ / (|E0| √(t_N − t_0)) on the samples"),
-    Diagnostic("max_rel_energy_error", (), "1", "max_k |E_k − E0| / |E0| over every step"),
-    Diagnostic("energy_drift_slope", (), _E + " / time", "least-squares slope of E_k − E0 against t_k"),
-    Diagnostic("max_abs_alpha_run", (), "1", "max over every step and body of |α_i|"),
-    Diagnostic("max_hb2_run", (), "1", "max over every step and body of h²|b_i|²"),
-    Diagnostic("fail_value", (), "1", "offending value at failure (h²|b|², |α|, E or ΔE); NaN if ok"),
-    Diagnostic("fail_step", (), "1", "index k of the failed step, −1 if none", "int64"),
     Diagnostic(
-        "fail_reason",
-        (),
-        "1",
-        "0 none, 1 rotation_increment, 2 chart_singular, 3 nonfinite, 4 energy_blowup",
-        "int64",
+        "energy_error_38", (), "1", "paper (38): [∫(E−E0)² dt]^½ / (|E0| √(t_N − t_0)), trapezoid rule",
+        computed_over="samples",
     ),
-    Diagnostic("fail_index", (), "1", "offending body at failure, −1 if none", "int64"),
-    Diagnostic("steps", (), "1", "steps completed", "int64"),
-    Diagnostic("force_evals", (), "1", "force/torque evaluations", "int64"),
+    Diagnostic("max_abs_alpha_run", (), "1", "max over steps and bodies of |α_i|", computed_over=_EVERY),
+    Diagnostic("max_hb2_run", (), "1", "max over steps and bodies of h²|b_i|²", computed_over=_EVERY),
     Diagnostic("steps_per_second", (), "1 / s", "completed steps per wall-clock second"),
-)
+)  # fmt: skip
 _TORUS_SUM = (
-    Diagnostic("max_bond_angle_run", (), "rad", "max over every step of max φ_ij"),
-    Diagnostic("P_drift_max", ("component",), "momentum", "max_k |P_k − P_0| per component"),
-    Diagnostic("L_drift_max", ("component",), "angular momentum", "max_k |L_k − L_0| per component"),
-    Diagnostic("P_drift_free", ("component",), "momentum", "max drift of P within wall-contact-free windows"),
-    Diagnostic("L_drift_free", ("component",), "angular momentum", "max drift of L within contact-free windows"),
-    Diagnostic("first_wall_contact_t", (), "time", "first time with a wall contact (NaN if none)"),
-    Diagnostic("last_wall_contact_t", (), "time", "last time with a wall contact (NaN if none)"),
+    Diagnostic("max_bond_angle_run", (), "rad", "max over steps of max φ_ij", computed_over=_EVERY),
+    Diagnostic("P_drift_max", ("component",), "momentum", "max_k |P_k − P_0| per component", computed_over=_EVERY),
+    Diagnostic("L_drift_max", ("component",), "angular momentum", "max_k |L_k − L_0| per component",
+               computed_over=_EVERY),
+    Diagnostic("P_drift_free", ("component",), "momentum", "max drift of P within wall-contact-free windows",
+               computed_over=_EVERY),
+    Diagnostic("L_drift_free", ("component",), "angular momentum", "max drift of L within contact-free windows",
+               computed_over=_EVERY),
+    Diagnostic("first_wall_contact_t", (), "time", "first time with a wall contact (NaN if none)",
+               computed_over=_EVERY),
+    Diagnostic("last_wall_contact_t", (), "time", "last time with a wall contact (NaN if none)", computed_over=_EVERY),
     Diagnostic("nbl_rebuilds", (), "1", "neighbour-list builds (0: all-pairs)", "int64"),
-)
-_STATE = (
-    Diagnostic("snap_x", ("snapshot", "body", "component"), "length", "positions x_i at snapshots"),
-    Diagnostic("snap_v", ("snapshot", "body", "component"), "length / time", "velocities v_i at snapshots"),
-    Diagnostic("snap_alpha", ("snapshot", "body", "component"), "1", "attitudes α_i (R body → inertial)"),
-    Diagnostic("snap_Omega", ("snapshot", "body", "component"), "1 / time", "inertial angular velocities Ω_i"),
-    Diagnostic("x_final", ("body", "component"), "length", "final (or last valid) x_i"),
-    Diagnostic("v_final", ("body", "component"), "length / time", "final (or last valid) v_i"),
-    Diagnostic("alpha_final", ("body", "component"), "1", "final (or last valid) α_i"),
-    Diagnostic("Omega_final", ("body", "component"), "1 / time", "final (or last valid) Ω_i"),
-)
+)  # fmt: skip
 
 
 def diagnostics(model: SE3Model) -> tuple[Diagnostic, ...]:
     if model.kind == SYS_PENDULUM:
-        return _COMMON_TS + _PEND_TS + _COMMON_SUM + _STATE
-    return _COMMON_TS + _TORUS_TS + _COMMON_SUM + _TORUS_SUM + _STATE
+        return COMMON_DIAGNOSTICS + _COMMON_TS + _PEND_TS + _COMMON_SUM
+    return COMMON_DIAGNOSTICS + _COMMON_TS + _TORUS_TS + _COMMON_SUM + _TORUS_SUM
 
 
 def sizes(model: SE3Model) -> dict[str, int]:
     """Per-cell dims besides ``time`` and ``snapshot`` (the sweep sizes those)."""
-    return {"body": model.n, "component": 3}
+    return {"body": model.n, "component": 3, "state": 12}
 
 
-_COL = {name: i for i, name in enumerate(SAMPLE_FIELDS)}
 _TS_COLUMNS = {
     "KE_trans": "KE_trans",
     "KE_rot": "KE_rot",
@@ -118,7 +102,6 @@ _TS_COLUMNS = {
     "U_pp": "U_3",
     "U_pw": "U_4",
     "U_grav": "U_0",
-    "E_total": "E_total",
     "n_contact_pp": "n_contact_pp",
     "n_contact_bonded_pp": "n_contact_bonded_pp",
     "n_contact_wall": "n_contact_wall",
@@ -142,74 +125,56 @@ def energy_error_38(t: np.ndarray, E: np.ndarray) -> float:
     return float(np.sqrt(np.trapezoid((E - E[0]) ** 2, t)) / (abs(E[0]) * np.sqrt(t[-1] - t[0])))
 
 
-def run(model: SE3Model, integrator: str, h: float, n_steps: int, stride: int, options: dict) -> CellResult:
-    """Run one cell (``options``: ``blowup``, ``snapshot_stride``) and return its stored values."""
-    snap_stride = int(options.get("snapshot_stride", 0)) or max(n_steps, 1)
-    nmax = n_steps // snap_stride + 1
-    tr = integrate(
-        model,
-        integrator,
-        h,
-        n_steps,
-        stride,
-        snapshot_interval=snap_stride * h,
-        blowup=float(options.get("blowup", 0.5)),
-    )
-    S = tr.samples
+def start(model: SE3Model, integrator: str, request: RunRequest, options: dict) -> Trajectory:
+    """A resumable trajectory of one cell (``options``: blowup)."""
+    if request.adaptive:
+        raise ValueError(f"{integrator} is a fixed-step map: the request needs h, not tol")
+    stepper = make_stepper(model, integrator, float(request.h))
+    S0, _ = initial_state(stepper, model.x0, model.v0, model.alpha0, model.Omega0)
+    return start_trajectory(stepper, S0, request, options)
+
+
+def collect(model: SE3Model, integrator: str, traj: Trajectory) -> CellResult:
+    """The stored values of a finished (or failed) trajectory."""
+    n = model.n
+    values = common_values(traj, blocks_to_bodies(n, 4))
     names = {d.name for d in diagnostics(model)}
-    values: dict[str, np.ndarray] = {}
     for name, col in _TS_COLUMNS.items():
         if name in names:
-            values[name] = S[:, _COL[col]].copy()
-    E = S[:, _COL["E_total"]]
-    values["energy_error"] = E - tr.summary["E0"]
-    values["L"] = S[:, _COL["L_x"] : _COL["L_x"] + 3].copy()  # pendulum: x = v = 0, so L = J Ω
-    if model.kind != SYS_PENDULUM:
-        values["P"] = S[:, _COL["P_x"] : _COL["P_x"] + 3].copy()
-        values["L_spin"] = S[:, _COL["Ls_x"] : _COL["Ls_x"] + 3].copy()
-    s = tr.summary
-    i = tr.info
+            values[name] = traj.samples(col).copy()
+    out = traj.out
+    obs = traj.stepper.obs_names
+    values["L"] = out[:, obs.index("L_x") : obs.index("L_x") + 3].copy()  # pendulum: x = v = 0, so L = J Ω
+    wall = traj.wall_time
     values.update(
-        E0=np.float64(s["E0"]),
-        energy_error_38=np.float64(energy_error_38(tr.time, E)),
-        max_rel_energy_error=np.float64(s["max_rel_dE"]),
-        energy_drift_slope=np.float64(s["drift_slope"]),
-        max_abs_alpha_run=np.float64(s["max_abs_alpha"]),
-        max_hb2_run=np.float64(s["max_hb2"]),
-        fail_value=np.float64(s["fail_value"]),
-        fail_step=np.int64(i["fail_step"]),
-        fail_reason=np.int64(i["fail_reason"]),
-        fail_index=np.int64(i["fail_index"]),
-        steps=np.int64(i["steps_done"]),
-        force_evals=np.int64(i["force_evals"]),
-        steps_per_second=np.float64(i["steps_done"] / tr.wall_time if tr.wall_time > 0 else np.nan),
+        energy_error_38=np.float64(energy_error_38(traj.sample_times, values["energy"])),
+        max_abs_alpha_run=np.float64(traj.reduced("max_abs_alpha")),
+        max_hb2_run=np.float64(traj.reduced("hb2_step")),
+        steps_per_second=np.float64(traj.steps / wall if wall > 0 else np.nan),
     )
     if model.kind != SYS_PENDULUM:
+        o = 18 * n + N_AUX + 15  # contact-free drifts in the state (kernels.torus.stepper)
+        dfree = traj.S[o : o + 6]
         values.update(
-            max_bond_angle_run=np.float64(s["max_bond_angle"]),
-            P_drift_max=np.array([s["dP_max_x"], s["dP_max_y"], s["dP_max_z"]]),
-            L_drift_max=np.array([s["dL_max_x"], s["dL_max_y"], s["dL_max_z"]]),
-            P_drift_free=np.array([s["dP_free_x"], s["dP_free_y"], s["dP_free_z"]]),
-            L_drift_free=np.array([s["dL_free_x"], s["dL_free_y"], s["dL_free_z"]]),
-            first_wall_contact_t=np.float64(s["first_wall_t"]),
-            last_wall_contact_t=np.float64(s["last_wall_t"]),
-            nbl_rebuilds=np.int64(i["nbl_rebuilds"]),
+            P=out[:, obs.index("P_x") : obs.index("P_x") + 3].copy(),
+            L_spin=out[:, obs.index("Ls_x") : obs.index("Ls_x") + 3].copy(),
+            max_bond_angle_run=np.float64(traj.reduced("max_bond_angle")),
+            P_drift_max=np.array([traj.reduced(c) for c in ("P_x", "P_y", "P_z")]),
+            L_drift_max=np.array([traj.reduced(c) for c in ("L_x", "L_y", "L_z")]),
+            P_drift_free=dfree[0:3].copy(),
+            L_drift_free=dfree[3:6].copy(),
+            first_wall_contact_t=np.float64(traj.reduced("n_contact_wall", "first")),
+            last_wall_contact_t=np.float64(traj.reduced("n_contact_wall", "last")),
+            nbl_rebuilds=np.int64(traj.costs()["extra_counter"] + int(bool(model.use_nbl))),
         )
-    n = model.n
-    snaps = np.full((nmax, n, 12), np.nan)
-    k = min(nmax, len(tr.snap_time))
-    snaps[:k] = tr.snap[:k]
-    values.update(
-        snap_x=snaps[:, :, 0:3].copy(),
-        snap_v=snaps[:, :, 3:6].copy(),
-        snap_alpha=snaps[:, :, 6:9].copy(),
-        snap_Omega=snaps[:, :, 9:12].copy(),
-        x_final=tr.x,
-        v_final=tr.v,
-        alpha_final=tr.alpha,
-        Omega_final=tr.Omega,
-    )
-    return CellResult(values=values, status=int(tr.info["status"]), wall_time=tr.wall_time)
+    return finish(traj, values)
+
+
+def run(model: SE3Model, integrator: str, request: RunRequest, options: dict) -> CellResult:
+    """Run one cell to the end and return its stored values."""
+    traj = start(model, integrator, request, options)
+    traj.advance()
+    return collect(model, integrator, traj)
 
 
 def warmup() -> None:
@@ -237,17 +202,11 @@ FAMILY = FamilyDef(
     run=run,
     warmup=warmup,
     cost_per_step=cost_per_step,
-    snapshots=True,
+    state_labels=STATE_LABELS,
+    start=start,
 )
 
-_BLOWUP = Param(
-    "blowup",
-    float,
-    0.5,
-    "1",
-    "stop with status nonfinite (reason energy_blowup) when |E − E0| > blowup·|E0| at a sample; 0 disables",
-    ge=0.0,
-)
+_BLOWUP = BLOWUP
 
 INTEGRATORS = (
     IntegratorDef(
@@ -356,11 +315,3 @@ SYSTEMS = (
         example={"angle0": 0.75 * np.pi},
     ),
 )
-
-#: Stored status codes (documented in kernels.status) of the spec §2.5 failure reasons.
-STATUS_FOR_REASON = {
-    "rotation_increment": Status.DOMAIN,
-    "chart_singular": Status.CHART_SINGULAR,
-    "nonfinite": Status.NONFINITE,
-    "energy_blowup": Status.ENERGY_BLOWUP,
-}

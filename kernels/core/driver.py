@@ -1,0 +1,387 @@
+"""The shared, resumable trajectory driver (see :mod:`kernels.core` and :mod:`kernels.core.signatures`).
+
+Time grid: samples at ``t_s = s·dt_out``, ``s = 0..n_out``. Fixed step: ``n_out·stride`` steps
+of size ``h``, ``t_k = k·h``, sample ``s`` after step ``k = s·stride``. Adaptive: the
+controller of 001 eq. (33), ``h ← θ (tol/e)^α h`` after every trial step (factor clamped to
+[fac_min, fac_max]; ``e = 0`` gives fac_max), accept iff ``e < tol``, last step clipped to hit
+``T = n_out·dt_out``; samples come from the method's dense output (so the step sequence does
+not depend on the output grid) or, without one, steps are clipped to hit every sample time.
+
+Every accepted step is observed; the observation columns feed the running summaries declared
+by ``red`` (max, mean, max deviation from the initial value, first/last time positive) and,
+when the family has an energy (column 0), |E − E0| statistics and the least-squares drift
+slope. Snapshots store the state prefix ``S[:n_check]`` at every ``snap_every``-th sample.
+
+Failures (one convention for every family): a step returning a non-zero status, a non-finite
+observation or state prefix, a non-finite sample, or (adaptive) a step below ``h_min`` or more
+than ``max_steps`` trials ends the run; ``fail_step`` is the number of the failing step counted
+from 1 (0: the initial state is invalid), the state keeps its last valid value, and samples not
+reached stay as the caller filled them (NaN). The energy guard ``|E − E0| > blowup·|E0|`` is
+checked after every accepted step (the state is finite and kept) and ends the run with
+ENERGY_BLOWUP. Systems with ``E0 = 0`` have no relative guard.
+
+Resumable: everything the loop carries lives in the caller's arrays (state, ``acc``, ``info``,
+``out``, ``snaps``, the controller's next step in ``acc``), so calling again with a larger
+``k_stop`` continues exactly where the last call stopped — a run in k segments is bitwise
+identical to one uninterrupted run. ``k_stop`` counts accepted steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.core.layout import (
+    A_E0,
+    A_ERRMAX,
+    A_FAIL_VALUE,
+    A_H,
+    A_HMAX,
+    A_HMIN,
+    A_MAX_ABS,
+    A_OBS,
+    A_SE,
+    A_ST,
+    A_STE,
+    A_STT,
+    A_SUM_ABS,
+    A_T,
+    C_ADAPTIVE,
+    C_HAS_DENSE,
+    C_HAS_ENERGY,
+    C_MAX_STEPS,
+    C_N_CHECK,
+    C_N_OUT,
+    C_N_STEPS,
+    C_SNAP_EVERY,
+    C_STRIDE,
+    F_ALPHA,
+    F_BLOWUP,
+    F_DT_OUT,
+    F_FAC_MAX,
+    F_FAC_MIN,
+    F_H,
+    F_H_MIN,
+    F_THETA,
+    F_TOL,
+    I_FAIL_INDEX,
+    I_FAIL_STEP,
+    I_INIT,
+    I_K,
+    I_NSAMP,
+    I_NSNAP,
+    I_REJECTED,
+    I_STATUS,
+    R_DEV,
+    R_DEVNORM3,
+    R_MAX,
+    R_MEANMAX,
+    R_WHENPOS,
+    S_ERR,
+    S_FAIL_INDEX,
+    S_FAIL_VALUE,
+)
+from kernels._jit import kjit
+from kernels.core.signatures import contract_types
+from kernels.status import Status
+
+_OK = int(Status.OK)
+_NONFINITE = int(Status.NONFINITE)
+_NONCONV = int(Status.NONCONVERGED)
+_BLOWUP = int(Status.ENERGY_BLOWUP)
+
+
+@kjit
+def _finite_prefix(x, n):
+    for i in range(n):
+        if not np.isfinite(x[i]):
+            return False
+    return True
+
+
+@kjit
+def _obs_finite(obs, red, has_energy):
+    """Energy and every reduced column finite (sample-only columns are checked at samples)."""
+    if has_energy and not np.isfinite(obs[0]):
+        return False
+    for j in range(obs.shape[0]):
+        if red[j] != 0 and not np.isfinite(obs[j]):
+            return False
+    return True
+
+
+@kjit
+def _init_reductions(obs, red, acc):
+    for j in range(obs.shape[0]):
+        b = A_OBS + 3 * j
+        x = obs[j]
+        acc[b + 2] = x
+        r = red[j]
+        if r == R_MAX or r == R_MEANMAX:
+            acc[b] = x
+            acc[b + 1] = x
+        elif r == R_DEV or r == R_DEVNORM3:
+            acc[b] = 0.0
+            acc[b + 1] = 0.0
+        elif r == R_WHENPOS:
+            acc[b] = 0.0 if x > 0.0 else np.nan
+            acc[b + 1] = 0.0 if x > 0.0 else np.nan
+        else:
+            acc[b] = np.nan
+            acc[b + 1] = np.nan
+
+
+@kjit
+def _reduce(obs, red, acc, t):
+    for j in range(obs.shape[0]):
+        r = red[j]
+        if r == 0:
+            continue
+        b = A_OBS + 3 * j
+        x = obs[j]
+        if r == R_MAX:
+            if x > acc[b + 1]:
+                acc[b + 1] = x
+        elif r == R_MEANMAX:
+            acc[b] += x
+            if x > acc[b + 1]:
+                acc[b + 1] = x
+        elif r == R_DEV:
+            d = abs(x - acc[b + 2])
+            if d > acc[b + 1]:
+                acc[b + 1] = d
+        elif r == R_DEVNORM3:
+            d = np.sqrt(
+                (x - acc[b + 2]) ** 2 + (obs[j + 1] - acc[b + 5]) ** 2 + (obs[j + 2] - acc[b + 8]) ** 2
+            )
+            if d > acc[b + 1]:
+                acc[b + 1] = d
+        elif r == R_WHENPOS:
+            if x > 0.0:
+                if not acc[b] == acc[b]:
+                    acc[b] = t
+                acc[b + 1] = t
+
+
+@kjit
+def _energy_stats(acc, E, t):
+    dE = E - acc[A_E0]
+    adE = abs(dE)
+    acc[A_SUM_ABS] += adE
+    if adE > acc[A_MAX_ABS]:
+        acc[A_MAX_ABS] = adE
+    acc[A_ST] += t
+    acc[A_STT] += t * t
+    acc[A_SE] += dE
+    acc[A_STE] += t * dE
+    return dE
+
+
+@kjit
+def _put_sample(out, s, obs, hstep):
+    m = obs.shape[0]
+    for c in range(m):
+        out[s, c] = obs[c]
+    out[s, m] = hstep
+
+
+@kjit
+def _row_finite(out, s):
+    for c in range(out.shape[1]):
+        if not np.isfinite(out[s, c]):
+            return False
+    return True
+
+
+@kjit
+def _put_snapshot(snaps, i, x, n):
+    if i < snaps.shape[0]:
+        for c in range(n):
+            snaps[i, c] = x[c]
+
+
+@kjit
+def _fail(info, acc, status, step_no, index, value):
+    info[I_STATUS] = status
+    info[I_FAIL_STEP] = step_no
+    info[I_FAIL_INDEX] = index
+    acc[A_FAIL_VALUE] = value
+    return status
+
+
+def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop,
+          S, Sn, Sd, p, work, iwork, red, acc, info, sio, obs, obs2, out, snaps):  # fmt: skip
+    """Advance the trajectory in ``S`` until ``info[I_K] == k_stop`` accepted steps or the end.
+
+    Returns the status. On return ``S`` holds the current (last valid) state. See the module
+    docstring for the time grid, the summaries and the failure convention.
+    """
+    adaptive = ictl[C_ADAPTIVE] != 0
+    has_dense = ictl[C_HAS_DENSE] != 0
+    n_out = ictl[C_N_OUT]
+    stride = ictl[C_STRIDE]
+    snap_every = ictl[C_SNAP_EVERY]
+    n_check = ictl[C_N_CHECK]
+    has_energy = ictl[C_HAS_ENERGY] != 0
+    dt_out = fctl[F_DT_OUT]
+    blowup = fctl[F_BLOWUP]
+    T = n_out * dt_out
+    n_total = ictl[C_N_STEPS]
+    m = obs.shape[0]
+
+    if info[I_INIT] == 0:
+        for i in range(info.shape[0]):
+            info[i] = 0
+        info[I_FAIL_STEP] = -1
+        info[I_FAIL_INDEX] = -1
+        for i in range(acc.shape[0]):
+            acc[i] = 0.0
+        acc[A_FAIL_VALUE] = np.nan
+        acc[A_HMIN] = np.inf
+        acc[A_ERRMAX] = 0.0
+        observe(cb, meth, S, p, work, True, obs)
+        acc[A_E0] = obs[0] if has_energy else np.nan
+        _init_reductions(obs, red, acc)
+        h0 = fctl[F_H]
+        if adaptive and not h0 > 0.0:
+            h0 = T / 100.0
+        acc[A_H] = h0
+        _put_sample(out, 0, obs, h0)
+        _put_snapshot(snaps, 0, S, n_check)
+        info[I_NSAMP] = 1
+        info[I_NSNAP] = 1
+        info[I_INIT] = 1
+        if not (_row_finite(out, 0) and _finite_prefix(S, n_check)):
+            for c in range(out.shape[1]):
+                out[0, c] = np.nan
+            _fail(info, acc, _NONFINITE, 0, -1, obs[0])
+
+    status = info[I_STATUS]
+    E0 = acc[A_E0]
+    guard = has_energy and blowup > 0.0 and E0 != 0.0 and np.isfinite(E0)
+    swaps = 0
+    while status == _OK and info[I_K] < k_stop:
+        k = info[I_K]
+        t = acc[A_T]
+        last = False
+        t_next = T
+        if adaptive:
+            if not t < T or info[I_NSAMP] > n_out:
+                break
+            if k + info[I_REJECTED] >= ictl[C_MAX_STEPS]:
+                status = _fail(info, acc, _NONCONV, k + 1, -1, t)
+                break
+            hcur = acc[A_H]
+            if not has_dense:
+                t_next = info[I_NSAMP] * dt_out
+            last = hcur >= t_next - t
+            hstep = t_next - t if last else hcur
+        else:
+            if k >= n_total:
+                break
+            hstep = fctl[F_H]
+        sio[S_FAIL_INDEX] = -1.0
+        sio[S_FAIL_VALUE] = np.nan
+        sio[S_ERR] = 0.0
+        st = step(cb, meth, hstep, S, Sn, p, work, iwork, info, sio)
+        if st != _OK:
+            status = _fail(info, acc, st, k + 1, int(sio[S_FAIL_INDEX]), sio[S_FAIL_VALUE])
+            break
+        if adaptive:
+            err = sio[S_ERR]
+            if not np.isfinite(err):
+                status = _fail(info, acc, _NONFINITE, k + 1, -1, err)
+                break
+            if err > 0.0:
+                fac = fctl[F_THETA] * (fctl[F_TOL] / err) ** fctl[F_ALPHA]
+                fac = min(fctl[F_FAC_MAX], max(fctl[F_FAC_MIN], fac))
+            else:
+                fac = fctl[F_FAC_MAX]
+            acc[A_H] = fac * hstep
+            if not err < fctl[F_TOL]:
+                info[I_REJECTED] += 1
+                if acc[A_H] < fctl[F_H_MIN]:
+                    status = _fail(info, acc, _NONCONV, k + 1, -1, acc[A_H])
+                    break
+                continue
+            t_new = T if (last and has_dense) else (t_next if last else t + hstep)
+        else:
+            t_new = (k + 1) * hstep
+        # observe the candidate state (every step); fixed step: full observation at samples
+        at_sample = (not adaptive) and (k + 1) % stride == 0 and (k + 1) // stride <= n_out
+        observe(cb, meth, Sn, p, work, at_sample, obs)
+        if not (_obs_finite(obs, red, has_energy) and _finite_prefix(Sn, n_check)):
+            status = _fail(info, acc, _NONFINITE, k + 1, -1, obs[0])
+            break
+        # samples (and snapshots) inside (t, t_new]; a non-finite sample fails the step
+        s_first = info[I_NSAMP]
+        s_next = s_first
+        if adaptive:
+            while s_next <= n_out and s_next * dt_out <= t_new:
+                tk = s_next * dt_out
+                if tk == t_new:
+                    observe(cb, meth, Sn, p, work, True, obs2)
+                    _put_snapshot(snaps, s_next // snap_every if s_next % snap_every == 0 else snaps.shape[0], Sn,
+                                  n_check)  # fmt: skip
+                else:
+                    dense(cb, meth, (tk - t) / hstep, hstep, S, Sn, work, Sd)
+                    observe(cb, meth, Sd, p, work, True, obs2)
+                    _put_snapshot(snaps, s_next // snap_every if s_next % snap_every == 0 else snaps.shape[0], Sd,
+                                  n_check)  # fmt: skip
+                _put_sample(out, s_next, obs2, hstep)
+                s_next += 1
+        elif at_sample:
+            _put_sample(out, s_next, obs, hstep)
+            if s_next % snap_every == 0:
+                _put_snapshot(snaps, s_next // snap_every, Sn, n_check)
+            s_next += 1
+        bad = False
+        for s in range(s_first, s_next):
+            if not _row_finite(out, s):
+                bad = True
+        if bad:
+            for s in range(s_first, s_next):
+                for c in range(out.shape[1]):
+                    out[s, c] = np.nan
+                if s % snap_every == 0 and s // snap_every < snaps.shape[0]:
+                    for c in range(n_check):
+                        snaps[s // snap_every, c] = np.nan
+            status = _fail(info, acc, _NONFINITE, k + 1, -1, obs[0])
+            break
+        # accept
+        S, Sn = Sn, S
+        swaps += 1
+        k += 1
+        info[I_K] = k
+        info[I_NSAMP] = s_next
+        info[I_NSNAP] = (s_next - 1) // snap_every + 1
+        acc[A_T] = t_new
+        if hstep < acc[A_HMIN]:
+            acc[A_HMIN] = hstep
+        if hstep > acc[A_HMAX]:
+            acc[A_HMAX] = hstep
+        if adaptive and sio[S_ERR] > acc[A_ERRMAX]:
+            acc[A_ERRMAX] = sio[S_ERR]
+        _reduce(obs, red, acc, t_new)
+        if has_energy:
+            dE = _energy_stats(acc, obs[0], t_new)
+            if guard and abs(dE) > blowup * abs(E0):
+                status = _fail(info, acc, _BLOWUP, k, -1, dE)
+                break
+        if adaptive and acc[A_H] < fctl[F_H_MIN]:
+            status = _fail(info, acc, _NONCONV, k + 1, -1, acc[A_H])
+            break
+    if swaps % 2 == 1:
+        for i in range(S.shape[0]):
+            Sn[i] = S[i]
+    return status
+
+
+_DRIVERS: dict = {}
+
+
+def compile_driver(cb_type):
+    """The driver compiled (or loaded from the on-disk cache) for a family's callback type."""
+    key = str(cb_type)
+    if key not in _DRIVERS:
+        _DRIVERS[key] = kjit(contract_types(cb_type)[3])(drive)
+    return _DRIVERS[key]

@@ -1,0 +1,288 @@
+"""One trajectory in Python: buffers for the shared driver, segments, checkpoints, summaries.
+
+>>> traj = Trajectory(stepper, S0, T=10.0, dt_out=0.1, h=1e-3)
+>>> traj.advance(2000)          # stop after 2000 accepted steps (a segment) …
+>>> saved = traj.checkpoint()   # … persist it (plain arrays) …
+>>> traj = Trajectory.restore(stepper, saved)
+>>> traj.advance()              # … and finish: bitwise identical to one uninterrupted run
+
+All persistent information is in the arrays of :meth:`Trajectory.checkpoint`; the work arrays
+only hold scratch and caches that steps rebuild (the contract of :mod:`kernels.core.signatures`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kernels.core import layout as L
+from kernels.status import Status
+
+
+class Reductions:
+    """Reduction codes of observation columns (see :mod:`kernels.core.layout`)."""
+
+    NONE = L.R_NONE
+    MAX = L.R_MAX
+    MEANMAX = L.R_MEANMAX
+    DEV = L.R_DEV
+    DEVNORM3 = L.R_DEVNORM3
+    WHENPOS = L.R_WHENPOS
+
+
+@dataclass(frozen=True, eq=False)
+class StepperSpec:
+    """Everything a family hands to the driver for one (model, method) pair.
+
+    ``drive`` is the driver compiled for the family's callback type; ``step``/``observe``/
+    ``dense`` the family's compiled functions; ``cb`` its callbacks; ``meth`` the method record
+    (float64); ``p`` the model's parameter vector; ``obs_names`` name the observation columns
+    and ``red`` their reductions; ``n_check`` is the length of the state prefix that is
+    snapshotted and checked for finiteness.
+    """
+
+    drive: Any
+    step: Any
+    observe: Any
+    dense: Any
+    cb: Any
+    meth: np.ndarray
+    p: np.ndarray
+    work_size: int
+    iwork_size: int
+    state_size: int
+    n_check: int
+    obs_names: tuple[str, ...]
+    red: np.ndarray
+    has_energy: bool = True
+    has_dense: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n_obs(self) -> int:
+        return len(self.obs_names)
+
+
+_PERSISTENT = ("S", "acc", "info", "out", "snaps", "ictl", "fctl")
+
+
+class Trajectory:
+    """A resumable run of the shared driver (fixed step if ``h`` is given, else adaptive with ``tol``).
+
+    ``T``/``dt_out``: final time and output interval (``n_out = round(T/dt_out)``); ``h`` must
+    divide ``dt_out``. ``snap_every``: output intervals between snapshots (0: t = 0 and T only).
+    ``blowup``: relative energy guard (≤ 0 disables). Adaptive controls: ``tol``, ``h0`` (≤ 0:
+    T/100), ``theta``, ``exponent``, ``fac_min``, ``fac_max``, ``h_min``, ``max_steps``.
+    """
+
+    def __init__(
+        self,
+        stepper: StepperSpec,
+        S0: np.ndarray,
+        *,
+        T: float,
+        dt_out: float,
+        h: float | None = None,
+        tol: float | None = None,
+        snap_every: int = 0,
+        blowup: float = 0.0,
+        h0: float = 0.0,
+        theta: float = 0.85,
+        exponent: float = 0.25,
+        fac_min: float = 0.2,
+        fac_max: float = 5.0,
+        h_min: float = 1e-12,
+        max_steps: int = 10_000_000,
+        n_steps: int | None = None,
+        _restore: dict | None = None,
+    ) -> None:
+        self.stepper = stepper
+        self.wall_time = 0.0
+        m = stepper.n_obs
+        if _restore is not None:
+            for name in _PERSISTENT:
+                setattr(self, name, np.array(_restore[name], copy=True, order="C"))
+        else:
+            if (h is None) == (tol is None):
+                raise ValueError("give exactly one of h (fixed step) or tol (adaptive)")
+            adaptive = h is None
+            if not (T >= 0 and dt_out > 0):
+                raise ValueError("need T >= 0 and dt_out > 0")
+            n_out = int(round(T / dt_out))
+            if n_out < 1 and (adaptive or n_steps is None):
+                raise ValueError("need T >= dt_out")
+            stride = 1 if adaptive else int(round(dt_out / h))
+            if not adaptive and (stride < 1 or not np.isclose(stride * h, dt_out, rtol=1e-9, atol=0.0)):
+                raise ValueError(f"dt_out = {dt_out} is not a multiple of h = {h}")
+            every = int(snap_every) if snap_every and snap_every > 0 else max(n_out, 1)
+            n_snap = n_out // every + 1
+            S = np.array(S0, dtype=np.float64, copy=True, order="C").ravel()
+            if S.shape[0] != stepper.state_size:
+                raise ValueError(f"state has {S.shape[0]} entries, the stepper expects {stepper.state_size}")
+            self.S = S
+            self.ictl = np.zeros(L.N_ICTL, dtype=np.int64)
+            self.ictl[L.C_ADAPTIVE] = int(adaptive)
+            self.ictl[L.C_HAS_DENSE] = int(stepper.has_dense)
+            self.ictl[L.C_N_OUT] = n_out
+            self.ictl[L.C_STRIDE] = stride
+            self.ictl[L.C_SNAP_EVERY] = every
+            self.ictl[L.C_MAX_STEPS] = int(max_steps)
+            self.ictl[L.C_N_CHECK] = stepper.n_check
+            self.ictl[L.C_HAS_ENERGY] = int(stepper.has_energy)
+            self.ictl[L.C_N_STEPS] = n_out * stride if n_steps is None else int(n_steps)
+            self.fctl = np.zeros(L.N_FCTL)
+            self.fctl[L.F_H] = float(h0 if adaptive else h)
+            self.fctl[L.F_TOL] = float(tol) if adaptive else np.nan
+            self.fctl[L.F_THETA] = theta
+            self.fctl[L.F_ALPHA] = exponent
+            self.fctl[L.F_FAC_MIN] = fac_min
+            self.fctl[L.F_FAC_MAX] = fac_max
+            self.fctl[L.F_H_MIN] = h_min
+            self.fctl[L.F_BLOWUP] = blowup
+            self.fctl[L.F_DT_OUT] = dt_out
+            self.acc = np.zeros(L.acc_size(m))
+            self.info = np.zeros(L.N_INFO, dtype=np.int64)
+            self.out = np.full((n_out + 1, m + 1), np.nan)
+            self.snaps = np.full((n_snap, stepper.n_check), np.nan)
+        self.Sn = np.zeros_like(self.S)
+        self.Sd = np.zeros_like(self.S)
+        self.work = np.zeros(max(stepper.work_size, 1))
+        self.iwork = np.zeros(max(stepper.iwork_size, 1), dtype=np.int64)
+        self.sio = np.zeros(L.N_SIO)
+        self.obs = np.zeros(m)
+        self.obs2 = np.zeros(m)
+
+    # ---- running ------------------------------------------------------------------------
+    @property
+    def adaptive(self) -> bool:
+        return bool(self.ictl[L.C_ADAPTIVE])
+
+    @property
+    def n_out(self) -> int:
+        return int(self.ictl[L.C_N_OUT])
+
+    @property
+    def steps(self) -> int:
+        """Accepted steps so far."""
+        return int(self.info[L.I_K])
+
+    @property
+    def status(self) -> Status:
+        return Status(int(self.info[L.I_STATUS]))
+
+    @property
+    def finished(self) -> bool:
+        """True once the run reached T or failed."""
+        if not self.info[L.I_INIT]:
+            return False
+        if self.info[L.I_STATUS] != 0:
+            return True
+        if self.adaptive:
+            return self.info[L.I_NSAMP] > self.n_out
+        return self.info[L.I_K] >= self.ictl[L.C_N_STEPS]
+
+    @property
+    def time(self) -> float:
+        """Time of the current (last valid) state."""
+        return float(self.acc[L.A_T])
+
+    def advance(self, steps: int | None = None) -> Status:
+        """Run ``steps`` more accepted steps (all remaining if None); returns the status."""
+        k_stop = np.iinfo(np.int64).max if steps is None else int(self.info[L.I_K]) + int(steps)
+        sp = self.stepper
+        t0 = time.perf_counter()
+        sp.drive(
+            sp.step, sp.observe, sp.dense, sp.cb, sp.meth, self.ictl, self.fctl, k_stop,
+            self.S, self.Sn, self.Sd, sp.p, self.work, self.iwork,
+            sp.red, self.acc, self.info, self.sio, self.obs, self.obs2, self.out, self.snaps,
+        )  # fmt: skip
+        self.wall_time += time.perf_counter() - t0
+        return self.status
+
+    # ---- persistence --------------------------------------------------------------------
+    def checkpoint(self) -> dict[str, np.ndarray]:
+        """Copies of every array the run carries (enough to :meth:`restore` it anywhere)."""
+        d = {name: getattr(self, name).copy() for name in _PERSISTENT}
+        d["wall_time"] = np.float64(self.wall_time)
+        return d
+
+    @classmethod
+    def restore(cls, stepper: StepperSpec, saved: dict[str, np.ndarray]) -> Trajectory:
+        traj = cls(stepper, saved["S"], T=1.0, dt_out=1.0, _restore=saved)
+        traj.wall_time = float(saved.get("wall_time", 0.0))
+        return traj
+
+    # ---- results ------------------------------------------------------------------------
+    @property
+    def sample_times(self) -> np.ndarray:
+        return np.arange(self.n_out + 1) * self.fctl[L.F_DT_OUT]
+
+    @property
+    def snapshot_times(self) -> np.ndarray:
+        every = int(self.ictl[L.C_SNAP_EVERY])
+        return np.arange(self.snaps.shape[0]) * every * self.fctl[L.F_DT_OUT]
+
+    def samples(self, name: str) -> np.ndarray:
+        """One observation column at every sample (NaN where not reached)."""
+        return self.out[:, self.stepper.obs_names.index(name)]
+
+    @property
+    def step_size(self) -> np.ndarray:
+        """The step in force at each sample (adaptive: the accepted step containing it)."""
+        return self.out[:, -1]
+
+    def reduced(self, name: str, what: str = "max") -> float:
+        """Running reduction of an observation column over every step: ``max``, ``mean``, ``first``, ``last``."""
+        j = self.stepper.obs_names.index(name)
+        b = L.A_OBS + 3 * j
+        if what == "max":
+            return float(self.acc[b + 1])
+        if what == "mean":
+            return float(self.acc[b] / (self.info[L.I_K] + 1))
+        if what == "first":
+            return float(self.acc[b])
+        if what == "last":
+            return float(self.acc[b + 1])
+        raise ValueError(what)
+
+    def energy_summaries(self) -> dict[str, float]:
+        """E0 and |E − E0| statistics over every step k = 0..K, and the drift slope (energy/time)."""
+        a = self.acc
+        cnt = float(self.info[L.I_K] + 1)
+        E0 = float(a[L.A_E0])
+        den = cnt * a[L.A_STT] - a[L.A_ST] * a[L.A_ST]
+        return {
+            "E0": E0,
+            "mean_abs_energy_error": float(a[L.A_SUM_ABS] / cnt),
+            "max_abs_energy_error": float(a[L.A_MAX_ABS]),
+            "max_rel_energy_error": float(a[L.A_MAX_ABS] / abs(E0)) if E0 != 0.0 else float("nan"),
+            "energy_drift_slope": float((cnt * a[L.A_STE] - a[L.A_ST] * a[L.A_SE]) / den) if den > 0 else float("nan"),
+        }
+
+    def failure(self) -> dict[str, Any]:
+        """``fail_step`` (from 1; 0 initial state; −1 none), ``fail_index``, ``fail_value``, ``fail_time``."""
+        failed = self.info[L.I_STATUS] != 0
+        return {
+            "fail_step": int(self.info[L.I_FAIL_STEP]),
+            "fail_index": int(self.info[L.I_FAIL_INDEX]),
+            "fail_value": float(self.acc[L.A_FAIL_VALUE]),
+            "fail_time": float(self.acc[L.A_T]) if failed else float("nan"),
+        }
+
+    def costs(self) -> dict[str, Any]:
+        i = self.info
+        k = int(i[L.I_K])
+        return {
+            "steps": k,
+            "rejected_steps": int(i[L.I_REJECTED]),
+            "f_evals": int(i[L.I_EVALS]),
+            "solver_iterations": int(i[L.I_ITERS]),
+            "solver_iterations_max": int(i[L.I_ITERS_MAX]),
+            "h_min_used": float(self.acc[L.A_HMIN]) if k > 0 else float("nan"),
+            "h_max_used": float(self.acc[L.A_HMAX]) if k > 0 else float("nan"),
+            "max_err_est": float(self.acc[L.A_ERRMAX]) if self.adaptive else float("nan"),
+            "extra_counter": int(i[L.I_EXTRA]),
+        }

@@ -1,0 +1,443 @@
+"""Lie group integrators on the shared driver: RKMK, commutator-free, Casas–Owren, ambient RK.
+
+The group is a parameter: ``cb`` carries the system's algebra map ``f`` (Lie group kinds),
+its ambient field ``F`` (``AMBIENT`` kind), its sample diagnostics, and the group action
+``act(X, y, out)`` (``out = exp(X)·y``), ``dexpinv(U, V, out, mode)`` and the bracket
+``bracket(U, V, out)`` of the algebra — SE(3)ᴺ acting on (TS²)ᴺ for the pendulum chain, any
+group whose algebra elements and states are (N, 6) arrays otherwise. Each has the explicit
+signature of :mod:`kernels.lie.signatures`, so one cached binary serves every system.
+
+The method is data (:meth:`kernels.lie.tableaux.Method`, packed by :func:`method_record`):
+a kind, Butcher arrays, embedded weights, dense-output polynomials and the commutator-free
+stage/output encodings. RKMK(5,4) estimates its error as ``‖σ − σ̂‖₂`` in the algebra, CF
+pairs and ambient pairs as ``‖y − ŷ‖₂``; its dense output applies the Dormand–Prince
+continuous extension to the dexp⁻¹ equation, ``y(t + θh) = exp(σ(θh))·y``, so samples stay on
+the manifold. The controller, sampling and failure rules are the driver's
+(:mod:`kernels.core.driver`).
+
+State ``S``: y (6N) | the first stage of the next step (6N, first-same-as-last methods) | a
+flag telling whether that stage is valid. The work array is [system scratch | stage data]:
+``observe`` touches only the system scratch, so ``dense`` can read the stage data after it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import types
+
+from kernels._jit import kjit
+from kernels.core.driver import compile_driver
+from kernels.core.layout import I_EVALS, S_ERR
+from kernels.core.signatures import F2, contract_types
+from kernels.core.trajectory import Reductions, StepperSpec
+from kernels.lie.se3 import bracket, dexpinv, exp_act
+from kernels.lie.signatures import DiagType, FieldType
+from kernels.lie.tableaux import AMBIENT, CF, RKMK, RKMK4_2COMM, Method
+from kernels.linalg import all_finite as _finite
+from kernels.status import Status
+
+_OK = int(Status.OK)
+_NONFINITE = int(Status.NONFINITE)
+
+ACT_SIG = types.void(F2, F2, F2)
+DEXPINV_SIG = types.void(F2, F2, F2, types.int64)
+BRACKET_SIG = types.void(F2, F2, F2)
+ActType = types.FunctionType(ACT_SIG)
+DexpinvType = types.FunctionType(DEXPINV_SIG)
+BracketType = types.FunctionType(BRACKET_SIG)
+#: (f, F, diag, act, dexpinv, bracket)
+CB_TYPE = types.Tuple((FieldType, FieldType, DiagType, ActType, DexpinvType, BracketType))
+_STEP_SIG, _OBS_SIG, _DENSE_SIG, _ = contract_types(CB_TYPE)
+
+
+# ---- SE(3)ᴺ acting on (TS²)ᴺ, as first-class functions ---------------------------------
+@kjit(ACT_SIG)
+def se3_act(X, y, out):
+    exp_act(X, y, out)
+
+
+@kjit(DEXPINV_SIG)
+def se3_dexpinv(U, V, out, mode):
+    dexpinv(U, V, out, mode)
+
+
+@kjit(BRACKET_SIG)
+def se3_bracket(U, V, out):
+    bracket(U, V, out)
+
+
+SE3_GROUP = (se3_act, se3_dexpinv, se3_bracket)
+
+# ---- the method record ------------------------------------------------------------------
+M_KIND, M_DMODE, M_FSAL, M_S, M_SMAIN, M_DENSE, M_NP, M_ADAPTIVE = range(8)
+M_HEAD = 8
+_JMAX = 2  # exponentials per CF stage/output (tableaux._JMAX)
+
+
+def method_record(m: Method, adaptive: bool) -> np.ndarray:
+    """Pack a :class:`Method` into a float64 record: header, A, b, b̂, P, CF encodings."""
+    A, b, bhat, P, sbase, snexp, salpha, obase, onexp, obeta = m.arrays()
+    s = m.stages
+    head = np.zeros(M_HEAD)
+    head[M_KIND] = m.kind
+    head[M_DMODE] = m.dexp_mode
+    head[M_FSAL] = float(m.fsal)
+    head[M_S] = s
+    head[M_SMAIN] = m.s_main
+    head[M_DENSE] = float(m.P is not None)
+    head[M_NP] = P.shape[1]
+    head[M_ADAPTIVE] = float(adaptive)
+    parts = [head, A.ravel(), b, bhat, P.ravel(), sbase, snexp, salpha.ravel(), obase, onexp, obeta.ravel()]
+    return np.ascontiguousarray(np.concatenate([np.asarray(x, dtype=np.float64).ravel() for x in parts]))
+
+
+@kjit
+def _unpack(meth):
+    s = int(meth[M_S])
+    npol = int(meth[M_NP])
+    o = M_HEAD
+    A = meth[o : o + s * s].reshape((s, s))
+    o += s * s
+    b = meth[o : o + s]
+    o += s
+    bhat = meth[o : o + s]
+    o += s
+    P = meth[o : o + s * npol].reshape((s, npol))
+    o += s * npol
+    sbase = meth[o : o + s]
+    o += s
+    snexp = meth[o : o + s]
+    o += s
+    salpha = meth[o : o + s * _JMAX * s].reshape((s, _JMAX, s))
+    o += s * _JMAX * s
+    obase = meth[o : o + 2]
+    o += 2
+    onexp = meth[o : o + 2]
+    o += 2
+    obeta = meth[o : o + 2 * _JMAX * s].reshape((2, _JMAX, s))
+    return A, b, bhat, P, sbase, snexp, salpha, obase, onexp, obeta
+
+
+# ---- model vector and work layout ---------------------------------------------------------
+P_NWC, P_N = 0, 1
+P_HEAD = 4
+
+
+@kjit
+def _stage_views(work, nwc, n, s):
+    o = nwc
+    kraw = work[o : o + s * n * 6].reshape((s, n, 6))
+    o += s * n * 6
+    kt = work[o : o + s * n * 6].reshape((s, n, 6))
+    o += s * n * 6
+    Ys = work[o : o + s * n * 6].reshape((s, n, 6))
+    o += s * n * 6
+    U = work[o : o + n * 6].reshape((n, 6))
+    o += n * 6
+    Y = work[o : o + n * 6].reshape((n, 6))
+    o += n * 6
+    sig = work[o : o + n * 6].reshape((n, 6))
+    o += n * 6
+    sh = work[o : o + n * 6].reshape((n, 6))
+    o += n * 6
+    W = work[o : o + s]
+    return kraw, kt, Ys, U, Y, sig, sh, W
+
+
+def work_size(nwc: int, n: int, s: int) -> int:
+    return nwc + 3 * s * n * 6 + 4 * n * 6 + s
+
+
+# ---- single steps (ported from the pre-contract driver, group operations from ``cb``) -----
+@kjit
+def _lincomb(coef, K, nterms, h, out):
+    """out = h Σ_{j<nterms} coef[j] K[j] (zero coefficients skipped)."""
+    n = out.shape[0]
+    for i in range(n):
+        for c in range(6):
+            out[i, c] = 0.0
+    for j in range(nterms):
+        a = coef[j]
+        if a != 0.0:
+            ha = h * a
+            Kj = K[j]
+            for i in range(n):
+                for c in range(6):
+                    out[i, c] += ha * Kj[i, c]
+
+
+@kjit
+def _copy(src, dst):
+    for i in range(src.shape[0]):
+        for c in range(6):
+            dst[i, c] = src[i, c]
+
+
+@kjit
+def _dist(a, b):
+    s = 0.0
+    for i in range(a.shape[0]):
+        for c in range(6):
+            d = a[i, c] - b[i, c]
+            s += d * d
+    return np.sqrt(s)
+
+
+@kjit
+def _rkmk_step(fmap, act, dexpinv_, p, wc, A, b, bhat, dmode, fsal, have_k1, want_err, y, h, kraw, kt, U, Y, sig, sh,
+               yn):  # fmt: skip
+    """One RKMK step; returns (status, error estimate, f evaluations)."""
+    s = A.shape[0]
+    nev = 0
+    if not have_k1:
+        nev += 1
+        if fmap(y, p, wc, kraw[0]) != 0:
+            return _NONFINITE, 0.0, nev
+    _copy(kraw[0], kt[0])
+    for i in range(1, s):
+        _lincomb(A[i], kt, i, h, U)
+        act(U, y, Y)
+        nev += 1
+        if fmap(Y, p, wc, kraw[i]) != 0:
+            return _NONFINITE, 0.0, nev
+        dexpinv_(U, kraw[i], kt[i], dmode)
+    if fsal:
+        _copy(U, sig)
+        _copy(Y, yn)
+    else:
+        _lincomb(b, kt, s, h, sig)
+        act(sig, y, yn)
+    err = 0.0
+    if want_err:
+        _lincomb(bhat, kt, s, h, sh)
+        err = _dist(sig, sh)
+    return _OK, err, nev
+
+
+@kjit
+def _cf_apply(act, base, nexp, beta, kraw, nk, h, y, Ys, X, out):
+    """out = ∏_j exp(h Σ_k beta[j, k] f_k) · (y or Y_base)."""
+    if base < 0:
+        _copy(y, out)
+    else:
+        _copy(Ys[base], out)
+    for j in range(nexp):
+        _lincomb(beta[j], kraw, nk, h, X)
+        act(X, out, out)
+
+
+@kjit
+def _cf_step(fmap, act, p, wc, sbase, snexp, salpha, obase, onexp, obeta, nst, want_err, y, h, kraw, Ys, X, yn, yh):
+    nev = 0
+    for r in range(nst):
+        _cf_apply(act, int(sbase[r]), int(snexp[r]), salpha[r], kraw, r, h, y, Ys, X, Ys[r])
+        nev += 1
+        if fmap(Ys[r], p, wc, kraw[r]) != 0:
+            return _NONFINITE, 0.0, nev
+    _cf_apply(act, int(obase[0]), int(onexp[0]), obeta[0], kraw, nst, h, y, Ys, X, yn)
+    err = 0.0
+    if want_err:
+        _cf_apply(act, int(obase[1]), int(onexp[1]), obeta[1], kraw, nst, h, y, Ys, X, yh)
+        err = _dist(yn, yh)
+    return _OK, err, nev
+
+
+@kjit
+def _two_comm_step(fmap, act, bracket_, p, wc, y, h, kt, X, Y, C, yn):
+    """RKMK4 with two commutators (Casas–Owren); kt[j] holds h f_j."""
+    n = y.shape[0]
+    if fmap(y, p, wc, kt[0]) != 0:
+        return _NONFINITE, 0.0, 1
+    for j in range(4):
+        if j > 0:
+            if j == 1:
+                for i in range(n):
+                    for c in range(6):
+                        X[i, c] = 0.5 * kt[0, i, c]
+            elif j == 2:
+                bracket_(kt[0], kt[1], C)
+                for i in range(n):
+                    for c in range(6):
+                        X[i, c] = 0.5 * kt[1, i, c] - 0.125 * C[i, c]
+            else:
+                _copy(kt[2], X)
+            act(X, y, Y)
+            if fmap(Y, p, wc, kt[j]) != 0:
+                return _NONFINITE, 0.0, j + 1
+        for i in range(n):
+            for c in range(6):
+                kt[j, i, c] *= h
+    bracket_(kt[0], kt[3], C)
+    for i in range(n):
+        for c in range(6):
+            X[i, c] = (kt[0, i, c] + 2.0 * kt[1, i, c] + 2.0 * kt[2, i, c] + kt[3, i, c] - 0.5 * C[i, c]) / 6.0
+    act(X, y, yn)
+    return _OK, 0.0, 4
+
+
+@kjit
+def _ambient_step(ffield, p, wc, A, b, bhat, fsal, have_k1, want_err, y, h, kraw, U, Y, yn):
+    s = A.shape[0]
+    n = y.shape[0]
+    nev = 0
+    if not have_k1:
+        nev += 1
+        if ffield(y, p, wc, kraw[0]) != 0:
+            return _NONFINITE, 0.0, nev
+    for i in range(1, s):
+        _lincomb(A[i], kraw, i, h, U)
+        for r in range(n):
+            for c in range(6):
+                Y[r, c] = y[r, c] + U[r, c]
+        nev += 1
+        if ffield(Y, p, wc, kraw[i]) != 0:
+            return _NONFINITE, 0.0, nev
+    if fsal:
+        _copy(Y, yn)
+    else:
+        _lincomb(b, kraw, s, h, U)
+        for r in range(n):
+            for c in range(6):
+                yn[r, c] = y[r, c] + U[r, c]
+    err = 0.0
+    if want_err:
+        e2 = 0.0
+        for r in range(n):
+            for c in range(6):
+                d = 0.0
+                for j in range(s):
+                    d += (b[j] - bhat[j]) * kraw[j, r, c]
+                e2 += (h * d) ** 2
+        err = np.sqrt(e2)
+    if not _finite(yn):
+        return _NONFINITE, err, nev
+    return _OK, err, nev
+
+
+# ---- the contract functions ---------------------------------------------------------------
+@kjit(_STEP_SIG)
+def lie_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
+    fmap, ffield, diagfn, act, dexpinv_, bracket_ = cb
+    nwc = int(p[P_NWC])
+    n = int(p[P_N])
+    pp = p[P_HEAD:]
+    wc = work[0:nwc]
+    kind = int(meth[M_KIND])
+    s = int(meth[M_S])
+    fsal = meth[M_FSAL] != 0.0
+    adaptive = meth[M_ADAPTIVE] != 0.0
+    A, b, bhat, P, sbase, snexp, salpha, obase, onexp, obeta = _unpack(meth)
+    kraw, kt, Ys, U, Y, sig, sh, W = _stage_views(work, nwc, n, s)
+    n6 = 6 * n
+    y = S[0:n6].reshape((n, 6))
+    yn = Sn[0:n6].reshape((n, 6))
+    have_k1 = fsal and S[2 * n6] != 0.0
+    if have_k1:
+        _copy(S[n6 : 2 * n6].reshape((n, 6)), kraw[0])
+    if kind == RKMK:
+        st, err, ev = _rkmk_step(
+            fmap, act, dexpinv_, pp, wc, A, b, bhat, int(meth[M_DMODE]), fsal, have_k1, adaptive, y, h, kraw, kt, U,
+            Y, sig, sh, yn,
+        )  # fmt: skip
+    elif kind == CF:
+        nst = s if adaptive else int(meth[M_SMAIN])
+        st, err, ev = _cf_step(
+            fmap, act, pp, wc, sbase, snexp, salpha, obase, onexp, obeta, nst, adaptive, y, h, kraw, Ys, U, yn, sh
+        )
+    elif kind == RKMK4_2COMM:
+        st, err, ev = _two_comm_step(fmap, act, bracket_, pp, wc, y, h, kt, U, Y, sig, yn)
+    else:
+        st, err, ev = _ambient_step(ffield, pp, wc, A, b, bhat, fsal, have_k1, adaptive, y, h, kraw, U, Y, yn)
+    info[I_EVALS] += ev
+    sio[S_ERR] = err
+    if st != _OK:
+        return st
+    if fsal:
+        _copy(kraw[s - 1], Sn[n6 : 2 * n6].reshape((n, 6)))
+        Sn[2 * n6] = 1.0
+    else:
+        Sn[2 * n6] = 0.0
+    return _OK
+
+
+@kjit(_OBS_SIG)
+def lie_observe(cb, meth, S, p, work, full, obs):
+    fmap, ffield, diagfn, act, dexpinv_, bracket_ = cb
+    nwc = int(p[P_NWC])
+    n = int(p[P_N])
+    diagfn(S[0 : 6 * n].reshape((n, 6)), p[P_HEAD:], work[0:nwc], obs)
+
+
+@kjit(_DENSE_SIG)
+def lie_dense(cb, meth, theta, h, S, Sn, work, Sd):
+    """``y(t + θh)``: RKMK ``exp(h Σ w_i(θ) k̃_i)·y``, ambient ``y + h Σ w_i(θ) k_i``."""
+    fmap, ffield, diagfn, act, dexpinv_, bracket_ = cb
+    s = int(meth[M_S])
+    A, b, bhat, P, sbase, snexp, salpha, obase, onexp, obeta = _unpack(meth)
+    n = (S.shape[0] - 1) // 12  # state size 12N + 1; the stage data sit at the end of work
+
+    n6 = 6 * n
+    nwc = work.shape[0] - (3 * s * n6 + 4 * n6 + s)
+    kraw, kt, Ys, U, Y, sig, sh, W = _stage_views(work, nwc, n, s)
+    for i in range(s):
+        w = 0.0
+        tp = theta
+        for m in range(P.shape[1]):
+            w += P[i, m] * tp
+            tp *= theta
+        W[i] = w
+    y = S[0:n6].reshape((n, 6))
+    out = Sd[0:n6].reshape((n, 6))
+    if int(meth[M_KIND]) == AMBIENT:
+        _lincomb(W, kraw, s, h, U)
+        for r in range(n):
+            for c in range(6):
+                out[r, c] = y[r, c] + U[r, c]
+    else:
+        _lincomb(W, kt, s, h, U)
+        act(U, y, out)
+
+
+OBS_NAMES = ("energy", "L_x", "L_y", "L_z", "unit_error", "tangency_error")
+
+
+def make_stepper(
+    system_cb: tuple, params: np.ndarray, n: int, nwc: int, method: Method, adaptive: bool, group: tuple = SE3_GROUP
+) -> StepperSpec:
+    """The driver's view of a system on (N, 6) states: ``system_cb`` = (f, F, diag) compiled with the
+    signatures of :mod:`kernels.lie.signatures`, ``params`` its parameter vector, ``nwc`` its
+    scratch size, ``group`` = (act, dexpinv, bracket) (default SE(3)ᴺ on (TS²)ᴺ)."""
+    if adaptive and method.bhat is None:
+        raise ValueError(f"{method.name} has no embedded formula; cannot run adaptively")
+    red = np.zeros(len(OBS_NAMES), dtype=np.int64)
+    red[1] = Reductions.DEVNORM3
+    red[3] = Reductions.DEV
+    red[4] = Reductions.MEANMAX
+    red[5] = Reductions.MAX
+    head = np.zeros(P_HEAD)
+    head[P_NWC] = nwc
+    head[P_N] = n
+    return StepperSpec(
+        drive=compile_driver(CB_TYPE),
+        step=lie_step,
+        observe=lie_observe,
+        dense=lie_dense,
+        cb=(*system_cb, *group),
+        meth=method_record(method, adaptive),
+        p=np.ascontiguousarray(np.concatenate([head, params])),
+        work_size=work_size(nwc, n, method.stages),
+        iwork_size=1,
+        state_size=12 * n + 1,
+        n_check=6 * n,
+        obs_names=OBS_NAMES,
+        red=red,
+        has_dense=method.P is not None,
+    )
+
+
+def initial_state(y0: np.ndarray) -> np.ndarray:
+    y0 = np.ascontiguousarray(y0, dtype=np.float64)
+    n = y0.shape[0]
+    S = np.zeros(12 * n + 1)
+    S[: 6 * n] = y0.ravel()
+    return S

@@ -1,0 +1,231 @@
+"""The (S²)ⁿ family on the shared driver: state layout, method records, step and observe.
+
+State ``S`` (flat, length 9n + 2): ``q`` (3n) | ``ω`` (3n) | ``g`` = ∂V/∂q at q (3n, kept so
+each VI step costs one potential evaluation) | ``V`` | ``|a|`` of the last explicit VI step.
+Snapshots and finiteness checks cover the prefix (q, ω). Model vector ``p``: a header
+(n, diagonal M, symmetry code, axis), then M (n·n), then the potential's own parameters.
+
+Method record ``meth`` (float64): kind (explicit VI, implicit VI, explicit RK), projection
+flag, implicit tolerance and iteration limit, the number of stages s, the RK divisor, then the
+tableau A (s·s) and weights b (s) — RK methods are data, not code paths.
+
+Observation columns: energy, unit error max_i |√(q_i·q_i) − 1| (mean and max over every step),
+tangency error max_i |q_i·ω_i| (max), momentum map J (3; max ‖J − J0‖ when V is rotation
+invariant), axis·J (max deviation when V is invariant about one axis), explicit VI step norm
+max_i |a_i| (max).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels._jit import kjit
+from kernels.core.driver import compile_driver
+from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
+from kernels.core.signatures import contract_types
+from kernels.core.trajectory import Reductions, StepperSpec
+from kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System
+from kernels.s2.steps import (
+    constraint_errors,
+    kinetic,
+    momentum,
+    step_explicit_vi,
+    step_implicit_vi,
+    step_rk,
+)
+
+EXPLICIT_VI, IMPLICIT_VI, EXPLICIT_RK = 0, 1, 2
+# method record fields
+M_KIND, M_PROJECT, M_TOL, M_MAXIT, M_S, M_BDIV = 0, 1, 2, 3, 4, 5
+M_HEAD = 8
+# model vector header
+P_N, P_DIAG, P_SYM, P_AXIS = 0, 1, 2, 3
+P_HEAD = 8
+
+OBS_NAMES = ("energy", "unit_error", "tangency_error", "J_x", "J_y", "J_z", "J_axis", "step_norm")
+
+_STEP_SIG, _OBS_SIG, _DENSE_SIG, _ = contract_types(PotentialType)
+
+
+def method_record(kind: int, A=None, b=None, bdiv: float = 1.0, project: bool = False, tol=1e-14, maxit=50):
+    """Pack a method into its float64 record (see module docstring)."""
+    A = np.zeros((1, 1)) if A is None else np.asarray(A, dtype=np.float64)
+    b = np.zeros(1) if b is None else np.asarray(b, dtype=np.float64)
+    s = b.shape[0]
+    head = np.zeros(M_HEAD)
+    head[M_KIND] = kind
+    head[M_PROJECT] = float(project)
+    head[M_TOL] = tol
+    head[M_MAXIT] = maxit
+    head[M_S] = s
+    head[M_BDIV] = bdiv
+    return np.ascontiguousarray(np.concatenate([head, A.ravel(), b]))
+
+
+_MID_A = [[0.0, 0.0], [0.5, 0.0]]
+_RK4_A = [[0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0], [0.0, 0.5, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]
+#: name → (kind, tableau A, weights b·bdiv, bdiv, projection)
+METHODS: dict[str, tuple] = {
+    "explicit_vi": (EXPLICIT_VI, None, None, 1.0, False),
+    "implicit_vi": (IMPLICIT_VI, None, None, 1.0, False),
+    "rk2": (EXPLICIT_RK, _MID_A, [0.0, 1.0], 1.0, False),
+    "rk2_proj": (EXPLICIT_RK, _MID_A, [0.0, 1.0], 1.0, True),
+    "rk4": (EXPLICIT_RK, _RK4_A, [1.0, 2.0, 2.0, 1.0], 6.0, False),
+    "rk4_proj": (EXPLICIT_RK, _RK4_A, [1.0, 2.0, 2.0, 1.0], 6.0, True),
+}
+
+
+def model_vector(system: S2System) -> np.ndarray:
+    n = system.n
+    head = np.zeros(P_HEAD)
+    head[P_N] = n
+    head[P_DIAG] = float(system.is_diagonal)
+    head[P_SYM] = SYMMETRY_CODES[system.symmetry]
+    head[P_AXIS : P_AXIS + 3] = system.axis
+    return np.ascontiguousarray(np.concatenate([head, system.M.ravel(), system.params]))
+
+
+def state_size(n: int) -> int:
+    return 9 * n + 2
+
+
+def work_size(n: int, s: int, dense_matrix: bool) -> int:
+    """Scratch: 12 (n, 3) buffers, 2·s stage buffers and a (3n)² matrix when a solve is needed."""
+    m3 = 3 * n if dense_matrix else 1
+    return 36 * n + 6 * s * n + m3 * m3 + 3 * m3
+
+
+@kjit(_STEP_SIG)
+def s2_step(pot, meth, h, S, Sn, p, work, iwork, info, sio):
+    n = int(p[P_N])
+    diag = p[P_DIAG] != 0.0
+    M = p[P_HEAD : P_HEAD + n * n].reshape((n, n))
+    pp = p[P_HEAD + n * n :]
+    n3 = 3 * n
+    q = S[0:n3].reshape((n, 3))
+    w = S[n3 : 2 * n3].reshape((n, 3))
+    g = S[2 * n3 : 3 * n3].reshape((n, 3))
+    qn = Sn[0:n3].reshape((n, 3))
+    wn = Sn[n3 : 2 * n3].reshape((n, 3))
+    gn = Sn[2 * n3 : 3 * n3].reshape((n, 3))
+    kind = int(meth[M_KIND])
+    s = int(meth[M_S])
+    o = 6 * n3  # past the 6 (n, 3) observe/scratch buffers at the front of work
+    sa = work[o : o + n3].reshape((n, 3))
+    sb = work[o + n3 : o + 2 * n3].reshape((n, 3))
+    qs = work[o + 2 * n3 : o + 3 * n3].reshape((n, 3))
+    ws = work[o + 3 * n3 : o + 4 * n3].reshape((n, 3))
+    gs = work[o + 4 * n3 : o + 5 * n3].reshape((n, 3))
+    o += 6 * n3
+    kq = work[o : o + s * n3].reshape((s, n, 3))
+    o += s * n3
+    kw = work[o : o + s * n3].reshape((s, n, 3))
+    o += s * n3
+    m3 = n3 if (kind == IMPLICIT_VI or not diag) else 1
+    Amat = work[o : o + m3 * m3].reshape((m3, m3))
+    o += m3 * m3
+    v1 = work[o : o + m3]
+    v2 = work[o + m3 : o + 2 * m3]
+    v3 = work[o + 2 * m3 : o + 3 * m3]
+    if kind == EXPLICIT_VI:
+        st, idx, val, Vn, anorm = step_explicit_vi(pot, pp, M, q, w, g, h, qn, wn, gn, sa, sb)
+        info[I_EVALS] += 1
+        Sn[9 * n + 1] = anorm
+    elif kind == IMPLICIT_VI:
+        st, idx, val, Vn, its = step_implicit_vi(
+            pot, pp, M, q, w, g, h, qn, wn, gn, v1, v2, Amat, v3, meth[M_TOL], int(meth[M_MAXIT])
+        )
+        info[I_EVALS] += 1
+        info[I_ITERS] += its
+        if its > info[I_ITERS_MAX]:
+            info[I_ITERS_MAX] = its
+    else:
+        A = meth[M_HEAD : M_HEAD + s * s].reshape((s, s))
+        b = meth[M_HEAD + s * s : M_HEAD + s * s + s]
+        st, idx, val, Vn, ev = step_rk(
+            pot, pp, M, diag, q, w, g, h, qn, wn, gn, A, b, meth[M_BDIV], meth[M_PROJECT] != 0.0,
+            kq, kw, qs, ws, gs, Amat, v1,
+        )  # fmt: skip
+        info[I_EVALS] += ev
+    if st != 0:
+        sio[S_FAIL_INDEX] = idx
+        sio[S_FAIL_VALUE] = val
+        return st
+    Sn[9 * n] = Vn
+    return 0
+
+
+@kjit(_OBS_SIG)
+def s2_observe(pot, meth, S, p, work, full, obs):
+    n = int(p[P_N])
+    diag = p[P_DIAG] != 0.0
+    M = p[P_HEAD : P_HEAD + n * n].reshape((n, n))
+    n3 = 3 * n
+    q = S[0:n3].reshape((n, 3))
+    w = S[n3 : 2 * n3].reshape((n, 3))
+    qd = work[0:n3].reshape((n, 3))
+    obs[0] = kinetic(M, diag, q, w, qd) + S[9 * n]
+    u, tau = constraint_errors(q, w)
+    obs[1] = u
+    obs[2] = tau
+    J = obs[3:6]
+    momentum(M, diag, q, qd, J)
+    obs[6] = p[P_AXIS] * obs[3] + p[P_AXIS + 1] * obs[4] + p[P_AXIS + 2] * obs[5]
+    obs[7] = S[9 * n + 1]
+
+
+@kjit(_DENSE_SIG)
+def s2_no_dense(pot, meth, theta, h, S, Sn, work, Sd):
+    """The (S²)ⁿ methods are fixed-step: no dense output."""
+    for i in range(Sd.shape[0]):
+        Sd[i] = np.nan
+
+
+@kjit
+def _initial_gradient(pot, p, q, g):
+    return pot(q, p, g)
+
+
+def initial_state(system: S2System, q: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Flat state from (q, ω) (already normalised and projected); evaluates V and g once."""
+    n = system.n
+    S = np.zeros(state_size(n))
+    S[: 3 * n] = q.ravel()
+    S[3 * n : 6 * n] = w.ravel()
+    g = np.empty((n, 3))
+    S[9 * n] = system.potential(np.ascontiguousarray(q), system.params, g)
+    S[6 * n : 9 * n] = g.ravel()
+    return S
+
+
+def make_stepper(system: S2System, method: str, *, tol: float = 1e-14, maxit: int = 50) -> StepperSpec:
+    """The driver's view of ``system`` integrated with ``method`` (one of :data:`METHODS`)."""
+    kind, A, b, bdiv, project = METHODS[method]
+    meth = method_record(kind, A, b, bdiv, project, tol, maxit)
+    s = int(meth[M_S])
+    n = system.n
+    diag = system.is_diagonal
+    red = np.zeros(len(OBS_NAMES), dtype=np.int64)
+    red[1] = Reductions.MEANMAX
+    red[2] = Reductions.MAX
+    if system.symmetry == "full":
+        red[3] = Reductions.DEVNORM3
+    elif system.symmetry == "axis":
+        red[6] = Reductions.DEV
+    red[7] = Reductions.MAX
+    return StepperSpec(
+        drive=compile_driver(PotentialType),
+        step=s2_step,
+        observe=s2_observe,
+        dense=s2_no_dense,
+        cb=system.potential,
+        meth=meth,
+        p=model_vector(system),
+        work_size=work_size(n, s, kind == IMPLICIT_VI or not diag),
+        iwork_size=1,
+        state_size=state_size(n),
+        n_check=6 * n,
+        obs_names=OBS_NAMES,
+        red=red,
+        extra={"evals0": 1},
+    )

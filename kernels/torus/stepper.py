@@ -1,0 +1,421 @@
+"""The SE(3)ⁿ family on the shared driver: the explicit rescaled-Rodrigues maps (23), (25), (27).
+
+Every map costs one force/torque evaluation per step (the forces at the new configuration are
+kept in the state for the next step):
+
+* ``v2_exact``   — (23): half-kick, drift with the exact increment
+  ``Δα = 2h b/(1 + √(1 − h²|b|²))``, ``b = Ω + (h/2J)τ``; needs ``h²|b|² < 1`` (else DOMAIN).
+* ``v2_newmark`` — (25): the same with ``Δα = h b``; no validity condition.
+* ``v1``         — (27): symplectic-Euler structure, ``Δα = h Ω_{k+1}``; first order.
+
+Attitudes update as ``α_{k+1} = α_k ⊕ Δα``; ``den = 4 − α·Δα == 0``, non-finite or
+``|α| > ALPHA_MAX`` → CHART_SINGULAR.
+
+State ``S``: x | v | α | Ω | F | τ (each 3n) | aux (potential parts, contact counts, max bond
+angle) | P, L, L_spin of the state (9) | contact-free window: reference P, L (6), max drifts
+(6), in-window flag | max h²|b|² of the last step | Verlet reference positions (3n) | list-ok
+flag. Snapshots cover (x, v, α, Ω). ``cb`` carries the model's arrays (D, bonds, d0, L0,
+bpart); the Verlet list itself is scratch (``iwork``), rebuilt from the stored reference
+positions when a run resumes in a new process, so segments stay bitwise identical.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import types
+
+from kernels._jit import kjit
+from kernels.core.driver import compile_driver
+from kernels.core.layout import I_EVALS, I_EXTRA, S_FAIL_INDEX, S_FAIL_VALUE
+from kernels.core.signatures import F1, F2, contract_types
+from kernels.core.trajectory import Reductions, StepperSpec
+from kernels.linalg import all_finite as _finite
+from kernels.status import Status
+from kernels.torus.forces import N_AUX, pendulum_forces, torus_forces
+from kernels.torus.model import SE3Model
+from kernels.torus.neighbours import PAIRS_PER_BODY, build, needs_rebuild
+from kernels.torus.rodrigues import ALPHA_MAX, compose, rot_into
+
+METHODS: dict[str, int] = {"v2_exact": 0, "v2_newmark": 1, "v1": 2}
+#: the model arrays passed as ``cb``: (D, bonds, d0, L0, bpart)
+CB_TYPE = types.Tuple((F1, types.int64[:, ::1], F2, F1, types.int64[:, ::1]))
+_STEP_SIG, _OBS_SIG, _DENSE_SIG, _ = contract_types(CB_TYPE)
+
+# model vector header
+P_KIND, P_M, P_J, P_NBL, P_SKIN, P_RC, P_N = range(7)
+P_HEAD = 8
+
+OBS_NAMES = (
+    "energy", "KE_trans", "KE_rot", "U_0", "U_1", "U_2", "U_3", "U_4",
+    "P_x", "P_y", "P_z", "L_x", "L_y", "L_z", "Ls_x", "Ls_y", "Ls_z",
+    "n_contact_pp", "n_contact_bonded_pp", "n_contact_wall",
+    "max_abs_alpha", "max_bond_angle", "max_hb2", "qnorm_integrand",
+    "rho_dot_Omega", "e3_dot_Omega", "rho_norm_error", "hb2_step",
+)  # fmt: skip
+
+_OK = int(Status.OK)
+_DOMAIN = int(Status.DOMAIN)
+_NONFINITE = int(Status.NONFINITE)
+_CHART = int(Status.CHART_SINGULAR)
+_ALPHA2_MAX = ALPHA_MAX * ALPHA_MAX
+
+
+def _offsets(n: int) -> dict[str, int]:
+    names = [("x", 3 * n), ("v", 3 * n), ("a", 3 * n), ("W", 3 * n), ("F", 3 * n), ("T", 3 * n), ("aux", N_AUX),
+             ("PL", 9), ("PLref", 6), ("dfree", 6), ("inwin", 1), ("hb2", 1), ("xref", 3 * n), ("nblok", 1)]  # fmt: skip
+    off, out = 0, {}
+    for k, size in names:
+        out[k] = off
+        off += size
+    out["size"] = off
+    return out
+
+
+def state_size(n: int) -> int:
+    return _offsets(n)["size"]
+
+
+@kjit
+def _momenta(m, J, x, v, W, PL):
+    """PL[0:3] = P = m Σ v; PL[3:6] = L = Σ (m x × v + J Ω); PL[6:9] = Σ J Ω."""
+    for c in range(9):
+        PL[c] = 0.0
+    for i in range(x.shape[0]):
+        PL[0] += m * v[i, 0]
+        PL[1] += m * v[i, 1]
+        PL[2] += m * v[i, 2]
+        PL[3] += m * (x[i, 1] * v[i, 2] - x[i, 2] * v[i, 1]) + J * W[i, 0]
+        PL[4] += m * (x[i, 2] * v[i, 0] - x[i, 0] * v[i, 2]) + J * W[i, 1]
+        PL[5] += m * (x[i, 0] * v[i, 1] - x[i, 1] * v[i, 0]) + J * W[i, 2]
+        PL[6] += J * W[i, 0]
+        PL[7] += J * W[i, 1]
+        PL[8] += J * W[i, 2]
+
+
+@kjit
+def _views(S, n):
+    n3 = 3 * n
+    x = S[0:n3].reshape((n, 3))
+    v = S[n3 : 2 * n3].reshape((n, 3))
+    a = S[2 * n3 : 3 * n3].reshape((n, 3))
+    W = S[3 * n3 : 4 * n3].reshape((n, 3))
+    F = S[4 * n3 : 5 * n3].reshape((n, 3))
+    T = S[5 * n3 : 6 * n3].reshape((n, 3))
+    o = 6 * n3
+    aux = S[o : o + N_AUX]
+    o += N_AUX
+    PL = S[o : o + 9]
+    PLref = S[o + 9 : o + 15]
+    dfree = S[o + 15 : o + 21]
+    o += 21
+    xref = S[o + 2 : o + 2 + n3].reshape((n, 3))
+    return x, v, a, W, F, T, aux, PL, PLref, dfree, o, xref
+
+
+@kjit
+def _iwork_views(iwork, n):
+    """(ok flag, head, nxt, cell, tmp, nb_start, nb_list) of the Verlet-list scratch."""
+    nh = max(27, 8 * n)
+    o = 1
+    head = iwork[o : o + nh]
+    o += nh
+    nxt = iwork[o : o + n]
+    o += n
+    cell = iwork[o : o + n]
+    o += n
+    tmp = iwork[o : o + n]
+    o += n
+    nb_start = iwork[o : o + n + 1]
+    o += n + 1
+    nb_list = iwork[o : o + PAIRS_PER_BODY * n]
+    return head, nxt, cell, tmp, nb_start, nb_list
+
+
+def iwork_size(n: int) -> int:
+    return 1 + max(27, 8 * n) + 4 * n + 1 + PAIRS_PER_BODY * n
+
+
+@kjit
+def _forces(kind, x, a, R, fp, cb, nbl, nb_start, nb_list, F, T, aux):
+    D, bonds, d0, L0, bpart = cb
+    if kind == 1:
+        return pendulum_forces(x, a, R, fp, F, T, aux)
+    return torus_forces(x, a, R, fp, D, bonds, d0, L0, bpart, nb_start, nb_list, nbl, F, T, aux)
+
+
+@kjit(_STEP_SIG)
+def se3_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
+    n = int(p[P_N])
+    kind = int(p[P_KIND])
+    m = p[P_M]
+    J = p[P_J]
+    use_nbl = p[P_NBL] != 0.0
+    fp = p[P_HEAD:]
+    method = int(meth[0])
+    x, v, a, W, F, T, aux, PL, PLref, dfree, o, xref = _views(S, n)
+    xn, vn, an, Wn, Fn, Tn, auxn, PLn, PLrefn, dfreen, on, xrefn = _views(Sn, n)
+    R = work[0 : 9 * n].reshape((n, 3, 3))
+    hm2 = 0.5 * h / m
+    hJ2 = 0.5 * h / J
+    hh2m = 0.5 * h * h / m
+    hb2max = 0.0
+    # ---- position/attitude update (writes only Sn)
+    for i in range(n):
+        if method == 2:
+            for c in range(3):
+                vn[i, c] = v[i, c] + (h / m) * F[i, c]
+                Wn[i, c] = W[i, c] + (h / J) * T[i, c]
+                xn[i, c] = x[i, c] + h * vn[i, c]
+            b0 = Wn[i, 0]
+            b1 = Wn[i, 1]
+            b2 = Wn[i, 2]
+            sb = h * h * (b0 * b0 + b1 * b1 + b2 * b2)
+            fac = h
+        else:
+            for c in range(3):
+                xn[i, c] = x[i, c] + h * v[i, c] + hh2m * F[i, c]
+            b0 = W[i, 0] + hJ2 * T[i, 0]
+            b1 = W[i, 1] + hJ2 * T[i, 1]
+            b2 = W[i, 2] + hJ2 * T[i, 2]
+            Wn[i, 0] = b0  # b kept in Wn until the second half-kick
+            Wn[i, 1] = b1
+            Wn[i, 2] = b2
+            sb = h * h * (b0 * b0 + b1 * b1 + b2 * b2)
+            if method == 0:
+                if not sb < 1.0:
+                    sio[S_FAIL_INDEX] = i
+                    sio[S_FAIL_VALUE] = sb
+                    return _DOMAIN
+                fac = 2.0 * h / (1.0 + np.sqrt(1.0 - sb))
+            else:
+                fac = h
+        if not np.isfinite(sb):
+            sio[S_FAIL_INDEX] = i
+            sio[S_FAIL_VALUE] = sb
+            return _NONFINITE
+        if sb > hb2max:
+            hb2max = sb
+        c0, c1, c2, den = compose(a[i, 0], a[i, 1], a[i, 2], fac * b0, fac * b1, fac * b2)
+        aa = c0 * c0 + c1 * c1 + c2 * c2
+        if den == 0.0 or not aa <= _ALPHA2_MAX:
+            sio[S_FAIL_INDEX] = i
+            sio[S_FAIL_VALUE] = np.sqrt(aa)
+            return _CHART
+        an[i, 0] = c0
+        an[i, 1] = c1
+        an[i, 2] = c2
+    # ---- forces at (x_{k+1}, α_{k+1}), with the Verlet list when enabled
+    head, nxt, cell, tmp, nb_start, nb_list = _iwork_views(iwork, n)
+    nbl = False
+    for i in range(n):
+        for c in range(3):
+            xrefn[i, c] = xref[i, c]
+    Sn[on + 2 + 3 * n] = S[o + 2 + 3 * n]
+    if use_nbl:
+        ok = Sn[on + 2 + 3 * n] != 0.0
+        if ok and iwork[0] == 0:  # a resumed run: rebuild the list of the last build
+            xb = work[9 * n : 12 * n].reshape((n, 3))
+            for i in range(n):
+                for c in range(3):
+                    xb[i, c] = xrefn[i, c]
+            build(xb, p[P_RC], xrefn, head, nxt, cell, nb_start, nb_list, tmp)
+            iwork[0] = 1
+        if needs_rebuild(xn, xrefn, 0.5 * p[P_SKIN]):
+            ok = build(xn, p[P_RC], xrefn, head, nxt, cell, nb_start, nb_list, tmp) == 0
+            info[I_EXTRA] += 1
+            iwork[0] = 1
+            if not ok:
+                xrefn[0, 0] = np.inf  # retry at the next evaluation
+        Sn[on + 2 + 3 * n] = 1.0 if ok else 0.0
+        nbl = ok
+    U = _forces(kind, xn, an, R, fp, cb, nbl, nb_start, nb_list, Fn, Tn, auxn)
+    info[I_EVALS] += 1
+    if method != 2:
+        for i in range(n):
+            for c in range(3):
+                vn[i, c] = v[i, c] + hm2 * (F[i, c] + Fn[i, c])
+                Wn[i, c] = Wn[i, c] + hJ2 * Tn[i, c]
+    if not (np.isfinite(U) and _finite(Fn) and _finite(Tn)):
+        sio[S_FAIL_VALUE] = U
+        return _NONFINITE
+    # ---- momenta and the contact-free windows (drift of P, L away from the wall)
+    _momenta(m, J, xn, vn, Wn, PLn)
+    inwin = S[o] != 0.0
+    for c in range(6):
+        PLrefn[c] = PLref[c]
+        dfreen[c] = dfree[c]
+    if aux[7] == 0.0 and auxn[7] == 0.0:
+        if not inwin:
+            for c in range(6):
+                PLrefn[c] = PL[c]
+            inwin = True
+        for c in range(6):
+            dd = abs(PLn[c] - PLrefn[c])
+            if dd > dfreen[c]:
+                dfreen[c] = dd
+    else:
+        inwin = False
+    Sn[on] = 1.0 if inwin else 0.0
+    Sn[on + 1] = hb2max
+    return _OK
+
+
+@kjit(_OBS_SIG)
+def se3_observe(cb, meth, S, p, work, full, obs):
+    n = int(p[P_N])
+    m = p[P_M]
+    J = p[P_J]
+    x, v, a, W, F, T, aux, PL, PLref, dfree, o, xref = _views(S, n)
+    kt = 0.0
+    kr = 0.0
+    for i in range(n):
+        kt += v[i, 0] * v[i, 0] + v[i, 1] * v[i, 1] + v[i, 2] * v[i, 2]
+        kr += W[i, 0] * W[i, 0] + W[i, 1] * W[i, 1] + W[i, 2] * W[i, 2]
+    kt *= 0.5 * m
+    kr *= 0.5 * J
+    U = 0.0
+    for c in range(5):
+        obs[3 + c] = aux[c]
+        U += aux[c]
+    obs[0] = kt + kr + U
+    obs[1] = kt
+    obs[2] = kr
+    for c in range(9):
+        obs[8 + c] = PL[c]
+    obs[17] = aux[5]
+    obs[18] = aux[6]
+    obs[19] = aux[7]
+    amax = 0.0
+    for i in range(n):
+        aa = a[i, 0] * a[i, 0] + a[i, 1] * a[i, 1] + a[i, 2] * a[i, 2]
+        if aa > amax:
+            amax = aa
+    obs[20] = np.sqrt(amax)
+    obs[21] = aux[8]
+    obs[27] = S[o + 1]
+    if not full:
+        return
+    h = meth[1]
+    cb_ = h / J if int(meth[0]) == 2 else 0.5 * h / J
+    hb2 = 0.0
+    qn = 0.0
+    for i in range(n):
+        aa = a[i, 0] * a[i, 0] + a[i, 1] * a[i, 1] + a[i, 2] * a[i, 2]
+        b0 = W[i, 0] + cb_ * T[i, 0]
+        b1 = W[i, 1] + cb_ * T[i, 1]
+        b2 = W[i, 2] + cb_ * T[i, 2]
+        s = h * h * (b0 * b0 + b1 * b1 + b2 * b2)
+        if s > hb2:
+            hb2 = s
+        th = 2.0 * np.arctan(0.5 * np.sqrt(aa))
+        qn += (x[i, 0] * x[i, 0] + x[i, 1] * x[i, 1] + x[i, 2] * x[i, 2]
+               + v[i, 0] * v[i, 0] + v[i, 1] * v[i, 1] + v[i, 2] * v[i, 2]
+               + th * th + W[i, 0] * W[i, 0] + W[i, 1] * W[i, 1] + W[i, 2] * W[i, 2])  # fmt: skip
+    obs[22] = hb2
+    obs[23] = qn
+    # pendulum invariants of body 0 (ρ = R e3): ρ·Ω, e3·Ω, |ρ| − 1
+    R = work[12 * n : 12 * n + 9].reshape((1, 3, 3))
+    rot_into(a[0, 0], a[0, 1], a[0, 2], R, 0)
+    r0 = R[0, 0, 2]
+    r1 = R[0, 1, 2]
+    r2 = R[0, 2, 2]
+    obs[24] = r0 * W[0, 0] + r1 * W[0, 1] + r2 * W[0, 2]
+    obs[25] = W[0, 2]
+    obs[26] = np.sqrt(r0 * r0 + r1 * r1 + r2 * r2) - 1.0
+
+
+@kjit(_DENSE_SIG)
+def se3_no_dense(cb, meth, theta, h, S, Sn, work, Sd):
+    """The SE(3)ⁿ maps are fixed-step: no dense output."""
+    for i in range(Sd.shape[0]):
+        Sd[i] = np.nan
+
+
+@kjit
+def _init(cb, p, S, iwork, work):
+    """Forces, momenta and (optionally) the first Verlet list at the initial state; returns builds."""
+    n = int(p[P_N])
+    x, v, a, W, F, T, aux, PL, PLref, dfree, o, xref = _views(S, n)
+    head, nxt, cell, tmp, nb_start, nb_list = _iwork_views(iwork, n)
+    R = work[0 : 9 * n].reshape((n, 3, 3))
+    nbl = False
+    builds = 0
+    for i in range(n):
+        for c in range(3):
+            xref[i, c] = np.inf
+    if p[P_NBL] != 0.0:
+        nbl = build(x, p[P_RC], xref, head, nxt, cell, nb_start, nb_list, tmp) == 0
+        builds = 1
+        iwork[0] = 1
+    S[o + 2 + 3 * n] = 1.0 if nbl else 0.0
+    _forces(int(p[P_KIND]), x, a, R, p[P_HEAD:], cb, nbl, nb_start, nb_list, F, T, aux)
+    _momenta(p[P_M], p[P_J], x, v, W, PL)
+    for c in range(6):
+        PLref[c] = PL[c]
+        dfree[c] = 0.0
+    S[o] = 0.0
+    S[o + 1] = 0.0
+    return builds
+
+
+def model_vector(model: SE3Model) -> np.ndarray:
+    head = np.zeros(P_HEAD)
+    head[P_KIND] = model.kind
+    head[P_M] = model.m
+    head[P_J] = model.J
+    head[P_NBL] = float(bool(model.use_nbl))
+    head[P_SKIN] = model.skin
+    head[P_RC] = (float(np.max(model.D)) if len(model.D) else 0.0) + model.skin
+    head[P_N] = model.n
+    return np.ascontiguousarray(np.concatenate([head, model.p]))
+
+
+def model_arrays(model: SE3Model) -> tuple:
+    c = np.ascontiguousarray
+    return (
+        c(model.D, dtype=np.float64),
+        c(model.bonds, dtype=np.int64).reshape(-1, 2),
+        c(model.d0, dtype=np.float64).reshape(-1, 3),
+        c(model.L0, dtype=np.float64),
+        c(model.bpart, dtype=np.int64).reshape(-1, 2),
+    )
+
+
+def make_stepper(model: SE3Model, method: str, h: float) -> StepperSpec:
+    """The driver's view of ``model`` integrated with map ``method`` at step ``h``."""
+    n = model.n
+    red = np.zeros(len(OBS_NAMES), dtype=np.int64)
+    for j in range(8, 14):
+        red[j] = Reductions.DEV
+    red[19] = Reductions.WHENPOS
+    red[20] = Reductions.MAX
+    red[21] = Reductions.MAX
+    red[27] = Reductions.MAX
+    return StepperSpec(
+        drive=compile_driver(CB_TYPE),
+        step=se3_step,
+        observe=se3_observe,
+        dense=se3_no_dense,
+        cb=model_arrays(model),
+        meth=np.array([float(METHODS[method]), float(h)]),
+        p=model_vector(model),
+        work_size=12 * n + 9,
+        iwork_size=iwork_size(n),
+        state_size=state_size(n),
+        n_check=12 * n,
+        obs_names=OBS_NAMES,
+        red=red,
+        extra={"evals0": 1},
+    )
+
+
+def initial_state(stepper: StepperSpec, x, v, alpha, Omega) -> tuple[np.ndarray, int]:
+    """Flat initial state (forces, momenta, first Verlet list evaluated); also the builds done."""
+    n = int(stepper.p[P_N])
+    S = np.zeros(stepper.state_size)
+    for k, arr in enumerate((x, v, alpha, Omega)):
+        S[3 * n * k : 3 * n * (k + 1)] = np.asarray(arr, dtype=np.float64).ravel()
+    iwork = np.zeros(stepper.iwork_size, dtype=np.int64)
+    work = np.zeros(stepper.work_size)
+    builds = _init(stepper.cb, stepper.p, S, iwork, work)
+    return S, int(builds)
