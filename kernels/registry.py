@@ -234,9 +234,28 @@ def register_family(defn: FamilyDef) -> FamilyDef:
     return defn
 
 
+#: The built-in families: modules exporting ``FAMILY``, ``INTEGRATORS`` and ``SYSTEMS``. Adding a
+#: family is one line here (the registry imports them by name, so it depends on none of them).
+BUILTIN_FAMILIES: tuple[str, ...] = ("kernels.s2.family", "kernels.torus.family", "kernels.chain.family")
+
+
+def register_module(module: Any) -> None:
+    """Register a family module's ``FAMILY``, ``INTEGRATORS`` and ``SYSTEMS``."""
+    register_family(module.FAMILY)
+    for integrator in module.INTEGRATORS:
+        register_integrator(integrator)
+    for system in getattr(module, "SYSTEMS", ()):
+        register_system(system)
+
+
 def load_builtins() -> None:
-    """Import the modules that register the built-in systems and integrators."""
-    import kernels.catalog  # noqa: F401
+    """Import and register the built-in families (idempotent; user registrations are kept)."""
+    import importlib
+
+    for name in BUILTIN_FAMILIES:
+        module = importlib.import_module(name)
+        if FAMILIES.get(module.FAMILY.name) is not module.FAMILY:
+            register_module(module)
 
 
 def integrators_for(system: SystemDef) -> list[IntegratorDef]:

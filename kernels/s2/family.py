@@ -10,6 +10,7 @@ from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, P
 from kernels.s2.integrate import METHODS, integrate
 from kernels.s2.model import S2System
 from kernels.s2.stepper import initial_state, make_stepper
+from kernels.s2.systems import SYSTEMS  # noqa: F401 - the family's systems, registered with it
 
 _E = "energy"  # placeholder replaced by the system's energy units in the store attrs
 _EVERY = "every step"

@@ -1,22 +1,18 @@
-"""Registers the built-in systems, integrators and families (imported by ``load_builtins``)."""
+"""The built-in (S²)ⁿ systems: sphere MD (000 Ex. 6) and the catalogue of 000 (Ex. 1, 3, 4)."""
 
 from __future__ import annotations
 
-from kernels.registry import Param, SystemDef, register_family, register_integrator, register_system
-from kernels.s2 import family as s2_family
+from kernels.registry import Param, SystemDef
 from kernels.systems import catalogue
 from kernels.systems.lj_sphere import SIGMA_RULES, lj_sphere
-
-register_family(s2_family.FAMILY)
-for _integrator in s2_family.INTEGRATORS:
-    register_integrator(_integrator)
 
 
 def _lj_build(level, epsilon, sigma_rule, sigma, omega, sense, separation_deg, radius_deg):
     return lj_sphere(level, epsilon, sigma_rule, sigma, omega, sense, separation_deg, radius_deg)
 
 
-register_system(
+
+SYSTEMS = (
     SystemDef(
         name="lj_sphere",
         family="s2",
@@ -34,10 +30,7 @@ register_system(
         ),
         build=_lj_build,
         example={"h": [0.01, 0.005], "T": 5.0, "dt_out": 0.05},
-    )
-)
-
-register_system(
+    ),
     SystemDef(
         name="double_pendulum",
         family="s2",
@@ -53,10 +46,7 @@ register_system(
         time_units="s",
         energy_units="J",
         example={"h": [0.01], "T": 100.0, "dt_out": 0.1},
-    )
-)
-
-register_system(
+    ),
     SystemDef(
         name="spring_pendula",
         family="s2",
@@ -74,10 +64,7 @@ register_system(
         time_units="s",
         energy_units="J",
         example={"h": [0.01, 0.005], "T": 20.0, "dt_out": 0.05},
-    )
-)
-
-register_system(
+    ),
     SystemDef(
         name="elastic_rod",
         family="s2",
@@ -96,24 +83,5 @@ register_system(
         time_units="s",
         energy_units="J",
         example={"h": [1e-4], "T": 3.0, "dt_out": 0.01},
-    )
+    ),
 )
-
-
-def _register_module(module) -> None:
-    register_family(module.FAMILY)
-    for integrator in module.INTEGRATORS:
-        register_integrator(integrator)
-    for system in module.SYSTEMS:
-        register_system(system)
-
-
-def _register_families() -> None:
-    from kernels.chain import family as chain_family
-    from kernels.torus import family as torus_family
-
-    _register_module(torus_family)
-    _register_module(chain_family)
-
-
-_register_families()
