@@ -80,7 +80,10 @@ def work_precision(n: int = 20, T: float = 3.0) -> None:
         return np.hstack([np.cross(w, q), acc]).ravel()
 
     curves: dict[str, list[tuple[float, float]]] = {
-        "scipy_dop853_numpy": [], "scipy_dop853_compiled": [], "rkmk4": [], "rkmk45": []
+        "scipy_dop853_numpy": [],
+        "scipy_dop853_compiled": [],
+        "rkmk4": [],
+        "rkmk45": [],
     }
     for label, rhs in (("numpy", rhs_numpy), ("compiled", rhs_compiled)):
         for tol in (1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11):
@@ -93,8 +96,7 @@ def work_precision(n: int = 20, T: float = 3.0) -> None:
             t = _best_of(run_scipy, 2 if label == "compiled" else 1)
             err = float(np.linalg.norm(sol.y[:, -1].reshape(n, 6) - ref))
             curves[f"scipy_dop853_{label}"].append((err, t))
-            print(f"scipy DOP853 ({label} RHS) tol={tol:.0e}: err={err:.2e}  time={t * 1e3:9.2f} ms  "
-                  f"nfev={sol.nfev}")
+            print(f"scipy DOP853 ({label} RHS) tol={tol:.0e}: err={err:.2e}  time={t * 1e3:9.2f} ms  nfev={sol.nfev}")
     for steps in (300, 600, 1200, 2400, 4800, 9600):
         r = None
 

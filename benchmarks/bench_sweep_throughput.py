@@ -55,12 +55,12 @@ def main() -> None:
             client.close()
             cluster.close()
 
-        from sweeps.engine import plan
+        from sweeps.plan import make_plan
         from sweeps.store import StoreRef, ensure_store
 
-        spec, grid, model = plan(SPEC)
+        plan = make_plan(SPEC)
         t = time.perf_counter()
-        ensure_store(spec, grid, model, StoreRef.of(tmp / "template-only.zarr"))
+        ensure_store(plan, StoreRef.of(tmp / "template-only.zarr"))
         t_template = time.perf_counter() - t
 
         from flows.sweep_flow import sweep_flow

@@ -30,8 +30,19 @@ def _opts(idef, **over) -> dict:
 
 def test_declarations() -> None:
     names = [i.name for i in INTEGRATORS]
-    for required in ("lie_euler", "lie_euler_heun", "rkmk3", "rkmk4", "rkmk4_2comm", "cf4", "cf3", "cf43",
-                     "rkmk45", "rk4_ambient", "dopri5_ambient"):
+    for required in (
+        "lie_euler",
+        "lie_euler_heun",
+        "rkmk3",
+        "rkmk4",
+        "rkmk4_2comm",
+        "cf4",
+        "cf3",
+        "cf43",
+        "rkmk45",
+        "rk4_ambient",
+        "dopri5_ambient",
+    ):
         assert required in names
     assert all(i.family == "ts2" for i in INTEGRATORS)
     adaptive = {i.name for i in INTEGRATORS if i.adaptive}

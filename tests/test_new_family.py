@@ -40,5 +40,14 @@ def test_toy_family_is_resumable():
 
 
 def test_toy_family_registers_with_one_line():
-    register_module(toy_family)
-    assert FAMILIES["osc"] is toy_family.FAMILY
+    from kernels.registry import INTEGRATORS, SYSTEMS
+
+    try:
+        register_module(toy_family)
+        assert FAMILIES["osc"] is toy_family.FAMILY and SYSTEMS["oscillators"].family == "osc"
+        assert INTEGRATORS["verlet"].serves("osc")
+    finally:  # leave the process-wide registry as the other tests expect it
+        FAMILIES.pop("osc", None)
+        SYSTEMS.pop("oscillators", None)
+        for name in ("symplectic_euler", "verlet"):
+            INTEGRATORS.pop(name, None)

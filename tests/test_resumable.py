@@ -46,8 +46,10 @@ def _check(family, model, integrator, request, options, segment, min_segments=3)
     assert n >= min_segments
     _assert_same(whole, parts)
     a = family.run(model, integrator, request, options).values
-    b = family.collect(model, integrator, parts) if family is not chain_family else family.collect(
-        model, integrator, parts, options
+    b = (
+        family.collect(model, integrator, parts)
+        if family is not chain_family
+        else family.collect(model, integrator, parts, options)
     )
     b = b.values
     for name, v in a.items():
@@ -91,8 +93,14 @@ def test_s2_energy_guard_keeps_summaries_finite():
     v = res.values
     assert res.status == int(Status.ENERGY_BLOWUP)
     assert 0 < v["fail_step"] < 1860 and v["fail_step"] == v["steps"]
-    for name in ("max_abs_energy_error", "mean_abs_energy_error", "max_rel_energy_error", "max_momentum_error",
-                 "max_unit_error", "energy_drift_slope"):
+    for name in (
+        "max_abs_energy_error",
+        "mean_abs_energy_error",
+        "max_rel_energy_error",
+        "max_momentum_error",
+        "max_unit_error",
+        "energy_drift_slope",
+    ):
         assert np.isfinite(v[name]), name
     assert v["max_rel_energy_error"] <= 10.0  # stopped at the first step past 0.5·|E0|, not at 1e280
     assert np.isfinite(v["final_state"]).all()

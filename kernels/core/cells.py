@@ -33,7 +33,7 @@ COMMON_DIAGNOSTICS: tuple[Diagnostic, ...] = (
     Diagnostic("energy", ("time",), _E, "total energy E"),
     Diagnostic("energy_error", ("time",), _E, "energy error E(t) − E0"),
     Diagnostic("rel_energy_error", ("time",), "1", "relative energy error (E(t) − E0) / |E0|"),
-    Diagnostic("step_size", ("time",), "time", "step in force at the sample (adaptive: the accepted step containing it)"),
+    Diagnostic("step_size", ("time",), "time", "step in force at the sample (adaptive: the accepted step around it)"),
     Diagnostic("E0", (), _E, "initial energy"),
     Diagnostic("max_abs_energy_error", (), _E, "max_k |E_k − E0|", computed_over=_EVERY),
     Diagnostic("mean_abs_energy_error", (), _E, "mean over k = 0..K of |E_k − E0|", computed_over=_EVERY),

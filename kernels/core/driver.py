@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels._jit import kjit
 from kernels.core.layout import (
     A_E0,
     A_ERRMAX,
@@ -80,7 +81,6 @@ from kernels.core.layout import (
     S_FAIL_INDEX,
     S_FAIL_VALUE,
 )
-from kernels._jit import kjit
 from kernels.core.signatures import contract_types
 from kernels.status import Status
 
@@ -150,9 +150,7 @@ def _reduce(obs, red, acc, t):
             if d > acc[b + 1]:
                 acc[b + 1] = d
         elif r == R_DEVNORM3:
-            d = np.sqrt(
-                (x - acc[b + 2]) ** 2 + (obs[j + 1] - acc[b + 5]) ** 2 + (obs[j + 2] - acc[b + 8]) ** 2
-            )
+            d = np.sqrt((x - acc[b + 2]) ** 2 + (obs[j + 1] - acc[b + 5]) ** 2 + (obs[j + 2] - acc[b + 8]) ** 2)
             if d > acc[b + 1]:
                 acc[b + 1] = d
         elif r == R_WHENPOS:
@@ -226,7 +224,6 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop,
     blowup = fctl[F_BLOWUP]
     T = n_out * dt_out
     n_total = ictl[C_N_STEPS]
-    m = obs.shape[0]
 
     if info[I_INIT] == 0:
         for i in range(info.shape[0]):

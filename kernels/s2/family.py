@@ -50,9 +50,7 @@ def start(model: S2System, integrator: str, request: RunRequest, options: dict) 
     """A resumable trajectory of one cell (``options``: tol, maxit for implicit_vi; blowup)."""
     if request.adaptive:
         raise ValueError(f"{integrator} is a fixed-step method: the request needs h, not tol")
-    stepper = make_stepper(
-        model, integrator, tol=float(options.get("tol", 1e-14)), maxit=int(options.get("maxit", 50))
-    )
+    stepper = make_stepper(model, integrator, tol=float(options.get("tol", 1e-14)), maxit=int(options.get("maxit", 50)))
     q, w = model.initial_state()
     return start_trajectory(stepper, initial_state(model, q, w), request, options)
 
@@ -162,7 +160,7 @@ INTEGRATORS = (
         also=("ts2",),
     ),
     IntegratorDef("rk2", "s2", 2, "Explicit midpoint on the ambient ODE in R⁶ⁿ (baseline).", params=(BLOWUP,)),
-    IntegratorDef("rk2_proj", "s2", 2, "Explicit midpoint, then q_i ← q_i/|q_i| each step (baseline).", params=(BLOWUP,)),
+    IntegratorDef("rk2_proj", "s2", 2, "Explicit midpoint, then q_i ← q_i/|q_i| (baseline).", params=(BLOWUP,)),
     IntegratorDef("rk4", "s2", 4, "Classical RK4 on the ambient ODE in R⁶ⁿ (baseline).", params=(BLOWUP,)),
     IntegratorDef("rk4_proj", "s2", 4, "Classical RK4, then q_i ← q_i/|q_i| each step (baseline).", params=(BLOWUP,)),
 )

@@ -11,7 +11,6 @@ def _lj_build(level, epsilon, sigma_rule, sigma, omega, sense, separation_deg, r
     return lj_sphere(level, epsilon, sigma_rule, sigma, omega, sense, separation_deg, radius_deg)
 
 
-
 SYSTEMS = (
     SystemDef(
         name="lj_sphere",

@@ -16,27 +16,79 @@ from kernels.core.trajectory import Trajectory as CoreTrajectory
 from kernels.status import Status
 from kernels.torus.forces import N_AUX
 from kernels.torus.model import SE3Model
-from kernels.torus.stepper import METHODS, OBS_NAMES, _forces, initial_state, make_stepper, model_arrays
+from kernels.torus.stepper import METHODS, _forces, initial_state, make_stepper, model_arrays
 
 SAMPLE_FIELDS: tuple[str, ...] = (
-    "KE_trans", "KE_rot", "U_0", "U_1", "U_2", "U_3", "U_4", "E_total",
-    "P_x", "P_y", "P_z", "L_x", "L_y", "L_z", "Ls_x", "Ls_y", "Ls_z",
-    "n_contact_pp", "n_contact_bonded_pp", "n_contact_wall",
-    "max_abs_alpha", "max_bond_angle", "max_hb2", "qnorm_integrand",
-    "rho_dot_Omega", "e3_dot_Omega", "rho_norm_error",
+    "KE_trans",
+    "KE_rot",
+    "U_0",
+    "U_1",
+    "U_2",
+    "U_3",
+    "U_4",
+    "E_total",
+    "P_x",
+    "P_y",
+    "P_z",
+    "L_x",
+    "L_y",
+    "L_z",
+    "Ls_x",
+    "Ls_y",
+    "Ls_z",
+    "n_contact_pp",
+    "n_contact_bonded_pp",
+    "n_contact_wall",
+    "max_abs_alpha",
+    "max_bond_angle",
+    "max_hb2",
+    "qnorm_integrand",
+    "rho_dot_Omega",
+    "e3_dot_Omega",
+    "rho_norm_error",
 )
 SUMMARY_FIELDS: tuple[str, ...] = (
-    "E0", "max_rel_dE", "max_abs_dE", "drift_slope", "max_abs_alpha", "max_hb2", "max_bond_angle",
-    "first_wall_t", "last_wall_t", "fail_value",
-    "dP_max_x", "dP_max_y", "dP_max_z", "dL_max_x", "dL_max_y", "dL_max_z",
-    "dP_free_x", "dP_free_y", "dP_free_z", "dL_free_x", "dL_free_y", "dL_free_z",
+    "E0",
+    "max_rel_dE",
+    "max_abs_dE",
+    "drift_slope",
+    "max_abs_alpha",
+    "max_hb2",
+    "max_bond_angle",
+    "first_wall_t",
+    "last_wall_t",
+    "fail_value",
+    "dP_max_x",
+    "dP_max_y",
+    "dP_max_z",
+    "dL_max_x",
+    "dL_max_y",
+    "dL_max_z",
+    "dP_free_x",
+    "dP_free_y",
+    "dP_free_z",
+    "dL_free_x",
+    "dL_free_y",
+    "dL_free_z",
 )
 INFO_FIELDS: tuple[str, ...] = (
-    "status", "fail_step", "fail_reason", "fail_index", "steps_done", "force_evals", "nbl_rebuilds",
+    "status",
+    "fail_step",
+    "fail_reason",
+    "fail_index",
+    "steps_done",
+    "force_evals",
+    "nbl_rebuilds",
 )  # force_evals includes the evaluation at t = 0
 FAIL_REASONS: dict[int, str] = {
-    0: "none", 1: "rotation_increment", 2: "chart_singular", 3: "nonfinite", 4: "energy_blowup",
+    0: "none",
+    1: "rotation_increment",
+    2: "chart_singular",
+    3: "nonfinite",
+    4: "energy_blowup",
 }
+
+
 @dataclass
 class Trajectory:
     """Result of :func:`integrate`.
@@ -77,7 +129,6 @@ class Trajectory:
     @property
     def fail_reason(self) -> str:
         return FAIL_REASONS[self.info["fail_reason"]]
-
 
 
 _REASON_OF_STATUS = {

@@ -122,9 +122,22 @@ def torus(
     v[:, 0] = -v0
     use_nbl = neighbour_list == "on" or (neighbour_list == "auto" and N_p > NBL_THRESHOLD)
     return SE3Model(
-        name="torus", kind=SYS_TORUS, m=float(m), J=float(J), p=p, x0=x0, v0=_f(v),
-        alpha0=np.zeros((N_p, 3)), Omega0=np.zeros((N_p, 3)), D=_f(np.full(N_p, Dp)),
-        bonds=bonds, d0=d0, L0=L0, bpart=bpart, use_nbl=bool(use_nbl), skin=skin_factor * Dp,
+        name="torus",
+        kind=SYS_TORUS,
+        m=float(m),
+        J=float(J),
+        p=p,
+        x0=x0,
+        v0=_f(v),
+        alpha0=np.zeros((N_p, 3)),
+        Omega0=np.zeros((N_p, 3)),
+        D=_f(np.full(N_p, Dp)),
+        bonds=bonds,
+        d0=d0,
+        L0=L0,
+        bpart=bpart,
+        use_nbl=bool(use_nbl),
+        skin=skin_factor * Dp,
         extras={"D_p": Dp, "D_t": D_t, "tilt": tilt, "g0": g0, "shear": shear, "wall": wall},
     )
 
@@ -147,9 +160,19 @@ def so3_pendulum(
     a[0, 1] = 2.0 * np.tan(0.5 * angle0)
     z = np.zeros((1, 3))
     return SE3Model(
-        name="so3_pendulum", kind=SYS_PENDULUM, m=float(m), J=float(J), p=_f([m, g]),
-        x0=z.copy(), v0=z.copy(), alpha0=a, Omega0=_f(np.asarray(Omega0, dtype=np.float64), (1, 3)),
-        D=np.zeros(1), bonds=np.zeros((0, 2), dtype=np.int64), d0=np.zeros((0, 3)), L0=np.zeros(0),
+        name="so3_pendulum",
+        kind=SYS_PENDULUM,
+        m=float(m),
+        J=float(J),
+        p=_f([m, g]),
+        x0=z.copy(),
+        v0=z.copy(),
+        alpha0=a,
+        Omega0=_f(np.asarray(Omega0, dtype=np.float64), (1, 3)),
+        D=np.zeros(1),
+        bonds=np.zeros((0, 2), dtype=np.int64),
+        d0=np.zeros((0, 3)),
+        L0=np.zeros(0),
         bpart=np.full((1, 2), -1, dtype=np.int64),
         potential_names=("U_grav",),
         extras={"g": g},

@@ -61,8 +61,9 @@ _ALPHA2_MAX = ALPHA_MAX * ALPHA_MAX
 
 
 def _offsets(n: int) -> dict[str, int]:
-    names = [("x", 3 * n), ("v", 3 * n), ("a", 3 * n), ("W", 3 * n), ("F", 3 * n), ("T", 3 * n), ("aux", N_AUX),
-             ("PL", 9), ("PLref", 6), ("dfree", 6), ("inwin", 1), ("hb2", 1), ("xref", 3 * n), ("nblok", 1)]  # fmt: skip
+    names = [("x", 3 * n), ("v", 3 * n), ("a", 3 * n), ("W", 3 * n), ("F", 3 * n), ("T", 3 * n)]
+    names += [("aux", N_AUX), ("PL", 9), ("PLref", 6), ("dfree", 6), ("inwin", 1), ("hb2", 1)]
+    names += [("xref", 3 * n), ("nblok", 1)]
     off, out = 0, {}
     for k, size in names:
         out[k] = off
