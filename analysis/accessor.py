@@ -1,11 +1,15 @@
 """The ``ds.geosweep`` xarray accessor: selections, drift fits, classification, orders, cost.
 
-Conventions (see README "Store layout"): the *sweep dims* are the dims of ``status``
-(``integrator``, ``h`` and/or ``tol``, swept parameters); everything else (``time``,
-``component``, ``body``, ``snapshot`` …) is per cell. ``status`` 0 is ok, > 0 failed,
-−1 not run, −2 not applicable. Every method that leaves cells out says how many and why
-through a :class:`CellsDroppedWarning` (always shown, never de-duplicated) and records the
-same text in ``attrs["geosweep_selection"]`` of its result.
+Conventions (see README "Store layout", store format 2): the *sweep dims* are the dims of
+``status`` (``integrator``, ``h`` and/or ``tol``, swept parameters); everything else (``time``,
+``component``, ``body``, ``state``, ``snapshot`` …) is per cell. ``status`` 0 is ok, > 0 failed,
+−1 not run, −2 not applicable; the label of every code is read from the data (the CF attrs
+``flag_values``/``flag_meanings`` of ``status``), and each integrator's family, order and
+adaptivity from the coordinates ``integrator_family``, ``integrator_order`` and
+``integrator_adaptive``; nothing is looked up in the kernel registry. Every method that
+leaves cells out says how many and why through a :class:`CellsDroppedWarning` (always
+shown, never de-duplicated) and records the same text in ``attrs["geosweep_selection"]``
+of its result.
 
 Laziness: on a dask-backed Dataset (``xr.open_zarr``) only ``status`` (one int8 per cell) is
 loaded to count cells; fits are built with ``xr.apply_ufunc(dask="parallelized")`` and stay
@@ -17,7 +21,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Hashable
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,16 +28,6 @@ import xarray as xr
 
 from analysis.fits import linear_fit, loglog_fit
 
-#: Status codes (mirrors kernels.status.Status; kept here so analysis needs no kernels import).
-STATUS_LABELS = {
-    0: "ok",
-    1: "domain",
-    2: "nonconverged",
-    3: "nonfinite",
-    4: "chart_singular",
-    -1: "not_run",
-    -2: "not_applicable",
-}
 METHOD_DIMS = ("integrator", "h", "tol")
 #: Default error variable for convergence orders, per family (first one present wins).
 ORDER_ERROR_VARS = {
@@ -42,8 +35,10 @@ ORDER_ERROR_VARS = {
     "se3": ("energy_error_38", "max_rel_energy_error"),
     "ts2": ("global_error", "max_rel_energy_error"),
 }
-#: Names of the "number of force evaluations" cost variable, per family.
-EVAL_VARS = ("potential_evals", "force_evals", "f_evals")
+#: The cost variable counting potential/force/vector-field evaluations (every family).
+EVAL_VAR = "f_evals"
+#: Coordinates along ``integrator`` that describe each method.
+INTEGRATOR_COORDS = ("integrator_family", "integrator_order", "integrator_adaptive")
 
 
 class CellsDroppedWarning(UserWarning):
@@ -64,10 +59,38 @@ def sweep_dims(ds: xr.Dataset) -> tuple[Hashable, ...]:
     return tuple(d for d in ds.dims if d in METHOD_DIMS)
 
 
-def describe_status(status: np.ndarray) -> dict[str, int]:
-    """Counts of each status label (``{"ok": 10, "domain": 2, …}``) in an int array."""
+def status_labels(status: xr.DataArray) -> dict[int, str]:
+    """Code → label from the CF attrs ``flag_values``/``flag_meanings`` of ``status`` ({} if absent)."""
+    values, meanings = status.attrs.get("flag_values"), status.attrs.get("flag_meanings")
+    if values is None or meanings is None:
+        return {}
+    names = meanings.split() if isinstance(meanings, str) else [str(m) for m in meanings]
+    codes = [int(v) for v in np.atleast_1d(values)]
+    if len(codes) != len(names):
+        raise ValueError(f"status: {len(codes)} flag_values but {len(names)} flag_meanings")
+    return dict(zip(codes, names))
+
+
+def status_label(code: int, labels: dict[int, str]) -> str:
+    """Label of one status code; ``unlabelled_<code>`` only if the data carries no label for it."""
+    return labels.get(int(code), f"unlabelled_{int(code)}")
+
+
+def describe_status(status: np.ndarray, labels: dict[int, str]) -> dict[str, int]:
+    """Counts of each status label (``{"ok": 10, "energy_blowup": 2, …}``) in an int array."""
     values, counts = np.unique(np.asarray(status).astype(np.int64), return_counts=True)
-    return {STATUS_LABELS.get(int(v), f"status_{int(v)}"): int(c) for v, c in zip(values, counts)}
+    return {status_label(v, labels): int(c) for v, c in zip(values, counts)}
+
+
+def state_part(da: xr.DataArray, part: str) -> xr.DataArray:
+    """The 3-vector ``part`` (``q``, ``w``, ``x``, ``v``, ``alpha``, ``Omega``) of a variable on the
+    labelled ``state`` dim (``final_state``, ``snapshot_state``), on a ``component`` dim (x, y, z)."""
+    labels = [f"{part}_{c}" for c in "xyz"]
+    have = [str(s) for s in da["state"].values] if "state" in da.coords else []
+    missing = [lab for lab in labels if lab not in have]
+    if missing:
+        raise KeyError(f"{da.name}: no state labels {missing} (state = {have})")
+    return da.sel(state=labels).rename(state="component").assign_coords(component=["x", "y", "z"])
 
 
 @xr.register_dataset_accessor("geosweep")
@@ -86,8 +109,15 @@ class GeosweepAccessor:
 
     @property
     def family(self) -> str:
-        """Kernel family of the store's system: ``s2``, ``se3`` or ``ts2`` (attr ``system_family``)."""
-        return str(self._ds.attrs.get("system_family", "s2"))
+        """Kernel family of the store's system: ``s2``, ``se3`` or ``ts2`` (attr ``system_family``,
+        else the coordinate ``integrator_family``)."""
+        if "system_family" in self._ds.attrs:
+            return str(self._ds.attrs["system_family"])
+        if "integrator_family" in self._ds.coords:
+            fams = {str(f) for f in np.atleast_1d(self._ds["integrator_family"].values)}
+            if len(fams) == 1:
+                return fams.pop()
+        return "unknown"
 
     @property
     def system(self) -> str:
@@ -109,14 +139,47 @@ class GeosweepAccessor:
             self._status_cache = self._ds["status"].load()
         return self._status_cache
 
+    def status_labels(self) -> dict[int, str]:
+        """Status code → label, from the ``flag_values``/``flag_meanings`` attrs of ``status``."""
+        return status_labels(self._ds["status"])
+
     def status_counts(self) -> dict[str, int]:
         """Counts per status label over all cells."""
-        return describe_status(self.status().values)
+        return describe_status(self.status().values, self.status_labels())
+
+    def integrators(self) -> pd.DataFrame:
+        """One row per integrator: ``family``, ``order``, ``adaptive`` from the ``integrator_*`` coords.
+
+        A coordinate the store lacks gives a column of None.
+        """
+        names = [str(n) for n in np.atleast_1d(self._ds["integrator"].values)]
+        cols = {}
+        for c in INTEGRATOR_COORDS:
+            vals = np.atleast_1d(self._ds[c].values).tolist() if c in self._ds.coords else [None] * len(names)
+            cols[c.removeprefix("integrator_")] = vals
+        return pd.DataFrame(cols, index=pd.Index(names, name="integrator"))
+
+    def is_adaptive(self, name: str) -> bool | None:
+        """Whether integrator ``name`` is adaptive (coord ``integrator_adaptive``); None if not stored."""
+        if "integrator_adaptive" not in self._ds.coords:
+            return None
+        return bool(self._ds["integrator_adaptive"].sel(integrator=name))
+
+    def expected_orders(self) -> xr.DataArray:
+        """Nominal order per integrator (coord ``integrator_order``, as float; NaN if not stored)."""
+        if "integrator_order" in self._ds.coords:
+            return self._ds["integrator_order"].astype(np.float64).reset_coords(drop=True)
+        return xr.full_like(self._ds["integrator"], np.nan, dtype=np.float64).reset_coords(drop=True)
+
+    def state(self, part: str, snapshots: bool = False) -> xr.DataArray:
+        """The 3-vector ``part`` (e.g. ``"q"``, ``"w"``, ``"x"``) of ``final_state`` (or of
+        ``snapshot_state`` with ``snapshots``), selected by the ``state`` labels, on ``component``."""
+        return state_part(self._ds["snapshot_state" if snapshots else "final_state"], part)
 
     def _selection_message(self, keep: xr.DataArray, what: str) -> str:
         st = self.status().values
         kept = int(keep.values.sum())
-        counts = describe_status(st[~keep.values])
+        counts = describe_status(st[~keep.values], self.status_labels())
         detail = ", ".join(f"{k}: {v}" for k, v in counts.items()) or "none"
         return f"geosweep: {what}: kept {kept} of {st.size} cells; left out {st.size - kept} ({detail})"
 
@@ -161,27 +224,21 @@ class GeosweepAccessor:
     def failures(self) -> pd.DataFrame:
         """One row per failed cell: its sweep coordinates, status label and ``fail_*`` values."""
         st = self.status()
-        cols = [c for c in ("fail_step", "fail_index", "fail_value", "fail_reason") if c in self._ds]
+        labels = self.status_labels()
+        cols = [c for c in ("fail_step", "fail_time", "fail_index", "fail_value") if c in self._ds]
         sub = self._ds[cols].assign(status=st) if cols else st.to_dataset(name="status")
         df = sub.where(st > 0).to_dataframe().reset_index()
-        df = df[df["status"] > 0].copy()
+        df = df.loc[df["status"] > 0, [*map(str, self.sweep_dims), "status", *cols]].copy()
         df["status"] = df["status"].astype(int)
-        df.insert(len(self.sweep_dims), "status_label", df["status"].map(lambda s: STATUS_LABELS.get(s, str(s))))
+        df.insert(len(self.sweep_dims), "status_label", df["status"].map(lambda s: status_label(s, labels)))
         return df.reset_index(drop=True)
 
     # ------------------------------------------------------------------ energy
     def relative_energy_error(self) -> xr.DataArray:
-        """(E(t) − E0)/|E0| over time, whatever the family stores.
-
-        The ``ts2`` family already stores the relative error; ``s2`` and ``se3`` store the
-        absolute error, which is divided here by ``|E0|``.
-        """
+        """(E(t) − E0)/|E0| over time: the stored ``rel_energy_error``, else ``energy_error``
+        (absolute E − E0 in every family) divided by ``|E0|``."""
         ds = self._ds
-        err = ds["energy_error"]
-        if "relative" in str(err.attrs.get("long_name", "")) or self.family == "ts2":
-            out = err
-        else:
-            out = err / abs(ds["E0"])
+        out = ds["rel_energy_error"] if "rel_energy_error" in ds else ds["energy_error"] / abs(ds["E0"])
         return out.rename("relative_energy_error").assign_attrs(units="1", long_name="(E − E0)/|E0|")
 
     def _series(self, var: str | xr.DataArray, relative: bool) -> xr.DataArray:
@@ -215,7 +272,7 @@ class GeosweepAccessor:
         ``slope_stderr`` (ordinary least squares, i.i.d. residuals assumed: read it as a scale,
         not a p-value, for oscillating errors), ``intercept`` a, ``rms_residual`` (RMS about the
         line), ``n_points`` and scalar ``t0``, ``t1`` (the window actually used). ``relative``
-        divides ``energy_error`` by |E0|; ``only_ok`` masks cells with status ≠ 0 (reported).
+        uses ``rel_energy_error`` for ``energy_error``; ``only_ok`` masks cells with status ≠ 0 (reported).
         Lazy on dask-backed data.
         """
         da = self._series(var, relative)
@@ -318,7 +375,7 @@ class GeosweepAccessor:
         time series first, e.g. ``abs(ds.energy_error).max("time")``). Returns ``order`` p
         (error ≈ C·dim^p), ``order_stderr``, ``log10_C``, ``n_points``, ``used`` (bool over
         ``dim``: the points that entered) and ``error`` (the values, NaN where not used);
-        ``expected_order`` per integrator when the registry knows it.
+        ``expected_order`` per integrator from the coord ``integrator_order`` (NaN if not stored).
         """
         dim = dim or self.step_dim
         if dim is None:
@@ -352,28 +409,29 @@ class GeosweepAccessor:
             }
         )
         if "integrator" in out.dims:
-            out = out.assign_coords(expected_order=("integrator", _expected_orders(out["integrator"].values)))
+            exp = self.expected_orders().sel(integrator=out["integrator"].values)
+            out = out.assign_coords(expected_order=("integrator", exp.values))
         out.attrs.update(error_var=str(da.name), dim=dim)
         return out
 
     def work_precision(self, error_var: str | None = None, cost_var: str = "wall_time") -> pd.DataFrame:
         """Tidy table, one row per ok cell: sweep coordinates, ``error_var`` and ``cost_var``.
 
-        ``cost_var`` is ``"wall_time"`` [s] or a count of force evaluations
-        (``potential_evals``/``force_evals``/``f_evals``; ``"evals"`` picks whichever the
-        family stores). Cells with status ≠ 0 or a non-finite error/cost are left out, with
-        the count reported. Computes the two scalar variables.
+        ``cost_var`` is ``"wall_time"`` [s], ``"f_evals"`` (potential/force/vector-field
+        evaluations, every family; ``"evals"`` is an alias) or any other per-cell scalar.
+        Cells with status ≠ 0 or a non-finite error/cost are left out, with the count reported.
+        Computes the two scalar variables.
         """
         ds = self._ds
         error_var = error_var or self.default_error_var()
         if cost_var == "evals":
-            cost_var = next(v for v in EVAL_VARS if v in ds)
+            cost_var = EVAL_VAR
         sub = ds[[error_var, cost_var]].assign(status=self.status()).compute()
         df = sub.to_dataframe().reset_index()
         df = df[[*map(str, self.sweep_dims), error_var, cost_var, "status"]]
         good = (df["status"] == 0) & np.isfinite(df[error_var].astype(float)) & np.isfinite(df[cost_var].astype(float))
         if (~good).any():
-            counts = describe_status(df.loc[~good, "status"].to_numpy())
+            counts = describe_status(df.loc[~good, "status"].to_numpy(), self.status_labels())
             if "ok" in counts:
                 counts["ok_with_nonfinite_value"] = counts.pop("ok")
             detail = ", ".join(f"{k}: {v}" for k, v in counts.items())
@@ -384,28 +442,3 @@ class GeosweepAccessor:
         out = df[good].drop(columns="status").reset_index(drop=True)
         out.attrs.update(error_var=error_var, cost_var=cost_var)
         return out
-
-
-def _expected_orders(names: Any) -> np.ndarray:
-    try:
-        from kernels.registry import INTEGRATORS, load_builtins
-
-        load_builtins()
-        _load_other_families()
-        return np.array([float(INTEGRATORS[n].order) if n in INTEGRATORS else np.nan for n in names])
-    except Exception:  # noqa: BLE001 - the registry is optional for analysis
-        return np.full(len(names), np.nan)
-
-
-def _load_other_families() -> None:
-    import importlib
-
-    for mod in ("kernels.torus.family", "kernels.chain.family"):
-        try:
-            m = importlib.import_module(mod)
-        except Exception:  # noqa: BLE001
-            continue
-        from kernels.registry import INTEGRATORS
-
-        for idef in getattr(m, "INTEGRATORS", ()):
-            INTEGRATORS.setdefault(idef.name, idef)

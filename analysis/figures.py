@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 
 import analysis  # noqa: F401 - registers ds.geosweep
-from analysis.accessor import EVAL_VARS, STATUS_LABELS
+from analysis.accessor import EVAL_VAR, status_label
 
 STEP_DIMS = ("h", "tol")
 
@@ -35,21 +35,18 @@ def cells(ds: xr.Dataset) -> Iterator[tuple[str, Hashable, float, xr.Dataset]]:
     """(integrator, step dim, step value, cell Dataset) for every ok cell of a Dataset whose
     only sweep axes are ``integrator`` and ``h``/``tol`` (see :func:`representative`).
 
-    In a mixed grid an integrator that ran only at the first ``h`` (adaptive) is labelled by
-    ``tol``, the others by ``h``.
+    In a mixed grid an adaptive integrator (coord ``integrator_adaptive``) is labelled by
+    ``tol``, the others by ``h``; without that coord, one that ran only at the first ``h``.
     """
-    from kernels.registry import INTEGRATORS, load_builtins
-
-    load_builtins()
     st = ds["status"]
     steps = [d for d in STEP_DIMS if d in st.dims]
     for name in ds["integrator"].values:
         row = st.sel(integrator=name)
         label = steps[0] if steps else ""
         if len(steps) == 2:
-            idef = INTEGRATORS.get(str(name))
-            if idef is not None:
-                label = "tol" if idef.adaptive else "h"
+            adaptive = ds.geosweep.is_adaptive(str(name))
+            if adaptive is not None:
+                label = "tol" if adaptive else "h"
             elif row.sizes["h"] > 1 and bool((row.isel(h=slice(1, None)) == -2).all()):
                 label = "tol"
         idx = np.argwhere(row.values == 0) if steps else (np.zeros((1, 0), int) if int(row) == 0 else [])
@@ -62,6 +59,12 @@ def cells(ds: xr.Dataset) -> Iterator[tuple[str, Hashable, float, xr.Dataset]]:
 
 def _label(name: str, dim: Hashable, value: float) -> str:
     return f"{name}, {dim} = {value:g}" if dim else name
+
+
+def _axis_label(da: xr.DataArray) -> str:
+    """``long_name [units]`` of a variable (its name if it has no long_name)."""
+    units = da.attrs.get("units", "")
+    return f"{da.attrs.get('long_name', da.name)}" + (f" [{units}]" if units else "")
 
 
 def _colors(n: int):
@@ -124,6 +127,9 @@ def error_vs_step(ds: xr.Dataset, error_var: str | None = None):
         fit = acc.order(error_var, dim=dim).compute()
         other = [d for d in fit["order"].dims if d != "integrator"]
         for color, name in zip(_colors(fit.sizes["integrator"]), fit["integrator"].values):
+            adaptive = acc.is_adaptive(str(name))
+            if adaptive is not None and adaptive != (dim == "tol"):
+                continue  # a fixed-step method on the tol panel (or adaptive on h) is a filler point
             f = fit.sel(integrator=name)
             if other:  # pick the slice with the most points (e.g. the applicable tol of a fixed-step method)
                 best = f["n_points"].argmax(other)
@@ -142,7 +148,7 @@ def error_vs_step(ds: xr.Dataset, error_var: str | None = None):
                 ax.loglog(xs, 10 ** float(f["log10_C"]) * xs ** float(f["order"]), "-", color=color, lw=1)
             drawn = True
         ax.set_xlabel(f"{dim} [{ds[dim].attrs.get('units', '')}]")
-        ax.set_ylabel(error_var)
+        ax.set_ylabel(_axis_label(ds[error_var]))
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
         ax.set_title(f"{error_var} vs {dim} (ok cells; line: least-squares fit)", fontsize=9)
@@ -155,7 +161,7 @@ def work_precision(ds: xr.Dataset, error_var: str | None = None):
     import warnings
 
     acc = ds.geosweep
-    costs = ["wall_time"] + [v for v in EVAL_VARS if v in ds][:1]
+    costs = ["wall_time"] + ([EVAL_VAR] if EVAL_VAR in ds else [])
     fig, axes = _grid(len(costs), 5.0, 3.8)
     drawn = False
     for ax, cost in zip(axes, costs):
@@ -245,11 +251,25 @@ def momentum_errors(ds: xr.Dataset, desc: str = ""):
     return _time_lines(ds, series, f"momentum errors{' (' + desc + ')' if desc else ''}")
 
 
-_STATUS_COLORS = {0: "#4caf50", 1: "#e53935", 2: "#fb8c00", 3: "#8e24aa", 4: "#6d4c41", -1: "#9e9e9e", -2: "#ffffff"}
+#: Colours of the non-failure codes (0 ok, −1 not run, −2 not applicable); failures (> 0) take
+#: ``_FAILURE_COLORS`` in code order. Labels come from the data (``flag_meanings``).
+_FIXED_COLORS = {0: "#4caf50", -1: "#9e9e9e", -2: "#ffffff"}
+_FAILURE_COLORS = ("#e53935", "#fb8c00", "#8e24aa", "#6d4c41", "#d81b60", "#1e88e5", "#fdd835", "#00897b")
+
+
+def status_colors(codes: list[int]) -> dict[int, str]:
+    """A colour per status code: fixed for 0/−1/−2, distinct ones for the failure codes."""
+    failures = sorted(c for c in set(codes) if c not in _FIXED_COLORS)
+    out = {c: _FAILURE_COLORS[k % len(_FAILURE_COLORS)] for k, c in enumerate(failures)}
+    out.update({c: _FIXED_COLORS[c] for c in set(codes) if c in _FIXED_COLORS})
+    return out
 
 
 def status_map(ds: xr.Dataset):
-    """Every cell's status: rows integrators, columns the other sweep axes (flattened)."""
+    """Every cell's status: rows integrators, columns the other sweep axes (flattened).
+
+    The legend labels each code present with its ``flag_meanings`` label from the data.
+    """
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
@@ -269,13 +289,13 @@ def status_map(ds: xr.Dataset):
         )
         for row in idx
     ]
-    codes = sorted(_STATUS_COLORS)
+    labels = ds.geosweep.status_labels()
+    colors = status_colors([*labels, *np.unique(arr).tolist()])
+    codes = sorted(colors)
     lut = {c: k for k, c in enumerate(codes)}
-    img = np.vectorize(lambda s: lut.get(s, lut[3]))(arr)
+    img = np.vectorize(lambda s: lut[s])(arr)
     fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * arr.shape[1] + 2.5), max(2.2, 0.45 * arr.shape[0] + 1.6)))
-    ax.imshow(
-        img, cmap=ListedColormap([_STATUS_COLORS[c] for c in codes]), vmin=-0.5, vmax=len(codes) - 0.5, aspect="auto"
-    )
+    ax.imshow(img, cmap=ListedColormap([colors[c] for c in codes]), vmin=-0.5, vmax=len(codes) - 0.5, aspect="auto")
     for (r, c), s in np.ndenumerate(arr):
         ax.text(c, r, str(s), ha="center", va="center", fontsize=7)
     ax.set_yticks(range(arr.shape[0]), [str(v) for v in ds["integrator"].values], fontsize=8)
@@ -286,10 +306,7 @@ def status_map(ds: xr.Dataset):
     ax.tick_params(which="minor", length=0)
     present = sorted(set(arr.ravel().tolist()))
     ax.legend(
-        handles=[
-            Patch(facecolor=_STATUS_COLORS.get(s, "#8e24aa"), edgecolor="k", label=f"{s} {STATUS_LABELS.get(s, '?')}")
-            for s in present
-        ],
+        handles=[Patch(facecolor=colors[s], edgecolor="k", label=f"{s} {status_label(s, labels)}") for s in present],
         bbox_to_anchor=(1.01, 1),
         loc="upper left",
         fontsize=7,

@@ -4,7 +4,8 @@ Figures (each written only if the store holds the variables; the index says why 
 absent): ``energy_error_vs_time.png``, ``error_vs_step.png``, ``work_precision.png``,
 ``constraint_errors.png``, ``momentum_errors.png``, ``status_map.png``; and per system
 ``ke_map.png`` (lj_sphere), ``torus_energy_partition.png`` and ``torus_snapshots.png``
-(torus), ``chain_step_sizes.png`` (pendulum_chain).
+(torus), ``chain_step_sizes.png`` (any store with an adaptive integrator, coord
+``integrator_adaptive``). Status labels everywhere come from the store's ``flag_meanings``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import analysis  # noqa: F401 - registers ds.geosweep
 from analysis import figures as F
 from analysis import system_figures as S
 from analysis.accessor import CellsDroppedWarning
+
+MAX_FAILURE_ROWS = 50
 
 
 @dataclass
@@ -78,8 +81,9 @@ def make_report(
     if isinstance(store, xr.Dataset):
         ds, where = store, "(in-memory Dataset)"
     else:
-        kw = {"storage_options": storage_options} if storage_options else {}
-        ds, where = xr.open_zarr(os.fspath(store), **kw), os.fspath(store)
+        from sweeps.store import open_results  # refuses a store of another format (StoreFormatError)
+
+        ds, where = open_results(os.fspath(store), storage_options), os.fspath(store)
     rep = Report(Path(out))
     rep.out.mkdir(parents=True, exist_ok=True)
     acc = ds.geosweep
@@ -125,7 +129,12 @@ def make_report(
             F.momentum_errors(sub, desc),
             f"Momentum-map errors against time{at}. NaN (not drawn) where the momentum is not conserved.",
         )
-        _save(rep, "status_map", F.status_map(ds), "Status of every cell (0 ok, >0 failed, −1 not run, −2 n/a).")
+        _save(
+            rep,
+            "status_map",
+            F.status_map(ds),
+            "Status of every cell (0 ok, > 0 failed, −1 not run, −2 not applicable; labels from the store).",
+        )
         specific: list[tuple[str, Any]] = []
         if system == "lj_sphere":
             specific.append(("ke_map", lambda: S.ke_map(sub, ke_times)))
@@ -134,7 +143,7 @@ def make_report(
                 ("torus_energy_partition", lambda: S.torus_energy_partition(sub)),
                 ("torus_snapshots", lambda: S.torus_snapshots(sub)),
             ]
-        if system == "pendulum_chain":
+        if "integrator_adaptive" in ds.coords and bool(ds["integrator_adaptive"].any()):
             specific.append(("chain_step_sizes", lambda: S.chain_step_sizes(sub)))
         for name, make in specific:
             fig, caption, notes = make()
@@ -147,6 +156,11 @@ def make_report(
 
 def _summary_tables(ds: xr.Dataset, sub: xr.Dataset) -> list[tuple[str, str]]:
     out = []
+    fails = ds.geosweep.failures()
+    if len(fails):
+        cols = [c for c in fails.columns if c != "status"]
+        more = f"; first {MAX_FAILURE_ROWS} of {len(fails)}" if len(fails) > MAX_FAILURE_ROWS else ""
+        out.append((f"Failed cells (status > 0{more})", _table(fails[cols].head(MAX_FAILURE_ROWS))))
     try:
         c = sub.geosweep.classify(relative=True).compute()
         df = c[["slope", "slope_stderr", "ratio", "classification"]].to_dataframe().reset_index()
@@ -161,7 +175,7 @@ def _summary_tables(ds: xr.Dataset, sub: xr.Dataset) -> list[tuple[str, str]]:
         try:
             o = ds.geosweep.order(dim=dim).compute()
             df = o[["order", "order_stderr", "n_points"]].to_dataframe().reset_index()
-            if "expected_order" in o.coords:
+            if "expected_order" in o.coords and dim == "h":  # a tol slope is not an order in h
                 df["expected_order"] = o["expected_order"].to_series().reindex(df["integrator"]).to_numpy()
             cols = (
                 [d for d in o["order"].dims]
@@ -175,6 +189,10 @@ def _summary_tables(ds: xr.Dataset, sub: xr.Dataset) -> list[tuple[str, str]]:
     return out
 
 
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in counts.items())
+
+
 def _write_index(
     rep: Report, ds: xr.Dataset, where: str, counts: dict[str, int], tables: list[tuple[str, str]]
 ) -> None:
@@ -186,8 +204,8 @@ def _write_index(
         f"store: `{where}`  ",
         f"family: {ds.attrs.get('system_family', '?')}; "
         f"sweep axes: {', '.join(f'{d} ({ds.sizes[d]})' for d in ds.geosweep.sweep_dims)}  ",
-        f"cells: {sum(counts.values())}; status counts: {counts}. "
-        + (f"Cells with status ≠ 0 are left out of every figure and table ({not_ok})." if not_ok else ""),
+        f"cells: {sum(counts.values())}; status counts: {_counts(counts)}. "
+        + (f"Cells with status ≠ 0 are left out of every figure and table ({_counts(not_ok)})." if not_ok else ""),
         "",
     ]
     for head, body in tables:
@@ -200,7 +218,7 @@ def _write_index(
     rep.index.write_text("\n".join(md))
     body = [
         f"<h1>{html.escape(title)}</h1>",
-        f"<p>store: <code>{html.escape(where)}</code><br>status counts: {html.escape(str(counts))}</p>",
+        f"<p>store: <code>{html.escape(where)}</code><br>status counts: {html.escape(_counts(counts))}</p>",
     ]
     for head, table in tables:
         body += [f"<h2>{html.escape(head)}</h2>", f"<pre>{html.escape(table)}</pre>"]

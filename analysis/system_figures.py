@@ -5,7 +5,6 @@ states (Figs. 3–4), chain adaptive step sizes (Figs. 8/10/11). Each returns
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,7 @@ import xarray as xr
 from analysis.figures import STEP_DIMS, cells
 
 PAPER_KE_TIMES = (0.0, 0.25, 0.5, 0.75, 5.0)
-TORUS_PARTS = ("KE_trans", "KE_rot", "U_m", "U_a", "U_s", "U_pp", "U_pw", "E_total")
+TORUS_PARTS = ("KE_trans", "KE_rot", "U_m", "U_a", "U_s", "U_pp", "U_pw", "energy")
 
 
 def _pick_cell(ds: xr.Dataset, prefer: tuple[str, ...]) -> tuple[str, Any, float, xr.Dataset] | None:
@@ -29,22 +28,6 @@ def _pick_cell(ds: xr.Dataset, prefer: tuple[str, ...]) -> tuple[str, Any, float
     return min(runs, key=lambda r: r[2])
 
 
-def initial_state(ds: xr.Dataset, cell: xr.Dataset) -> tuple[np.ndarray, np.ndarray] | None:
-    """(q0, w0) of an s2 cell rebuilt from the store's spec and the cell's parameters."""
-    try:
-        from kernels.registry import SYSTEMS, load_builtins
-        from sweeps.spec import load_spec
-
-        load_builtins()
-        spec = load_spec(json.loads(ds.attrs["spec"]))
-        combo = dict(spec.fixed_params())
-        combo.update({k: cell[k].item() for k in spec.swept_params() if k in cell.coords})
-        model = SYSTEMS[spec.system].build(**spec.system_kwargs(combo))
-        return np.asarray(model.q0), np.asarray(model.w0)
-    except Exception:  # noqa: BLE001 - the figure then shows only stored states
-        return None
-
-
 def ke_map(ds: xr.Dataset, times: tuple[float, ...] = PAPER_KE_TIMES):
     """Per-face kinetic energy on the 5120-face icosphere at the snapshot times nearest ``times``."""
     import matplotlib.pyplot as plt
@@ -57,22 +40,23 @@ def ke_map(ds: xr.Dataset, times: tuple[float, ...] = PAPER_KE_TIMES):
     name, dim, value, cell = pick
     notes: list[str] = []
     states: list[tuple[float, np.ndarray, np.ndarray]] = []
-    if "q_snap" in cell and "w_snap" in cell:
-        st = cell["snapshot_time"].values
-        chosen = sorted({int(np.nanargmin(np.abs(st - t))) for t in times if np.isfinite(st).any()})
-        for k in chosen:
-            q, w = cell["q_snap"].isel(snapshot=k).values, cell["w_snap"].isel(snapshot=k).values
-            if np.isfinite(q).all():
-                states.append((float(st[k]), q, w))
-    else:
+    if "snapshot_state" not in cell:
+        return None, "", ["KE map: the store has no state snapshots (snapshot_state)"]
+    q_all, w_all = cell.geosweep.state("q", snapshots=True), cell.geosweep.state("w", snapshots=True)
+    st = cell["snapshot_time"].values
+    chosen = sorted({int(np.nanargmin(np.abs(st - t))) for t in times if np.isfinite(st).any()})
+    for k in chosen:
+        q, w = q_all.isel(snapshot=k).values, w_all.isel(snapshot=k).values
+        if np.isfinite(q).all():
+            states.append((float(st[k]), q, w))
+    if not states:
+        return None, "", ["KE map: no finite state snapshot in the chosen cell"]
+    missing = [t for t in times if not np.isclose(st, t).any()]
+    if missing:
         notes.append(
-            "KE map: the store has no state snapshots (q_snap/w_snap); shown: t = 0 (initial state rebuilt "
-            "from the spec) and t = T (q_final/w_final). Paper Fig. 7 also shows t = 0.25, 0.5, 0.75."
+            f"KE map: no snapshot at t = {', '.join(f'{t:g}' for t in missing)} (set snapshot_dt in the spec); "
+            f"shown: the nearest stored times {', '.join(f'{t:g}' for t, _, _ in states)}"
         )
-        init = initial_state(ds, cell)
-        if init is not None:
-            states.append((0.0, *init))
-        states.append((float(ds["time"].values[-1]), cell["q_final"].values, cell["w_final"].values))
     fields = [(t, ke_face(q, w)) for t, q, w in states]
     finite = np.concatenate([f[np.isfinite(f)] for _, f in fields]) if fields else np.array([])
     vmax = float(finite.max()) if finite.size else 1.0
@@ -92,7 +76,7 @@ def ke_map(ds: xr.Dataset, times: tuple[float, ...] = PAPER_KE_TIMES):
 
 
 def torus_energy_partition(ds: xr.Dataset):
-    """KE_trans, KE_rot, U_m, U_a, U_s, U_pp, U_pw and E_total against time (paper Fig. 4)."""
+    """KE_trans, KE_rot, U_m, U_a, U_s, U_pp, U_pw and the total ``energy`` against time (paper Fig. 4)."""
     import matplotlib.pyplot as plt
 
     parts = [p for p in TORUS_PARTS if p in ds]
@@ -106,7 +90,7 @@ def torus_energy_partition(ds: xr.Dataset):
     t = ds["time"].values
     for ax, (name, (dim, value, cell)) in zip(axes[0], runs.items()):
         for p in parts:
-            ax.plot(t, cell[p].values, lw=2 if p == "E_total" else 1, color="k" if p == "E_total" else None, label=p)
+            ax.plot(t, cell[p].values, lw=2 if p == "energy" else 1, color="k" if p == "energy" else None, label=p)
         ax.set_title(f"{name}, {dim} = {value:g}", fontsize=9)
         ax.set_xlabel("time")
         ax.set_ylabel("energy")
@@ -118,26 +102,28 @@ def torus_energy_partition(ds: xr.Dataset):
 
 
 def torus_snapshots(ds: xr.Dataset, n_max: int = 4):
-    """Particle positions ``snap_x`` at up to ``n_max`` snapshot times, with the wall x = 0 (Fig. 3)."""
+    """Particle positions (``x_*`` of ``snapshot_state``) at up to ``n_max`` snapshot times, with
+    the wall x = 0 (Fig. 3)."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Circle
 
     pick = _pick_cell(ds, ("v2_newmark", "v2_exact"))
-    if pick is None or "snap_x" not in ds:
-        return None, "", ["torus snapshots: no ok cell or no snap_x"]
+    if pick is None or "snapshot_state" not in ds:
+        return None, "", ["torus snapshots: no ok cell or no snapshot_state"]
     name, dim, value, cell = pick
+    xs = cell.geosweep.state("x", snapshots=True)
     st = cell["snapshot_time"].values
     valid = np.flatnonzero(np.isfinite(st))
     chosen = valid[np.unique(np.linspace(0, len(valid) - 1, min(n_max, len(valid))).round().astype(int))]
-    x0 = cell["snap_x"].isel(snapshot=int(chosen[0])).values
+    x0 = xs.isel(snapshot=int(chosen[0])).values
     ax2 = 1 + int(np.argmax(np.nanstd(x0[:, 1:], axis=0)))  # in-plane axis with the larger spread
     n = int(np.isfinite(x0[:, 0]).sum())
     radius = 0.5 * float(cell["D_t"]) * np.sin(np.pi / n) if "D_t" in cell.coords else 0.05
     fig, axes = plt.subplots(1, len(chosen), figsize=(3.0 * len(chosen), 3.4), squeeze=False, sharey=True)
-    all_x = cell["snap_x"].isel(snapshot=chosen).values
+    all_x = xs.isel(snapshot=chosen).values
     lo, hi = np.nanmin(all_x, axis=(0, 1)) - radius, np.nanmax(all_x, axis=(0, 1)) + radius
     for ax, k in zip(axes[0], chosen):
-        x = cell["snap_x"].isel(snapshot=int(k)).values
+        x = xs.isel(snapshot=int(k)).values
         for p in x[np.isfinite(x[:, 0])]:
             ax.add_patch(Circle((p[0], p[ax2]), radius, fc="tab:blue", ec="k", lw=0.4, alpha=0.8))
         ax.axvline(0.0, color="k", lw=2)

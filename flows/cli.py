@@ -7,7 +7,7 @@ nightly Prefect deployment of a spec (see :mod:`flows.deployments`).
 
 Exit codes: 0 success (cells whose integration failed are results, not errors), 1 some
 slices raised, 2 the spec, cluster file or options were refused, 3 the store belongs to
-another spec.
+another spec or has another store format.
 """
 
 from __future__ import annotations
@@ -45,6 +45,15 @@ def _progress_bar(total_hint: int | None = None):
             state["bar"].close()
 
     return hook, close
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("geosweep")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _how_to_open(store: str, storage_options: dict | None = None) -> str:
@@ -99,10 +108,10 @@ def _start_cluster(path: str):
 
 def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     from sweeps.engine import default_store_path, run_sweep
-    from sweeps.spec import load_spec
+    from sweeps.plan import make_plan
 
-    spec = load_spec(spec_path)  # refuse a bad spec before starting anything
-    store = args.store or default_store_path(spec)
+    plan = make_plan(spec_path)  # validated and models built, once; a bad spec is refused before anything starts
+    store = args.store or default_store_path(plan.spec)
     cluster = _start_cluster(args.cluster) if args.cluster else None
     address = cluster.scheduler_address if cluster is not None else args.address
     hook, close = _progress_bar()
@@ -110,7 +119,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     try:
         if args.no_prefect or args.serial:
             result = run_sweep(
-                spec,
+                plan,
                 store,
                 address=address,
                 n_workers=args.workers,
@@ -124,21 +133,18 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
             ok = not result.errors
             summary = None
         else:
-            from flows.sweep_flow import PROGRESS_HOOKS, sweep_flow
+            from flows.sweep_flow import sweep_flow
 
-            PROGRESS_HOOKS.append(hook)
-            try:
-                out = sweep_flow(
-                    spec.model_dump(mode="json"),
-                    store=store,
-                    address=address,
-                    n_workers=args.workers,
-                    slice_seconds=args.slice_seconds,
-                    storage_options=args.storage_options,
-                    processes=args.processes,
-                )
-            finally:
-                PROGRESS_HOOKS.remove(hook)
+            out = sweep_flow(
+                plan,
+                store=store,
+                address=address,
+                n_workers=args.workers,
+                slice_seconds=args.slice_seconds,
+                storage_options=args.storage_options,
+                processes=args.processes,
+                progress=hook,
+            )
             ok = True
             summary = out.get("summary")
     finally:
@@ -172,14 +178,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from sweeps.grid import Grid
-    from sweeps.spec import load_spec
+    from sweeps.plan import make_plan
 
-    spec = load_spec(args.spec)
-    grid = Grid(spec)
+    plan = make_plan(args.spec)
+    grid = plan.grid
     dims = ", ".join(f"{d}={n}" for d, n in zip(grid.dims, grid.shape))
-    est = sum(grid.cost(c) for c in grid.cells())
-    print(f"{args.spec}: valid. {grid.size} cells ({dims}); time samples {spec.n_time}; ")
+    est = sum(plan.cost(c) for c in grid.cells())
+    print(f"{args.spec}: valid. {grid.size} cells ({dims}); time samples {plan.spec.n_time}; ")
     print(f"estimated work ≈ {est:.0f} core-seconds")
     return 0
 
@@ -199,12 +204,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """``geosweep report STORE [--out DIR]``: figures and index.md/index.html (see analysis.report)."""
     from analysis.report import main_report
-    from sweeps.store import StoreRef
+    from sweeps.store import StoreRef, open_results
 
     ref = StoreRef.of(args.store, args.storage_options)
     if not ref.exists():
         print(f"geosweep: no store at {ref.url}", file=sys.stderr)
         return 2
+    open_results(ref)  # a store of another format is refused here (exit 3), before any figure
     rep = main_report(args.store, args.out, args.storage_options)
     print(f"report: {rep.index} ({len(rep.figures)} figures)")
     for note in rep.notes:
@@ -235,6 +241,7 @@ def cmd_systems(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="geosweep", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"geosweep {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def add_store_options(p: argparse.ArgumentParser) -> None:
@@ -245,8 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
             help='fsspec options of a remote store, e.g. \'{"client_kwargs": {"endpoint_url": "https://…"}}\'',
         )
 
-    def add_execution_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--workers", type=int, help="local Dask worker processes (default: all cores)")
+    def add_execution_options(p: argparse.ArgumentParser, workers_help: str) -> None:
+        p.add_argument("--workers", type=int, help=workers_help)
         p.add_argument("--address", help="address of an existing Dask scheduler (tcp://host:8786)")
         p.add_argument("--cluster", metavar="FILE", help="start the cluster described in FILE (deploy/clusters.py)")
         p.add_argument("--slice-seconds", type=float, default=10.0, help="target work per Dask task (s)")
@@ -254,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_run_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--store", help="zarr store path or URL (default: results/<name>.zarr)")
-        add_execution_options(p)
+        add_execution_options(
+            p, "local Dask workers (default: all cores): threads in this process by default, processes with --processes"
+        )
         p.add_argument("--no-prefect", action="store_true", help="run on Dask without the Prefect flow")
         p.add_argument("--serial", action="store_true", help="run in this process, no Dask, no Prefect")
         p.add_argument(
@@ -274,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cron", default="0 2 * * *", help='cron schedule (default "0 2 * * *")')
     p.add_argument("--timezone", default="UTC", help="timezone of the cron schedule (default UTC)")
     p.add_argument("--name", help="deployment name (default nightly-<spec name>)")
-    add_execution_options(p)
+    add_execution_options(p, "local Dask worker threads of each run (default: all cores)")
     p = sub.add_parser("validate", help="check a spec without running it")
     p.add_argument("spec")
     p = sub.add_parser("status", help="completion and status of a store")

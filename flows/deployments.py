@@ -18,7 +18,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from flows.sweep_flow import sweep_flow
-from sweeps.spec import load_spec
+from sweeps.plan import make_plan
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_TIMEZONE = "UTC"
@@ -65,8 +65,8 @@ def nightly_flow(
     closed afterwards. Otherwise ``address`` or a local cluster of ``n_workers`` is used.
     ``day`` (``YYYY-MM-DD``) overrides the date, e.g. to redo a past night's store.
     """
-    sweep = load_spec(spec)
-    store = dated_store(store_root, sweep.name, day)
+    plan = make_plan(spec)  # the run's only validation and model build
+    store = dated_store(store_root, plan.spec.name, day)
     get_run_logger().info(f"nightly store {store}")
     own = None
     if cluster is not None:
@@ -76,7 +76,7 @@ def nightly_flow(
         address = own.scheduler_address
     try:
         return sweep_flow(
-            sweep.model_dump(mode="json"),
+            plan,
             store=store,
             address=address,
             n_workers=n_workers,
@@ -109,7 +109,7 @@ def nightly_deployment(
     """
     from prefect.schedules import Cron
 
-    sweep = load_spec(spec)
+    sweep = make_plan(spec).spec
     spec_param: str | dict = spec if isinstance(spec, dict) else str(Path(os.fspath(spec)).expanduser().absolute())
     root = os.fspath(store_root)
     if "://" not in root:

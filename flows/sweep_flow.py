@@ -3,6 +3,16 @@
 Prefect adds scheduling, retries and run history; the science runs in
 :func:`sweeps.engine.run_sweep`, which fans out one plain Dask future per slice of cells
 (not one Prefect task per cell: a Prefect task costs tens of ms plus API traffic).
+
+In-process objects as flow parameters: the CLI builds the :class:`sweeps.plan.Plan` (the spec
+validated and the models built, once) and passes it, with its progress callback, straight into
+:func:`sweep_flow`. Prefect hands parameters of a flow called in this process to the function
+unchanged (a ``Plan`` passes pydantic validation as itself, a callable as itself); for the
+run's record in the API it encodes them as JSON, which for a plan is its spec and grid shape
+(``Plan``'s serialiser) and for a callback an empty placeholder. A deployment run (parameters
+from the API) passes a spec path or mapping instead and no callback: the flow then plans once
+itself. The tasks take these objects too, so they use ``NO_CACHE`` (no input hashing; a sweep's
+results live in its store, and a rerun resumes it).
 """
 
 from __future__ import annotations
@@ -13,45 +23,42 @@ from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.cache_policies import NO_CACHE
 
-from sweeps.engine import Progress, plan, run_sweep
+from sweeps.engine import Progress, run_sweep
+from sweeps.plan import Plan, make_plan
 from sweeps.summary import status_table
 
-#: Callbacks (e.g. the CLI's progress bar) called with every :class:`Progress` update.
-PROGRESS_HOOKS: list[Callable[[Progress], None]] = []
+
+@task(name="plan-sweep", cache_policy=NO_CACHE)
+def plan_sweep(plan: Plan | str | dict) -> Plan:
+    """Validate a spec and build its models, once (a bad spec is refused before any work); a plan passes through."""
+    plan = make_plan(plan)
+    dims = ", ".join(f"{d}={n}" for d, n in zip(plan.grid.dims, plan.grid.shape))
+    get_run_logger().info(f"sweep {plan.spec.name}: {plan.grid.size} cells ({dims})")
+    return plan
 
 
-@task(name="plan-sweep")
-def plan_sweep(spec: str | dict) -> dict[str, Any]:
-    """Validate the spec (refused before any work) and describe the grid."""
-    sweep, grid, _ = plan(spec)
-    return {
-        "spec": sweep.model_dump(mode="json"),
-        "name": sweep.name,
-        "cells": grid.size,
-        "dims": dict(zip(grid.dims, grid.shape)),
-    }
-
-
-@task(name="execute-sweep", retries=1, retry_delay_seconds=5)
+@task(name="execute-sweep", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
 def execute_sweep(
-    spec: dict,
+    plan: Plan,
     store: str | None,
     address: str | None,
     n_workers: int | None,
     slice_seconds: float,
     storage_options: dict | None,
     processes: bool = False,
+    progress: Callable[[Progress], None] | None = None,
 ) -> dict[str, Any]:
     """Run the pending cells on Dask; a retry resumes from the store (finished cells stay)."""
     logger = get_run_logger()
-    artifact = create_progress_artifact(progress=0.0, description=f"cells done of sweep {spec['name']}")
+    artifact = create_progress_artifact(progress=0.0, description=f"cells done of sweep {plan.spec.name}")
     last = {"pct": -10.0}
 
-    def progress(p: Progress) -> None:
+    def on_progress(p: Progress) -> None:
         pct = 100.0 * p.done / max(p.total, 1)
-        for hook in PROGRESS_HOOKS:
-            hook(p)
+        if progress is not None:
+            progress(p)
         if pct - last["pct"] >= 10.0 or p.done == p.total:
             last["pct"] = pct
             update_progress_artifact(artifact, progress=pct)
@@ -59,14 +66,14 @@ def execute_sweep(
             logger.info(f"{p.done}/{p.total} cells ({pct:.0f}%), {p.failed} failed{eta}")
 
     result = run_sweep(
-        spec,
+        plan,
         store,
         address=address,
         n_workers=n_workers,
         processes=processes,
         slice_seconds=slice_seconds,
         storage_options=storage_options,
-        progress=progress,
+        progress=on_progress,
         log=logger.info,
     )
     if result.errors:
@@ -74,7 +81,7 @@ def execute_sweep(
     return asdict(result)
 
 
-@task(name="finalise-sweep")
+@task(name="finalise-sweep", cache_policy=NO_CACHE)
 def finalise_sweep(store: str, storage_options: dict | None) -> str:
     """Summarise the store (status per integrator and h) as a Prefect markdown artifact."""
     table = status_table(store, storage_options)
@@ -84,20 +91,24 @@ def finalise_sweep(store: str, storage_options: dict | None) -> str:
 
 @flow(name="geosweep-sweep")
 def sweep_flow(
-    spec: str | dict,
+    plan: Plan | str | dict,
     store: str | None = None,
     address: str | None = None,
     n_workers: int | None = None,
     slice_seconds: float = 10.0,
     storage_options: dict | None = None,
     processes: bool = False,
+    progress: Callable[[Progress], None] | None = None,
 ) -> dict[str, Any]:
-    """Run a sweep spec (path or mapping) into a zarr store; resumes an existing store.
+    """Run a sweep into a zarr store; resumes an existing store.
 
+    ``plan`` is a :class:`~sweeps.plan.Plan` (from :func:`~sweeps.plan.make_plan`; used as is)
+    or a spec path/mapping (planned once here). ``progress`` is called with every
+    :class:`~sweeps.engine.Progress` update (in-process callers only; see the module doc).
     Without ``address`` a local Dask cluster of ``n_workers`` single-threaded workers runs the
     cells (threads by default, worker processes with ``processes=True``).
     """
-    planned = plan_sweep(spec)
-    result = execute_sweep(planned["spec"], store, address, n_workers, slice_seconds, storage_options, processes)
+    planned = plan_sweep(plan)
+    result = execute_sweep(planned, store, address, n_workers, slice_seconds, storage_options, processes, progress)
     result["summary"] = finalise_sweep(result["store"], storage_options)
     return result

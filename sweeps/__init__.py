@@ -1,8 +1,9 @@
-"""geosweep sweeps: spec → grid → slices → kernels → labelled arrays → zarr.
+"""geosweep sweeps: spec → plan (validated, models built once) → slices → kernels → labelled arrays → zarr.
 
 Runs on any ``distributed.Client`` (a ``LocalCluster`` by default); no Prefect here.
 """
 
+from sweeps.plan import Plan, make_plan
 from sweeps.spec import SpecError, SweepSpec, load_spec
 
-__all__ = ["SpecError", "SweepSpec", "load_spec"]
+__all__ = ["Plan", "SpecError", "SweepSpec", "load_spec", "make_plan"]

@@ -1,10 +1,11 @@
 """Running a sweep on a ``distributed.Client`` (or serially in-process).
 
-Flow: validate spec → grid → create/check the store → pending cells (``done == 0``) →
-slices of ~``slice_seconds`` of work → one plain Dask future per slice. Each slice builds
-the model once per parameter combination, runs the kernels cell by cell and writes each
-finished cell into its own zarr chunks. Numba caches are warmed in the driver first (which
-writes the on-disk cache), then on every worker, so workers never compile concurrently.
+Flow: plan (spec validated and models built once, :mod:`sweeps.plan`) → create/check the
+store → pending cells (``done == 0``) → slices of ~``slice_seconds`` of work → one plain Dask
+future per slice. Each model is scattered to the cluster once; a slice receives the plan part
+its cells need, runs the kernels cell by cell and writes each finished cell into its own zarr
+chunks. Numba caches are warmed in the driver first (which writes the on-disk cache), then on
+every worker, so workers never compile concurrently.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, IntegratorDef, SystemDef, load_builtins
 from kernels.status import Status
-from sweeps.grid import Cell, Grid
-from sweeps.spec import SweepSpec, load_spec
+from sweeps.grid import Cell
+from sweeps.plan import Plan, make_plan
+from sweeps.spec import SweepSpec
 from sweeps.store import ArrayCache, StoreRef, done_mask, ensure_store, record_run, write_cell
 
 
@@ -63,43 +64,27 @@ class SweepResult:
 # ---------------------------------------------------------------------------------------
 # worker side
 # ---------------------------------------------------------------------------------------
-def _register(sysdef: SystemDef, idefs: dict[str, IntegratorDef], famdef: Any) -> None:
-    """Make user-defined systems/integrators shipped with a task known on this worker."""
-    load_builtins()
-    SYSTEMS.setdefault(sysdef.name, sysdef)
-    FAMILIES.setdefault(famdef.name, famdef)
-    for name, idef in idefs.items():
-        INTEGRATORS.setdefault(name, idef)
+def run_slice(plan: Plan, cells: list[Cell], ref: StoreRef) -> list[tuple[Cell, int, float]]:
+    """Run ``cells`` of a plan and write each into the store. Returns (cell, status, wall time).
 
-
-def run_slice(
-    spec_json: str,
-    cells: list[Cell],
-    ref: StoreRef,
-    sysdef: SystemDef,
-    idefs: dict[str, IntegratorDef],
-    famdef: Any,
-) -> list[tuple[Cell, int, float]]:
-    """Run ``cells`` of a sweep and write each into the store. Returns (cell, status, wall)."""
-    _register(sysdef, idefs, famdef)
-    spec = SweepSpec.model_validate_json(spec_json)
-    grid = Grid(spec)
+    ``plan`` holds (at least) the models of ``cells`` (:meth:`Plan.part`); nothing is parsed,
+    built or registered here.
+    """
     group = ArrayCache(ref.open_group("r+"))
-    models: dict[str, Any] = {}
     out = []
     for cell in cells:
         cell = tuple(int(i) for i in cell)
-        coords = grid.coords(cell)
-        combo = grid.params_of(cell)
-        key = repr(sorted(combo.items()))
-        if key not in models:
-            models[key] = sysdef.build(**spec.system_kwargs(combo))
-        model = models[key]
-        h, n_steps, stride, options = grid.run_args(cell)
-        res = famdef.run(model, coords["integrator"], h, n_steps, stride, options)
+        request, options = plan.request(cell)
+        integrator = plan.grid.coords(cell)["integrator"]
+        res = plan.famdef.run(plan.model(cell), integrator, request, options)
         write_cell(group, cell, res.values, res.status, res.wall_time)
         out.append((cell, int(res.status), float(res.wall_time)))
     return out
+
+
+def _run_part(plan: Plan, models: dict[tuple[int, ...], Any], cells: list[Cell], ref: StoreRef) -> list:
+    """Worker entry point: ``models`` arrive as scattered data (each shipped to the cluster once)."""
+    return run_slice(plan.part(models=models), cells, ref)
 
 
 def warm_worker(famdef: Any) -> str:
@@ -112,20 +97,12 @@ def warm_worker(famdef: Any) -> str:
 # ---------------------------------------------------------------------------------------
 # driver side
 # ---------------------------------------------------------------------------------------
-def plan(spec: SweepSpec | str | os.PathLike | dict) -> tuple[SweepSpec, Grid, Any]:
-    """Validate a spec and return (spec, grid, a model of its first parameter combination)."""
-    spec = load_spec(spec)
-    grid = Grid(spec)
-    model = SYSTEMS[spec.system].build(**spec.system_kwargs(spec.param_combinations()[0]))
-    return spec, grid, model
-
-
 def default_store_path(spec: SweepSpec) -> str:
     return os.path.join("results", f"{spec.name}.zarr")
 
 
 def run_sweep(
-    spec: SweepSpec | str | os.PathLike | dict,
+    spec: Plan | SweepSpec | str | os.PathLike | dict,
     store: str | os.PathLike | StoreRef | None = None,
     *,
     client: Any = None,
@@ -138,25 +115,24 @@ def run_sweep(
     progress: Callable[[Progress], None] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> SweepResult:
-    """Run every cell of ``spec`` that is not yet complete in ``store``.
+    """Run every cell of ``spec`` (a :class:`Plan`, or anything :func:`make_plan` takes) not yet complete in ``store``.
 
     Execution: ``client`` (a ``distributed.Client``), else ``address`` of a scheduler, else a
     new ``LocalCluster`` with ``n_workers`` single-threaded workers (default: all cores) —
     threads in this process by default (the kernels release the GIL, so threads run in
     parallel and start instantly), separate processes with ``processes=True``;
     ``serial=True`` runs in this process without Dask (same results, bitwise).
-    Raises :class:`sweeps.spec.SpecError` for a bad spec and
-    :class:`sweeps.store.StoreMismatchError` if ``store`` holds another sweep — in both
-    cases before any work. Integration failures are recorded as cell status, not raised.
+    Raises :class:`sweeps.spec.SpecError` for a bad spec,
+    :class:`sweeps.store.StoreMismatchError` if ``store`` holds another sweep and
+    :class:`sweeps.store.StoreFormatError` if it has another store format — all before any
+    work. Integration failures are recorded as cell status, not raised.
     """
     log = log or (lambda msg: None)
-    spec, grid, model = plan(spec)
+    plan = make_plan(spec)
+    spec, grid, famdef = plan.spec, plan.grid, plan.famdef
     ref = StoreRef.of(store if store is not None else default_store_path(spec), storage_options)
-    sysdef = SYSTEMS[spec.system]
-    famdef = FAMILIES[sysdef.family]
-    idefs = {n: INTEGRATORS[n] for n in spec.integrators}
 
-    created = ensure_store(spec, grid, model, ref)
+    created = ensure_store(plan, ref)
     mask = done_mask(ref)
     pending = [c for c in grid.cells() if not mask[c] and grid.applicable(c)]
     total = sum(1 for c in grid.cells() if grid.applicable(c))
@@ -169,7 +145,6 @@ def run_sweep(
     if not pending:
         return SweepResult(ref.url, total, skipped, 0, 0, 0.0, 0)
 
-    spec_json = spec.model_dump_json()
     t0 = time.perf_counter()
     famdef.warmup()  # compiles once here and fills the on-disk cache
     log(f"kernels ready in {time.perf_counter() - t0:.1f}s")
@@ -192,9 +167,9 @@ def run_sweep(
     own_client = None
     try:
         if serial:
-            slices = grid.slices(pending, slice_seconds, 1)
+            slices = plan.slices(pending, slice_seconds, 1)
             for cells in slices:
-                report(run_slice(spec_json, cells, ref, sysdef, idefs, famdef))
+                report(run_slice(plan, cells, ref))
         else:
             from distributed import Client, LocalCluster, as_completed
 
@@ -204,28 +179,34 @@ def run_sweep(
                 else:
                     n = n_workers or os.cpu_count() or 1
                     own_cluster = LocalCluster(
-                        n_workers=n, threads_per_worker=1, processes=processes, dashboard_address=None
+                        n_workers=n,
+                        threads_per_worker=1,
+                        processes=processes,
+                        dashboard_address=None,  # no dashboard; its HTTP server on a free port, not 8787
+                        scheduler_kwargs={"dashboard_address": ":0"},
                     )
                     client = own_client = Client(own_cluster)
             n_w = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
-            slices = grid.slices(pending, slice_seconds, n_w)
+            slices = plan.slices(pending, slice_seconds, n_w)
             log(f"{len(pending)} cells in {len(slices)} slices on {n_w} workers")
             for line in client.run(warm_worker, famdef).values():
                 log(f"worker {line}")
+            # every model once to the cluster; tasks carry the plan without models, plus references
+            keys = plan.combinations(pending)
+            scattered = dict(zip(keys, client.scatter([plan.models[k] for k in keys], hash=False)))
+            bare = plan.part(models={})
             # longest slices first (Dask runs higher priority first): no worker is left
             # finishing one long slice at the end while the other idles
             futures = [
                 client.submit(
-                    run_slice,
-                    spec_json,
+                    _run_part,
+                    bare,
+                    {k: scattered[k] for k in plan.combinations(cells)},
                     cells,
                     ref,
-                    sysdef,
-                    idefs,
-                    famdef,
                     key=f"geosweep-{spec.spec_hash[:10]}-{i}-{os.getpid()}-{time.time_ns()}",
                     pure=False,
-                    priority=int(1000 * sum(grid.cost(c) for c in cells)),
+                    priority=int(1000 * sum(plan.cost(c) for c in cells)),
                 )
                 for i, cells in enumerate(slices)
             ]

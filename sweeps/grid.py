@@ -12,13 +12,13 @@ a fixed-step integrator runs only at the first ``tol`` and an adaptive one only 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS
+from kernels.registry import IntegratorDef, RunRequest, SystemDef
 from sweeps.spec import SweepSpec
 
 Cell = tuple[int, ...]
@@ -33,11 +33,15 @@ class Axis:
 
 
 class Grid:
-    """Cartesian product of a spec's axes."""
+    """Cartesian product of a spec's axes.
 
-    def __init__(self, spec: SweepSpec):
+    ``sysdef`` and ``idefs`` (integrator name → definition) are the plan's resolved
+    declarations: the grid never looks names up in the global registries.
+    """
+
+    def __init__(self, spec: SweepSpec, sysdef: SystemDef, idefs: Mapping[str, IntegratorDef]):
         self.spec = spec
-        sysdef = SYSTEMS[spec.system]
+        self.idefs = dict(idefs)
         axes = [Axis("integrator", tuple(spec.integrators), "", "integrator name")]
         if spec.h:
             axes.append(Axis("h", tuple(spec.h), sysdef.time_units, "step size of fixed-step integrators"))
@@ -74,50 +78,52 @@ class Grid:
         combo.update({a.name: c[a.name] for a in self.axes[self.n_method_axes :]})
         return combo
 
+    def combination(self, cell: Cell) -> tuple[int, ...]:
+        """Index of the cell's parameter combination along the swept axes (the plan's model key)."""
+        return tuple(cell[self.n_method_axes :])
+
     def applicable(self, cell: Cell) -> bool:
         """False for the filler cells of a mixed fixed-step/adaptive grid (see module doc)."""
         c = dict(zip(self.dims, cell))
-        adaptive = INTEGRATORS[self.axes[0].values[c["integrator"]]].adaptive
-        if adaptive:
+        if self.idefs[self.axes[0].values[c["integrator"]]].adaptive:
             return c.get("h", 0) == 0
         return c.get("tol", 0) == 0
 
-    def run_args(self, cell: Cell) -> tuple[float, int, int, dict[str, Any]]:
-        """(h, n_steps, stride, options) for the family's ``run``.
+    def options(self, integrator: str) -> dict[str, Any]:
+        """Options passed to ``run``: declared defaults overridden by the spec. An adaptive method's
+        tolerance is never among them: it travels in the :class:`RunRequest` (the sweep's ``tol`` axis)."""
+        options = self.spec.options_for(integrator, self.idefs[integrator])
+        if self.idefs[integrator].adaptive:
+            options.pop("tol", None)
+        return options
 
-        Fixed step: the cell's h. Adaptive: ``h`` is the output interval, ``n_steps`` the
-        number of output intervals and the cell's ``tol`` goes into the options.
-        """
+    def request(self, cell: Cell) -> tuple[RunRequest, dict[str, Any]]:
+        """(RunRequest, options) for the family's ``run``: the cell's ``h`` or ``tol``, the spec's time grid."""
         c = self.coords(cell)
         name = c["integrator"]
-        options = self.spec.options_for(name)
-        if INTEGRATORS[name].adaptive:
-            options["tol"] = float(c["tol"])
-            return self.spec.dt_out, self.spec.n_time - 1, 1, options
-        h = float(c["h"])
-        if FAMILIES[SYSTEMS[self.spec.system].family].snapshots:
-            options["snapshot_stride"] = int(round(self.spec.snapshot_interval / h))
-        return h, self.spec.n_steps(h), self.spec.stride(h), options
+        options = self.options(name)
+        step = {"tol": float(c["tol"])} if self.idefs[name].adaptive else {"h": float(c["h"])}
+        req = RunRequest(self.spec.T, self.spec.dt_out, snapshot_every=self.spec.snapshot_every, **step)
+        return req, options
 
-    @cached_property
-    def _model_for_cost(self):
-        sysdef = SYSTEMS[self.spec.system]
-        return sysdef.build(**self.spec.system_kwargs(self.spec.param_combinations()[0]))
+    def cost(self, cell: Cell, cost_per_step: Callable[[str], float]) -> float:
+        """Estimated single-core seconds of a cell (sizes slices; need not be exact).
 
-    def cost(self, cell: Cell) -> float:
-        """Estimated single-core seconds of a cell (sizes slices; need not be exact)."""
+        ``cost_per_step(integrator)`` gives seconds per step on the cell's model.
+        """
         if not self.applicable(cell):
             return 0.0
         c = self.coords(cell)
-        fam = FAMILIES[SYSTEMS[self.spec.system].family]
-        if INTEGRATORS[c["integrator"]].adaptive:
+        if self.idefs[c["integrator"]].adaptive:
             steps = 20 * (self.spec.n_time - 1)  # a guess: ~20 accepted steps per output interval
         else:
             steps = self.spec.n_steps(c["h"])
-        return steps * fam.cost_per_step(self._model_for_cost, c["integrator"])
+        return steps * cost_per_step(c["integrator"])
 
-    def slices(self, cells: list[Cell], target_seconds: float = 10.0, n_workers: int = 1) -> list[list[Cell]]:
-        """Group cells into slices of about ``target_seconds`` of work each.
+    def slices(
+        self, cells: list[Cell], costs: Mapping[Cell, float], target_seconds: float = 10.0, n_workers: int = 1
+    ) -> list[list[Cell]]:
+        """Group cells into slices of about ``target_seconds`` of work each (``costs``: seconds per cell).
 
         Cells sharing system parameters are kept together (the model is built once per
         slice). At least ``4 × n_workers`` slices are made when there are enough cells,
@@ -128,14 +134,14 @@ class Grid:
         k = self.n_method_axes
         key = {cell: (cell[k:], cell[:k]) for cell in cells}
         ordered = sorted(cells, key=key.__getitem__)
-        costs = [self.cost(c) for c in ordered]
-        total = float(sum(costs))
+        cost = [costs[c] for c in ordered]
+        total = float(sum(cost))
         n_min = min(len(ordered), 4 * max(1, n_workers))
         target = min(target_seconds, total / n_min) if total > 0 else target_seconds
         out: list[list[Cell]] = []
         cur: list[Cell] = []
         acc = 0.0
-        for cell, c in zip(ordered, costs):
+        for cell, c in zip(ordered, cost):
             if cur and acc + c > target * 1.0001:
                 out.append(cur)
                 cur, acc = [], 0.0
@@ -144,7 +150,3 @@ class Grid:
         if cur:
             out.append(cur)
         return out
-
-
-def integrator_defs(spec: SweepSpec):
-    return {name: INTEGRATORS[name] for name in spec.integrators}

@@ -31,14 +31,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kernels.registry import INTEGRATORS, SYSTEMS, load_builtins
+from kernels.registry import INTEGRATORS, SYSTEMS, IntegratorDef, SystemDef, load_builtins
 
 Scalar = bool | int | float | str
 
 #: Relative tolerance for "T/h is an integer" and "dt_out is a multiple of h".
 INTEGRALITY_RTOL = 1e-9
-#: At most this many distinct parameter combinations are built during validation.
-MAX_VALIDATED_COMBOS = 256
 
 
 class SpecError(ValueError):
@@ -123,29 +121,31 @@ class SweepSpec(BaseModel):
             combos.append({**fixed, **dict(zip(swept, values))})
         return combos
 
-    def system_kwargs(self, combo: dict[str, Scalar]) -> dict[str, Any]:
-        """Builder arguments: declared defaults overridden by ``combo``."""
-        sysdef = SYSTEMS[self.system]
+    def combination_indices(self) -> list[tuple[int, ...]]:
+        """Index of each :meth:`param_combinations` entry along the swept axes (same order)."""
+        return list(itertools.product(*(range(len(v)) for v in self.swept_params().values())))
+
+    def system_kwargs(self, combo: dict[str, Scalar], sysdef: SystemDef | None = None) -> dict[str, Any]:
+        """Builder arguments: the declared ``Param`` defaults (the only defaults) overridden by ``combo``.
+
+        ``sysdef`` defaults to the registered system of this spec (driver-side convenience).
+        """
+        sysdef = sysdef or SYSTEMS[self.system]
         kwargs = {p.name: p.default for p in sysdef.params}
         kwargs.update(combo)
         return kwargs
 
-    def adaptive(self, integrator: str) -> bool:
-        return INTEGRATORS[integrator].adaptive
-
-    @property
-    def has_fixed(self) -> bool:
-        return any(not self.adaptive(n) for n in self.integrators)
-
-    @property
-    def has_adaptive(self) -> bool:
-        return any(self.adaptive(n) for n in self.integrators)
-
-    def options_for(self, integrator: str) -> dict[str, Any]:
-        idef = INTEGRATORS[integrator]
+    def options_for(self, integrator: str, idef: IntegratorDef | None = None) -> dict[str, Any]:
+        """Integrator options: the declared defaults overridden by ``integrator_options``."""
+        idef = idef or INTEGRATORS[integrator]
         opts = {p.name: p.default for p in idef.params}
         opts.update(self.integrator_options.get(integrator, {}))
         return opts
+
+    @property
+    def snapshot_every(self) -> int:
+        """Output intervals between stored states (0: only t = 0 and t = T), as in ``RunRequest``."""
+        return int(round(self.snapshot_dt / self.dt_out)) if self.snapshot_dt is not None else 0
 
 
 # ---------------------------------------------------------------------------------------
@@ -184,10 +184,10 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_spec(source: str | Path | dict | SweepSpec) -> SweepSpec:
-    """Load and fully validate a spec from a file path, a dict, or a :class:`SweepSpec`."""
+def parse_spec(source: str | Path | dict | SweepSpec) -> SweepSpec:
+    """Parse a spec (file path, dict or :class:`SweepSpec`) and run every check that builds no model."""
     if isinstance(source, SweepSpec):
-        return validate_spec(source)
+        return check_spec(source)
     data = read_spec_file(source) if isinstance(source, str | Path) else dict(source)
     name = data.get("name") if isinstance(data.get("name"), str) else None
     try:
@@ -204,11 +204,44 @@ def load_spec(source: str | Path | dict | SweepSpec) -> SweepSpec:
         for f, m in problems:
             seen.setdefault(f, m)
         raise SpecError(list(seen.items()), name) from None
-    return validate_spec(spec)
+    return check_spec(spec)
 
 
-def validate_spec(spec: SweepSpec) -> SweepSpec:
-    """Semantic checks against the registry; raises :class:`SpecError` listing every problem."""
+def load_spec(source: str | Path | dict | SweepSpec) -> SweepSpec:
+    """Load and fully validate a spec (models are built to check them, then dropped).
+
+    To run a sweep use :func:`sweeps.plan.make_plan`, which validates once and keeps the models.
+    """
+    spec = parse_spec(source)
+    build_models(spec, SYSTEMS[spec.system], {n: INTEGRATORS[n] for n in spec.integrators})
+    return spec
+
+
+def build_models(spec: SweepSpec, sysdef: SystemDef, idefs: dict[str, IntegratorDef]) -> dict[tuple[int, ...], Any]:
+    """Build the model of every parameter combination once, keyed by its index along the swept axes.
+
+    A builder error or an integrator not applicable to a model raises :class:`SpecError`.
+    """
+    models: dict[tuple[int, ...], Any] = {}
+    for key, combo in zip(spec.combination_indices(), spec.param_combinations()):
+        try:
+            model = sysdef.build(**spec.system_kwargs(combo, sysdef))
+        except (ValueError, TypeError) as e:
+            raise SpecError([("params", f"{e} (at {combo or 'defaults'})")], spec.name) from None
+        problems = []
+        for i, name in enumerate(spec.integrators):
+            reason = idefs[name].applicable(model)
+            if reason:
+                problems.append((f"integrators[{i}]", f"{reason} (system {spec.system}, {combo or 'defaults'})"))
+        if problems:
+            raise SpecError(problems, spec.name)
+        models[key] = model
+    return models
+
+
+def check_spec(spec: SweepSpec) -> SweepSpec:
+    """Semantic checks against the registry that build no model; raises :class:`SpecError` listing every
+    problem."""
     load_builtins()
     problems: list[tuple[str, str]] = []
     sysdef = SYSTEMS.get(spec.system)
@@ -321,21 +354,6 @@ def validate_spec(spec: SweepSpec) -> SweepSpec:
                 except ValueError as e:
                     problems.append((field, str(e)))
 
-    # applicability and builder checks on every parameter combination
-    if not problems and sysdef is not None:
-        combos = spec.param_combinations()
-        for combo in combos[:MAX_VALIDATED_COMBOS]:
-            try:
-                model = sysdef.build(**spec.system_kwargs(combo))
-            except (ValueError, TypeError) as e:
-                problems.append(("params", f"{e} (at {combo or 'defaults'})"))
-                break
-            for i, name in enumerate(spec.integrators):
-                reason = INTEGRATORS[name].applicable(model)
-                if reason:
-                    problems.append((f"integrators[{i}]", f"{reason} (system {spec.system}, {combo or 'defaults'})"))
-            if problems:
-                break
     if problems:
         raise SpecError(problems, spec.name)
     return spec

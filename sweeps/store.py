@@ -22,17 +22,21 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kernels.registry import FAMILIES, SYSTEMS, Diagnostic
 from kernels.status import STATUS_MEANINGS, Status
-from sweeps.grid import Cell, Grid
+from sweeps.grid import Cell
 from sweeps.spec import SweepSpec
 
+if TYPE_CHECKING:
+    from sweeps.plan import Plan
+
 SWEEP_FLAGS = ("status", "wall_time", "completed_at", "done")
-FORMAT_VERSION = 1
+#: Store format written (and the only one read) by this geosweep. 2: the family contract's
+#: stored names (``final_state``/``snapshot_state``, absolute ``energy_error`` …), integrator coords.
+FORMAT_VERSION = 2
 
 warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
 warnings.filterwarnings("ignore", message=".*Consolidated metadata is currently not part.*")
@@ -40,6 +44,10 @@ warnings.filterwarnings("ignore", message=".*Consolidated metadata is currently 
 
 class StoreMismatchError(ValueError):
     """The store exists but was created for a different spec."""
+
+
+class StoreFormatError(StoreMismatchError):
+    """The store was written in another store format (older geosweep): refused, never misread."""
 
 
 @dataclass(frozen=True)
@@ -147,16 +155,13 @@ def _fill(dtype: str):
     return np.nan if dtype.startswith("float") else -1
 
 
-def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
-    """The lazily filled xarray Dataset describing the store (nothing computed)."""
+def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
+    """The lazily filled xarray Dataset describing the store (nothing computed), and its encoding."""
     import dask.array as da
     import xarray as xr
 
-    sysdef = SYSTEMS[spec.system]
-    fam = FAMILIES[sysdef.family]
-    sizes = {"time": spec.n_time, **max_sizes(spec, model)}
-    if fam.snapshots:
-        sizes["snapshot"] = spec.n_snapshots
+    spec, grid, sysdef, fam = plan.spec, plan.grid, plan.sysdef, plan.famdef
+    sizes = dict(plan.sizes)
     sweep_shape = grid.shape
     sweep_chunks = (1,) * len(sweep_shape)
     data_vars = {}
@@ -169,10 +174,12 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
         data_vars[name] = xr.Variable(grid.dims + dims, arr, attrs)
         encoding[name] = {"fill_value": fill}
 
-    for d in fam.diagnostics(model):
+    for d in fam.diagnostics(plan.first_model):
         attrs = {"units": _units(d.units, sysdef), "long_name": d.long_name}
         if d.description:
             attrs["description"] = d.description
+        if d.computed_over:
+            attrs["computed_over"] = d.computed_over
         add(d.name, d.dims, d.dtype, attrs, _fill(d.dtype))
     add(
         "status",
@@ -180,7 +187,7 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
         "int8",
         {
             "long_name": "integration status",
-            "flag_values": [k for k in STATUS_MEANINGS],
+            "flag_values": [int(k) for k in STATUS_MEANINGS],
             "flag_meanings": " ".join(STATUS_MEANINGS.values()),
             "description": "0 ok; >0 the trajectory failed (see flag_meanings); -1 not run yet; "
             "-2 not applicable (filler cell of a mixed fixed-step/adaptive grid)",
@@ -203,17 +210,29 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
         if values.dtype == object:
             values = values.astype(str)
         coords[axis.name] = xr.Variable((axis.name,), values, {"units": axis.units, "long_name": axis.doc})
+    idefs = [plan.idefs[name] for name in spec.integrators]
+    for name, values, doc in (
+        ("integrator_family", np.array([i.family for i in idefs]).astype(str), "family the integrator belongs to"),
+        ("integrator_order", np.array([i.order for i in idefs], dtype=np.int64), "order of accuracy"),
+        ("integrator_adaptive", np.array([i.adaptive for i in idefs], dtype=bool), "adaptive (swept over tol)"),
+    ):
+        coords[name] = xr.Variable(("integrator",), values, {"long_name": doc})
     coords["time"] = xr.Variable(
-        ("time",), np.arange(spec.n_time) * spec.dt_out, {"units": sysdef.time_units, "long_name": "time"}
+        ("time",), np.arange(sizes["time"]) * spec.dt_out, {"units": sysdef.time_units, "long_name": "time"}
     )
-    if fam.snapshots:
-        coords["snapshot_time"] = xr.Variable(
-            ("snapshot",),
-            np.arange(spec.n_snapshots) * spec.snapshot_interval,
-            {"units": sysdef.time_units, "long_name": "time of the stored state"},
-        )
+    coords["snapshot_time"] = xr.Variable(
+        ("snapshot",),
+        np.arange(sizes["snapshot"]) * spec.snapshot_interval,
+        {"units": sysdef.time_units, "long_name": "time of the stored state"},
+    )
     if "component" in sizes:
         coords["component"] = xr.Variable(("component",), np.array(["x", "y", "z"]), {"long_name": "Cartesian axis"})
+    if fam.state_labels and "state" in sizes:
+        if len(fam.state_labels) != sizes["state"]:
+            raise ValueError(f"family {fam.name}: {len(fam.state_labels)} state_labels, state dim {sizes['state']}")
+        coords["state"] = xr.Variable(
+            ("state",), np.array(fam.state_labels).astype(str), {"long_name": "entry of the state vector of a body"}
+        )
     for dim, n in sizes.items():
         if dim not in coords:
             coords[dim] = xr.Variable((dim,), np.arange(n), {"long_name": f"{dim} index"})
@@ -225,6 +244,7 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
         if value is None:
             continue
         coords[p.name] = xr.Variable((), value, {"units": p.units, "long_name": p.doc, "fixed_parameter": 1})
+    options = {name: grid.options(name) for name in spec.integrators}
     attrs = {
         "title": f"geosweep results: {spec.name}",
         "geosweep_format": FORMAT_VERSION,
@@ -234,7 +254,7 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
         "system_doc": sysdef.doc,
         "spec": spec.canonical_json(),
         "spec_hash": spec.spec_hash,
-        "integrator_options": json.dumps({n: spec.options_for(n) for n in spec.integrators}, sort_keys=True),
+        "integrator_options": json.dumps(options, sort_keys=True),
         "T": spec.T,
         "dt_out": spec.dt_out,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -244,42 +264,44 @@ def template(spec: SweepSpec, grid: Grid, model: Any) -> Any:
     return xr.Dataset(data_vars, coords=coords, attrs=attrs), encoding
 
 
-def max_sizes(spec: SweepSpec, model: Any) -> dict[str, int]:
-    """Per-cell dimension lengths: the largest over every parameter combination.
+def check_format(url: str, attrs: dict) -> None:
+    """Refuse a store written in another format (raises :class:`StoreFormatError`, store untouched)."""
+    found = attrs.get("geosweep_format")
+    if found == FORMAT_VERSION:
+        return
+    if "spec" not in attrs and found is None:
+        raise StoreFormatError(f"{url} exists but is not a geosweep store (no spec in its attributes)")
+    has = f"store format {found}" if found is not None else "an unversioned store format (before format 2)"
+    by = attrs.get("geosweep_version")
+    raise StoreFormatError(
+        f"store {url} has {has}{f', written by geosweep {by}' if by else ''}; this geosweep reads and writes "
+        f"store format {FORMAT_VERSION} only (stored names changed), so it refuses the store rather than misread it. "
+        f"Write a new store (another --store path) to run or resume this sweep, or open the old store with the "
+        f"geosweep version that wrote it."
+    )
 
-    Cells of smaller models (e.g. a sweep over the number of links N) are padded with the
-    fill value (NaN) beyond their own length.
-    """
-    sysdef = SYSTEMS[spec.system]
-    fam = FAMILIES[sysdef.family]
-    sizes = dict(fam.sizes(model))
-    combos = spec.param_combinations()
-    if len(combos) > 1:
-        for combo in combos[1:]:
-            for dim, n in fam.sizes(sysdef.build(**spec.system_kwargs(combo))).items():
-                sizes[dim] = max(sizes.get(dim, 0), n)
-    return sizes
 
+def ensure_store(plan: Plan, ref: StoreRef) -> bool:
+    """Create the store from the template, or check an existing one belongs to ``plan``.
 
-def ensure_store(spec: SweepSpec, grid: Grid, model: Any, ref: StoreRef) -> bool:
-    """Create the store from the template, or check an existing one belongs to ``spec``.
-
-    Returns True if the store was created. Raises :class:`StoreMismatchError` if the store
-    holds a different sweep (it is never modified in that case).
+    Returns True if the store was created. Raises :class:`StoreFormatError` if the store has
+    another format and :class:`StoreMismatchError` if it holds a different sweep (it is never
+    modified in either case).
     """
     if ref.exists():
         attrs = dict(ref.open_group("r").attrs)
-        if attrs.get("spec_hash") != spec.spec_hash:
-            raise StoreMismatchError(_mismatch_message(ref.url, attrs, spec))
+        check_format(ref.url, attrs)
+        if attrs.get("spec_hash") != plan.spec.spec_hash:
+            raise StoreMismatchError(_mismatch_message(ref.url, attrs, plan.spec))
         return False
-    ds, encoding = template(spec, grid, model)
+    ds, encoding = template(plan)
     kwargs: dict[str, Any] = {"zarr_format": 3, "mode": "w-", "compute": False, "encoding": encoding}
     if not ref.is_local:
         kwargs["storage_options"] = ref.storage_options or {}
     ds.to_zarr(ref.url, consolidated=True, **kwargs)
     group = ref.open_group("r+")
-    for cell in grid.cells():
-        if not grid.applicable(cell):
+    for cell in plan.grid.cells():
+        if not plan.grid.applicable(cell):
             group["status"][cell] = np.int8(Status.NOT_APPLICABLE)
             group["done"][cell] = np.int8(1)
     return True
@@ -352,15 +374,16 @@ def record_run(ref: StoreRef, entry: dict[str, Any]) -> None:
 
 
 def open_results(store: str | os.PathLike | StoreRef, storage_options: dict | None = None):
-    """Open a store as a lazily loaded xarray Dataset (``xr.open_zarr``)."""
+    """Open a store as a lazily loaded xarray Dataset (``xr.open_zarr``).
+
+    Raises :class:`StoreFormatError` for a store of another format (e.g. written before format 2).
+    """
     import xarray as xr
 
     ref = StoreRef.of(store, storage_options)
     kwargs: dict[str, Any] = {}
     if not ref.is_local:
         kwargs["storage_options"] = ref.storage_options or {}
-    return xr.open_zarr(ref.url, **kwargs)
-
-
-def diagnostic_names(model: Any, family: str) -> list[Diagnostic]:
-    return list(FAMILIES[family].diagnostics(model))
+    ds = xr.open_zarr(ref.url, **kwargs)
+    check_format(ref.url, dict(ds.attrs))
+    return ds

@@ -7,13 +7,15 @@ import warnings
 
 import numpy as np
 
-from kernels.status import STATUS_MEANINGS
 from sweeps.store import StoreRef, open_results
 
 
 def status_counts(ds) -> dict[str, int]:
+    """Cells per status label; labels from the store's ``flag_values``/``flag_meanings`` attrs."""
+    attrs = ds["status"].attrs
+    labels = dict(zip((int(v) for v in attrs["flag_values"]), attrs["flag_meanings"].split()))
     values, counts = np.unique(ds["status"].values, return_counts=True)
-    return {STATUS_MEANINGS.get(int(v), str(v)): int(c) for v, c in zip(values, counts)}
+    return {labels.get(int(v), f"status_{int(v)}"): int(c) for v, c in zip(values, counts)}
 
 
 def status_table(store, storage_options: dict | None = None) -> str:
@@ -41,16 +43,13 @@ def status_table(store, storage_options: dict | None = None) -> str:
             med = (ok.median(dim=other) if other else ok).compute()
         lines.append(f"median over other axes of {metric} (max_k |E_k − E_0| / |E_0|; status ok only)")
         lines.append("")
-        from kernels.registry import INTEGRATORS, load_builtins
-
-        load_builtins()
+        adaptive = dict(zip(ds["integrator"].values, ds["integrator_adaptive"].values))  # from the store
         for step in step_dims:
             vals = [f"{step} = {v:g}" for v in ds[step].values]
             names = [
                 n
                 for n in ds["integrator"].values
-                if (INTEGRATORS[str(n)].adaptive if str(n) in INTEGRATORS else True) == (step == "tol")
-                and bool(np.isfinite(med.sel(integrator=n)).any())
+                if bool(adaptive[n]) == (step == "tol") and bool(np.isfinite(med.sel(integrator=n)).any())
             ]
             if not names:
                 continue

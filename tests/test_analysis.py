@@ -11,10 +11,13 @@ import xarray as xr
 
 import analysis  # noqa: F401 - registers ds.geosweep
 from analysis.accessor import CellsDroppedWarning
+from kernels.status import STATUS_MEANINGS
 from sweeps.engine import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(20240605)
+#: CF flag attrs as the store writes them on ``status`` (analysis reads labels only from these)
+FLAGS = {"flag_values": list(STATUS_MEANINGS), "flag_meanings": " ".join(STATUS_MEANINGS.values())}
 
 
 # ----------------------------------------------------------------------------- synthetic data
@@ -33,7 +36,7 @@ def _synthetic_drift() -> xr.Dataset:
         {
             "energy_error": (("integrator", "h", "time"), err, {"units": "J"}),
             "E0": (("integrator", "h"), np.full((3, 2), -2.0)),
-            "status": (("integrator", "h"), status),
+            "status": (("integrator", "h"), status, FLAGS),
         },
         coords={"integrator": ["a", "b", "c"], "h": h, "time": t},
         attrs={"system": "synthetic", "system_family": "s2"},
@@ -53,10 +56,16 @@ def _synthetic_order() -> xr.Dataset:
         {
             "mean_abs_energy_error": (("integrator", "h"), err),
             "wall_time": (("integrator", "h"), 1e-3 / h * np.array([[1.0], [4.0]])),
-            "potential_evals": (("integrator", "h"), np.round(1.0 / h * np.array([[1.0], [4.0]])).astype(np.int64)),
-            "status": (("integrator", "h"), status),
+            "f_evals": (("integrator", "h"), np.round(1.0 / h * np.array([[1.0], [4.0]])).astype(np.int64)),
+            "status": (("integrator", "h"), status, FLAGS),
         },
-        coords={"integrator": ["explicit_vi", "rk4"], "h": h},
+        coords={
+            "integrator": ["explicit_vi", "rk4"],
+            "h": h,
+            "integrator_family": ("integrator", ["s2", "s2"]),
+            "integrator_order": ("integrator", [2, 4]),
+            "integrator_adaptive": ("integrator", [False, False]),
+        },
         attrs={"system": "synthetic", "system_family": "s2"},
     )
 
@@ -94,6 +103,39 @@ def test_ok_failed_report_and_drop():
     assert len(table) == 1 and table.status_label.iloc[0] == "nonfinite"
 
 
+def test_labels_and_integrator_facts_come_from_the_data():
+    """Status labels from flag_meanings (renamed labels follow the data), orders/adaptivity from coords."""
+    from analysis.figures import cells, status_map
+
+    ds = _synthetic_drift()
+    ds["status"][2, 0] = 5
+    assert ds.geosweep.status_counts() == {"not_applicable": 1, "ok": 4, "energy_blowup": 1}
+    assert ds.geosweep.failures().status_label.tolist() == ["energy_blowup"]
+    legend = [t.get_text() for t in status_map(ds).axes[0].get_legend().get_texts()]
+    assert legend == ["-2 not_applicable", "0 ok", "5 energy_blowup"]
+    renamed = ds.copy()
+    renamed["status"] = ds.status.assign_attrs(flag_values=[0, 5, -2], flag_meanings="fine exploded filler")
+    assert renamed.geosweep.status_counts() == {"filler": 1, "fine": 4, "exploded": 1}
+    bare = ds.copy()
+    bare["status"] = ds.status.copy().drop_attrs()
+    assert bare.geosweep.status_counts()["unlabelled_5"] == 1  # no labels in the data: none invented
+    # relative error: the stored rel_energy_error wins; else energy_error (absolute) / |E0|
+    np.testing.assert_allclose(ds.geosweep.relative_energy_error(), ds.energy_error / 2.0)
+    marked = ds.assign(rel_energy_error=ds.energy_error * 0 + 7.0)
+    assert float(marked.geosweep.relative_energy_error().max()) == 7.0
+    # expected orders and adaptivity from the integrator_* coords (not the registry)
+    od = _synthetic_order().assign_coords(integrator_order=("integrator", [3, 5]))
+    with pytest.warns(CellsDroppedWarning):
+        assert list(od.geosweep.order().expected_order.values) == [3.0, 5.0]
+    assert od.geosweep.integrators().to_dict("index")["rk4"] == {"family": "s2", "order": 5, "adaptive": False}
+    mixed = xr.Dataset(
+        {"status": (("integrator", "h", "tol"), np.array([[[0, -2]], [[0, 0]]], dtype=np.int8), FLAGS)},
+        coords={"integrator": ["fix", "ada"], "h": [0.1], "tol": [1e-3, 1e-6]},
+    )
+    mixed = mixed.assign_coords(integrator_adaptive=("integrator", [False, True]))
+    assert [(n, d) for n, d, _, _ in cells(mixed)] == [("fix", "h"), ("ada", "tol"), ("ada", "tol")]
+
+
 def test_order_recovers_p_and_reports_points():
     ds = _synthetic_order()
     with pytest.warns(CellsDroppedWarning, match="nonfinite: 1"):
@@ -108,7 +150,7 @@ def test_order_recovers_p_and_reports_points():
     msg = r"kept 10 of 12 cells; left out 2 \(nonfinite: 1, ok_with_nonfinite_value: 1"
     with pytest.warns(CellsDroppedWarning, match=msg):
         wp = ds.geosweep.work_precision(cost_var="evals")
-    assert list(wp.columns) == ["integrator", "h", "mean_abs_energy_error", "potential_evals"] and len(wp) == 10
+    assert list(wp.columns) == ["integrator", "h", "mean_abs_energy_error", "f_evals"] and len(wp) == 10
 
 
 def test_lazy_on_open_zarr(tmp_path):
@@ -211,8 +253,8 @@ def test_real_sweep_vi_bounded_rk_drifting(stores):
     assert (cls.classification.sel(integrator="rk4") == "drifting").all()  # measured ratio ≈ 30 vs VI ≈ 0.2
     o = ds.geosweep.order().compute()  # mean |ΔE| of the explicit VI: order 2 (spec A4)
     assert abs(float(o.order.sel(integrator="explicit_vi")) - 2.0) < 0.2
-    wp = ds.geosweep.work_precision(cost_var="potential_evals")
-    assert len(wp) == 6 and (wp.potential_evals > 0).all()
+    wp = ds.geosweep.work_precision(cost_var="f_evals")
+    assert len(wp) == 6 and (wp.f_evals > 0).all()
 
 
 GENERIC = {"energy_error_vs_time", "error_vs_step", "work_precision", "status_map"}
@@ -257,19 +299,82 @@ def test_cli_report(stores, tmp_path, capsys):
     assert main(["report", str(tmp_path / "missing.zarr")]) == 2
 
 
-def test_ke_map_uses_snapshots(stores, tmp_path):
-    """With q_snap/w_snap (lead's snapshot fields) the map is drawn at the stored times."""
+def test_ke_map_uses_snapshots(stores):
+    """The map reads q_* and w_* of ``snapshot_state`` by their ``state`` labels, at the stored times."""
     from analysis.system_figures import ke_map
+    from kernels.systems.lj_sphere import lj_sphere
 
     ds = xr.open_zarr(stores["sphere"]).load()
-    q = xr.concat([ds.q_final, ds.q_final], "snapshot")
-    w = xr.concat([ds.w_final * 0.5, ds.w_final], "snapshot")
-    dims = (*ds.status.dims, "snapshot", "body", "component")
-    ds = ds.assign(q_snap=q.transpose(*dims), w_snap=w.transpose(*dims)).assign_coords(
+    assert [str(s) for s in ds.state.values] == ["q_x", "q_y", "q_z", "w_x", "w_y", "w_z"]
+    cell = ds.sel(integrator="explicit_vi", h=0.005, omega=3.25)
+    q0, w0 = lj_sphere(omega=3.25).initial_state()
+    np.testing.assert_array_equal(cell.geosweep.state("q", snapshots=True).isel(snapshot=0), q0)
+    np.testing.assert_array_equal(cell.geosweep.state("w", snapshots=True).isel(snapshot=0), w0)
+    np.testing.assert_array_equal(cell.geosweep.state("q", snapshots=True).isel(snapshot=-1), cell.geosweep.state("q"))
+    fs = ds.final_state
+    snap = xr.concat([fs.where(~fs.state.str.startswith("w"), 0.5 * fs), fs], "snapshot")
+    ds = ds.assign(snapshot_state=snap.transpose(*ds.snapshot_state.dims)).assign_coords(
         snapshot_time=("snapshot", [0.1, 0.25])
     )
-    fig, caption, notes = ke_map(ds.isel(omega=0), times=(0.0, 0.25))
+    fig, caption, notes = ke_map(ds.isel(omega=0), times=(0.1, 0.25))
     assert fig is not None and notes == [] and [a.get_title() for a in fig.axes[:2]] == ["t = 0.1", "t = 0.25"]
+    fig, caption, notes = ke_map(ds.isel(omega=0), times=(0.0, 0.1, 0.25))
+    assert fig is not None and "no snapshot at t = 0" in notes[0]
+
+
+#: the 80-particle torus with v2_newmark at h = 1e-2 blows up at step 27 (|E − E0| > 0.5·|E0|); h = 1e-3 is fine.
+#: (N_p = 8 and 16 do not blow up at h = 1e-2 within T = 3.)
+BLOWUP = {
+    "name": "an-blow",
+    "system": "torus",
+    "integrators": ["v2_newmark"],
+    "h": [1e-2, 1e-3],
+    "T": 0.5,
+    "dt_out": 0.01,
+    "params": {"N_p": 80},
+    "integrator_options": {"v2_newmark": {"blowup": 0.5}},
+}
+
+
+def test_report_labels_an_energy_blowup_cell(tmp_path, capsys):
+    """A real store with a status-5 cell: status map legend, counts and failure table say energy_blowup."""
+    from analysis.figures import status_map
+    from flows.cli import main
+
+    store = tmp_path / "blow.zarr"
+    assert run_sweep(BLOWUP, store, serial=True).complete
+    ds = xr.open_zarr(store)
+    assert ds.status.sel(integrator="v2_newmark").values.tolist() == [5, 0]
+    assert ds.geosweep.status_counts() == {"ok": 1, "energy_blowup": 1}
+    legend = [t.get_text() for t in status_map(ds).axes[0].get_legend().get_texts()]
+    assert legend == ["0 ok", "5 energy_blowup"]
+    assert main(["report", str(store), "--out", str(tmp_path / "r")]) == 0
+    assert "figures" in capsys.readouterr().out
+    assert (tmp_path / "r" / "status_map.png").stat().st_size > 5000
+    index = (tmp_path / "r" / "index.md").read_text()
+    page = (tmp_path / "r" / "index.html").read_text()
+    assert "status counts: ok: 1, energy_blowup: 1" in index and "energy_blowup" in page
+    assert "## Failed cells" in index
+    row = next(line for line in index.splitlines() if line.startswith("| v2_newmark | 0.01 |"))
+    assert "| energy_blowup |" in row
+    for text in (index, page):
+        assert "status_5" not in text and "5 ?" not in text and "unlabelled" not in text
+
+
+def test_report_refuses_another_store_format(tmp_path, capsys):
+    from analysis.report import make_report
+    from flows.cli import main
+    from sweeps.store import StoreFormatError
+
+    for fmt, found in ((1, "store format 1"), (None, "unversioned store format")):
+        path = tmp_path / f"old{fmt}.zarr"
+        ds = _synthetic_drift().assign_attrs(spec="{}")
+        if fmt is not None:
+            ds.attrs["geosweep_format"] = fmt
+        ds.to_zarr(path, zarr_format=3)
+        with pytest.raises(StoreFormatError, match=f"{found}.*format 2 only.*Write a new store"):
+            make_report(path, tmp_path / "r")
+        assert main(["report", str(path)]) == 3 and found in capsys.readouterr().err
 
 
 def test_notebook_runs(stores, tmp_path):

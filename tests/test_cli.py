@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
-import sys
+from importlib.metadata import version
 
 import pytest
 
@@ -56,8 +57,21 @@ def test_run_status_and_mismatch(tmp_path, capsys):
 
 
 def test_console_script_is_installed():
-    out = subprocess.run([sys.executable, "-m", "flows.cli", "--help"], capture_output=True, text=True)
+    """The ``geosweep`` entry point that ``pip install`` put on PATH (not ``python -m flows.cli``)."""
+    exe = shutil.which("geosweep")
+    assert exe, "geosweep is not on PATH: pip install -e ."
+    out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "validate" in out.stdout
+    out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == f"geosweep {version('geosweep')}"
+
+
+def test_help_texts(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "threads in this process by default, processes with --processes" in text
 
 
 @pytest.mark.parametrize("cmd", [["run"], ["frobnicate"]])

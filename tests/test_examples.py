@@ -6,7 +6,7 @@ from importlib import resources
 
 import pytest
 
-from sweeps.grid import Grid
+from sweeps.plan import make_plan
 from sweeps.spec import load_spec
 
 EXAMPLES = sorted(p.name for p in resources.files("sweeps").joinpath("examples").iterdir() if p.name.endswith(".toml"))
@@ -14,10 +14,9 @@ EXAMPLES = sorted(p.name for p in resources.files("sweeps").joinpath("examples")
 
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_example_spec_is_valid(name):
-    spec = load_spec(str(resources.files("sweeps").joinpath("examples", name)))
-    grid = Grid(spec)
-    assert grid.size >= 4
-    assert sum(grid.cost(c) for c in grid.cells()) > 0
+    plan = make_plan(str(resources.files("sweeps").joinpath("examples", name)))
+    assert plan.grid.size >= 4
+    assert sum(plan.cost(c) for c in plan.grid.cells()) > 0
 
 
 def test_examples_cover_every_family():

@@ -56,7 +56,9 @@ def _resume_check(spec, path, n_cells):
 
 def test_torus_sweep_map_h_v0_tilt(tmp_path):
     ds = _resume_check(TORUS, tmp_path / "torus.zarr", 24)
-    assert ds.E_total.dims == ("integrator", "h", "v0", "tilt", "time")
+    assert ds.energy.dims == ("integrator", "h", "v0", "tilt", "time")
+    assert list(ds.state.values) == [f"{v}_{c}" for v in ("x", "v", "alpha", "Omega") for c in "xyz"]
+    assert list(ds.integrator_order.values) == [2, 2, 1] and not ds.integrator_adaptive.values.any()
     assert (ds.status == 0).all()
     # planar impacts stay planar; momenta P_y, P_z and L_x are conserved through the wall contact
     assert float(abs(ds.P.sel(component="y")).max()) < 1e-12
@@ -79,6 +81,9 @@ def test_chain_sweep_n_methods_h_and_adaptive_tol(tmp_path):
     ds = _resume_check(CHAIN, tmp_path / "chain.zarr", runnable)
     assert ds.status.size == grid_cells
     assert int((ds.status == -2).sum()) == grid_cells - runnable
+    assert list(ds.integrator_adaptive.values) == [False, False, False, False, True]
+    assert set(ds.integrator_family.values) == {"ts2"}
+    assert list(ds.state.values) == ["q_x", "q_y", "q_z", "w_x", "w_y", "w_z"]
     ok = ds.where(ds.status == 0)
     lie = ok.max_unit_error.sel(integrator=["lie_euler_heun", "rkmk4", "cf4"]).isel(tol=0)
     assert float(lie.max()) < 1e-13
@@ -86,7 +91,7 @@ def test_chain_sweep_n_methods_h_and_adaptive_tol(tmp_path):
     ad = ok.max_rel_energy_error.sel(integrator="rkmk45").isel(h=0)
     assert float(ad.sel(tol=1e-8).max()) < float(ad.sel(tol=1e-6).max())
     # N = 2 cells are padded with NaN beyond their two links
-    y = ds.y_final.sel(N=2, integrator="rkmk4").isel(h=0, tol=0)
+    y = ds.final_state.sel(N=2, integrator="rkmk4").isel(h=0, tol=0)
     assert np.all(np.isfinite(y.isel(body=slice(0, 2)).values)) and np.all(np.isnan(y.isel(body=slice(2, None)).values))
     # RKMK4 is fourth order: h 0.01 → 0.005 shrinks its energy error by ~16
     r = ok.max_rel_energy_error.sel(integrator="rkmk4", N=2).isel(tol=0)

@@ -1,4 +1,6 @@
-"""The Prefect flow on a real 2-worker LocalCluster gives the same store as a serial run."""
+"""The Prefect flow on a real 2-worker LocalCluster gives the same store as a serial run.
+
+The flow takes the plan (spec validated, models built once) and a progress callback in process."""
 
 from __future__ import annotations
 
@@ -7,8 +9,9 @@ import xarray as xr
 from distributed import Client, LocalCluster
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.sweep_flow import PROGRESS_HOOKS, sweep_flow
+from flows.sweep_flow import sweep_flow
 from sweeps.engine import run_sweep
+from sweeps.plan import make_plan
 from tests.sweep_util import assert_stores_bitwise_equal
 from tests.test_family_sweeps import CHAIN as CHAIN_SPEC
 from tests.test_family_sweeps import TORUS as TORUS_SPEC
@@ -56,11 +59,10 @@ def cluster():
 def test_flow_on_local_cluster_equals_serial_bitwise(spec, prefect_server, cluster, tmp_path, request):
     lc, client = cluster
     seen = []
-    PROGRESS_HOOKS.append(seen.append)
-    try:
-        out = sweep_flow(spec, store=str(tmp_path / "flow.zarr"), address=lc.scheduler_address, slice_seconds=0.2)
-    finally:
-        PROGRESS_HOOKS.remove(seen.append)
+    plan = make_plan(spec)
+    out = sweep_flow(
+        plan, store=str(tmp_path / "flow.zarr"), address=lc.scheduler_address, slice_seconds=0.2, progress=seen.append
+    )
     n = CELLS[request.node.callspec.id]
     assert out["total"] == n and out["ran"] == n and not out["errors"]
     assert out["slices"] >= 4  # really fanned out over both workers
@@ -82,3 +84,26 @@ def test_flow_refuses_a_bad_spec_before_work(prefect_server, tmp_path):
     with pytest.raises(SpecError, match=r"h\[0\]"):
         sweep_flow(dict(SPRINGS, h=[-0.01]), store=str(tmp_path / "bad.zarr"))
     assert not (tmp_path / "bad.zarr").exists()
+
+
+def test_flow_takes_the_plan_or_plans_a_spec_once(prefect_server, tmp_path):
+    """CLI → flow → run_sweep → workers (threads, counted in this process): one build per model."""
+    from prefect.client.orchestration import get_client
+
+    from tests.test_custom_system import BUILDS, COUNTED_SPEC
+
+    BUILDS.clear()
+    plan = make_plan(COUNTED_SPEC)
+    assert len(BUILDS) == 2  # k = 0.5, 2.0
+    out = sweep_flow(plan, store=str(tmp_path / "plan.zarr"), n_workers=2, slice_seconds=0.01)
+    assert out["ran"] == 8 and out["slices"] >= 4 and len(BUILDS) == 2  # no build in the flow or on workers
+    out = sweep_flow(COUNTED_SPEC, store=str(tmp_path / "spec.zarr"), n_workers=2, slice_seconds=0.01)
+    assert out["ran"] == 8 and len(BUILDS) == 4  # a spec (a deployment's parameter) is planned once
+    with get_client(sync_client=True) as client:
+        runs = {r.parameters.get("store"): r.parameters for r in client.read_flow_runs()}
+    recorded = runs[str(tmp_path / "plan.zarr")]["plan"]  # what the API holds for an in-process plan
+    assert recorded == {
+        "spec": plan.spec.model_dump(mode="json"),
+        "cells": 8,
+        "dims": {"integrator": 2, "h": 2, "k": 2},
+    }

@@ -1,7 +1,8 @@
-"""The code base is ruff clean (the same check a reviewer runs)."""
+"""The code base is ruff clean and ruff formatted (the checks a reviewer runs); README and CI agree."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -9,9 +10,26 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+needs_ruff = pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff not installed (pip install -e '.[test]')")
 
 
-@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff not installed (pip install -e '.[test]')")
+@needs_ruff
 def test_ruff_check_is_clean():
     out = subprocess.run(["ruff", "check", "."], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout[-3000:]
+
+
+@needs_ruff
+def test_ruff_format_is_clean():
+    out = subprocess.run(["ruff", "format", "--check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+
+
+def test_readme_set_up_commands_and_ci_run_the_same_test_command():
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Set-up on a fresh machine", 1)[1].split("\n## ", 1)[0]
+    demo, tests = re.findall(r"```\n(.+?)\n```", section, flags=re.S)
+    assert demo.startswith("python3 -m pip install -U pip && ") and demo.endswith("geosweep demo")
+    assert tests.startswith("python3 -m pip install -U pip && ")  # pip 23's resolver backtracks for minutes
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert tests in ci

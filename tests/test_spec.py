@@ -7,7 +7,9 @@ import os
 
 import pytest
 
+from kernels.registry import RunRequest
 from sweeps.engine import run_sweep
+from sweeps.plan import make_plan
 from sweeps.spec import SpecError, load_spec
 
 GOOD = {
@@ -141,3 +143,48 @@ def test_broken_files_name_the_file(tmp_path):
     other.write_text("{}")
     with pytest.raises(SpecError, match="use a .toml"):
         load_spec(other)
+
+
+def test_cells_get_a_run_request_with_h_or_tol():
+    """Fixed step: the cell's h; adaptive: the cell's tol (not in the options); snapshots in output intervals."""
+    plan = make_plan(
+        {
+            "name": "requests",
+            "system": "pendulum_chain",
+            "integrators": ["rkmk4", "rkmk45"],
+            "h": [0.01, 0.005],
+            "tol": [1e-6, 1e-8],
+            "T": 1.0,
+            "dt_out": 0.05,
+            "snapshot_dt": 0.25,
+            "params": {"N": 2},
+        }
+    )
+    grid = plan.grid
+    assert grid.dims == ("integrator", "h", "tol")
+    req, opts = plan.request((0, 1, 0))
+    assert req == RunRequest(1.0, 0.05, h=0.005, snapshot_every=5)
+    assert (req.n_steps, req.stride, req.n_snapshots) == (200, 10, 5)
+    req, opts = plan.request((1, 0, 1))
+    assert req == RunRequest(1.0, 0.05, tol=1e-8, snapshot_every=5) and req.adaptive
+    assert "tol" not in opts
+    assert [grid.applicable(c) for c in [(0, 1, 0), (0, 1, 1), (1, 0, 1), (1, 1, 1)]] == [True, False, True, False]
+    assert plan.sizes["time"] == 21 and plan.sizes["snapshot"] == 5 == plan.spec.n_snapshots
+    # without snapshot_dt: states at t = 0 and t = T only
+    plan = make_plan(GOOD)
+    req, _ = plan.request((0, 0, 0))
+    assert req.snapshot_every == 0 and req.n_snapshots == 2 == plan.sizes["snapshot"]
+
+
+def test_plan_holds_one_model_per_parameter_combination():
+    plan = make_plan(GOOD)
+    assert list(plan.models) == [(0,), (1,)]
+    assert plan.model((1, 1, 1)) is plan.models[(1,)]
+    assert make_plan(plan) is plan
+    part = plan.part([(0, 0, 1), (1, 1, 1)])
+    assert list(part.models) == [(1,)] and part.spec is plan.spec
+    assert plan.model_dump() == {
+        "spec": load_spec(GOOD).model_dump(mode="json"),
+        "cells": 8,
+        "dims": {"integrator": 2, "h": 2, "kappa12": 2},
+    }

@@ -12,7 +12,9 @@ from kernels.s2 import integrate
 from kernels.systems.lj_sphere import lj_sphere
 from sweeps.engine import run_sweep
 from sweeps.spec import load_spec
-from sweeps.store import StoreMismatchError
+from sweeps.store import FORMAT_VERSION, StoreFormatError, StoreMismatchError, open_results
+
+Q, W = ["q_x", "q_y", "q_z"], ["w_x", "w_y", "w_z"]
 
 # lj_sphere at icosphere level 1 (42 molecules) is cheap; h = 0.1 blows the explicit VI up.
 SPEC = {
@@ -24,6 +26,7 @@ SPEC = {
     "dt_out": 0.1,
     "snapshot_dt": 0.5,
     "params": {"level": 1, "omega": [0.0, 20.0]},
+    "integrator_options": {"explicit_vi": {"blowup": 0.0}},  # no energy guard: the VI fails on its domain
 }
 
 
@@ -39,12 +42,14 @@ def test_layout_is_labelled(store):
     ds = xr.open_zarr(store)
     assert ds["energy_error"].dims == ("integrator", "h", "omega", "time")
     assert ds["momentum"].dims == ("integrator", "h", "omega", "time", "component")
-    assert ds["q_final"].dims == ("integrator", "h", "omega", "body", "component")
+    assert ds["final_state"].dims == ("integrator", "h", "omega", "body", "state")
+    assert ds["snapshot_state"].dims == ("integrator", "h", "omega", "snapshot", "body", "state")
     assert list(ds.integrator.values) == ["explicit_vi", "rk4"]
     np.testing.assert_allclose(ds.time.values, np.arange(11) * 0.1)
     assert ds.h.attrs["units"] == "1" and ds.omega.attrs["units"] == "rad / time"
     assert float(ds.level) == 1 and float(ds.epsilon) == 0.01  # fixed parameters as scalar coords
     assert ds.energy.attrs["long_name"].startswith("total energy")
+    assert ds.attrs["geosweep_format"] == FORMAT_VERSION == 2
     for key in ("spec", "spec_hash", "git_revision", "numba_version", "cpu", "geosweep_version"):
         assert ds.attrs[key], key
     assert json.loads(ds.attrs["spec"])["name"] == "store-test"
@@ -56,7 +61,8 @@ def test_values_equal_the_kernel_called_directly(store):
     ds = xr.open_zarr(store).sel(integrator="explicit_vi", h=0.005, omega=20.0)
     tr = integrate(lj_sphere(level=1, omega=20.0), "explicit_vi", 0.005, 200, 20)
     np.testing.assert_array_equal(ds.energy.values, tr.energy)
-    np.testing.assert_array_equal(ds.q_final.values, tr.q)
+    np.testing.assert_array_equal(ds.final_state.sel(state=Q).values, tr.q)
+    np.testing.assert_array_equal(ds.final_state.sel(state=W).values, tr.w)
     assert float(ds.mean_abs_energy_error) == tr.summary["mean_abs_dE"]
     assert int(ds.steps) == 200 and int(ds.status) == 0
 
@@ -71,10 +77,20 @@ def test_blow_up_is_a_status_not_a_crash_and_no_nan_in_summaries(store):
     assert np.all(np.isfinite(e[:k])) and np.all(np.isnan(e[k:]))  # dt_out = h here
     for name in ("mean_abs_energy_error", "max_abs_energy_error", "max_unit_error", "max_momentum_error"):
         assert np.isfinite(float(bad[name])), name
-    assert np.all(np.isfinite(bad.q_final.values))
+    assert np.all(np.isfinite(bad.final_state.values))
     ok = ds.where(ds.status == 0)
     assert int((ds.status == 0).sum()) == int(ds.done.sum()) - int((ds.status > 0).sum())
     assert np.isnan(float(ok.mean_abs_energy_error.sel(integrator="explicit_vi", h=0.1, omega=20.0)))
+
+
+def test_the_energy_guard_stops_a_blow_up_by_default(tmp_path):
+    spec = dict(SPEC, name="guard", integrators=["explicit_vi"], h=[0.1], params={"level": 1, "omega": 20.0})
+    del spec["integrator_options"]
+    run_sweep(spec, tmp_path / "g.zarr", serial=True)
+    ds = xr.open_zarr(tmp_path / "g.zarr").isel(integrator=0, h=0)
+    labels = dict(zip(ds.status.attrs["flag_values"], ds.status.attrs["flag_meanings"].split()))
+    assert labels[int(ds.status)] == "energy_blowup" and int(ds.fail_step) >= 1
+    assert np.isfinite(float(ds.max_abs_energy_error)) and np.all(np.isfinite(ds.final_state.values))
 
 
 def test_second_run_computes_nothing_and_rewrites_nothing(store):
@@ -116,8 +132,53 @@ def test_state_snapshots(store):
     np.testing.assert_allclose(ds.snapshot_time.values, [0.0, 0.5, 1.0])
     cell = ds.sel(integrator="explicit_vi", h=0.005, omega=20.0)
     q0, _ = lj_sphere(level=1, omega=20.0).initial_state()
-    np.testing.assert_array_equal(cell.q_snap.isel(snapshot=0).values, q0)
-    np.testing.assert_array_equal(cell.q_snap.isel(snapshot=-1).values, cell.q_final.values)
-    np.testing.assert_array_equal(cell.w_snap.isel(snapshot=-1).values, cell.w_final.values)
+    np.testing.assert_array_equal(cell.snapshot_state.sel(state=Q).isel(snapshot=0).values, q0)
+    np.testing.assert_array_equal(cell.snapshot_state.isel(snapshot=-1).values, cell.final_state.values)
     failed = ds.sel(integrator="explicit_vi", h=0.1, omega=20.0)  # failed at step ≤ 10: no later states
-    assert np.isnan(failed.q_snap.isel(snapshot=-1).values).all()
+    assert np.isnan(failed.snapshot_state.isel(snapshot=-1).values).all()
+
+
+def test_integrator_coords_state_labels_and_attrs(store):
+    ds = xr.open_zarr(store)
+    assert list(ds.integrator_family.values) == ["s2", "s2"]
+    assert list(ds.integrator_order.values) == [2, 4]
+    assert list(ds.integrator_adaptive.values) == [False, False]
+    assert ds.integrator_family.dims == ds.integrator_order.dims == ds.integrator_adaptive.dims == ("integrator",)
+    assert list(ds.state.values) == ["q_x", "q_y", "q_z", "w_x", "w_y", "w_z"]
+    assert ds.max_abs_energy_error.attrs["computed_over"] == "every step"
+    assert "computed_over" not in ds.energy.attrs
+    from kernels.status import STATUS_MEANINGS
+
+    assert list(ds.status.attrs["flag_values"]) == list(STATUS_MEANINGS)
+    assert ds.status.attrs["flag_meanings"].split() == list(STATUS_MEANINGS.values())
+
+
+@pytest.mark.parametrize("old", [1, None])
+def test_a_store_of_another_format_is_refused_with_a_clear_message(store, tmp_path, old, capsys):
+    """A store written before format 2 (attr edited to 1, or removed) is never resumed or misread."""
+    import shutil
+
+    import zarr
+
+    from flows.cli import main
+
+    path = tmp_path / "old.zarr"
+    shutil.copytree(store, path)
+    group = zarr.open_group(str(path), mode="r+")
+    if old is None:
+        del group.attrs["geosweep_format"]
+    else:
+        group.attrs["geosweep_format"] = old
+    group["done"][0, 1, 1] = 0  # a cell a resume would recompute
+    before = xr.open_zarr(path, consolidated=False).completed_at.values.copy()
+    has = "store format 1" if old == 1 else "unversioned store format"
+    with pytest.raises(StoreFormatError, match=has) as err:
+        run_sweep(SPEC, path, serial=True)
+    assert "store format 2 only" in str(err.value) and "Write a new store" in str(err.value)
+    assert isinstance(err.value, StoreMismatchError)  # the CLI's exit code 3
+    np.testing.assert_array_equal(xr.open_zarr(path, consolidated=False).completed_at.values, before)
+    with pytest.raises(StoreFormatError, match=has):
+        open_results(path)
+    assert main(["status", str(path)]) == 3
+    err_text = capsys.readouterr().err
+    assert has in err_text and "format 2" in err_text

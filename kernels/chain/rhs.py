@@ -25,10 +25,11 @@ import numpy as np
 from kernels._jit import kjit
 from kernels.lie.signatures import DIAG_SIG, FIELD_SIG
 from kernels.linalg import lu_solve_inplace
+from kernels.status import Status
 
 #: length of the diagnostics row: [E, L (3), max|1−q·q|, max|q·ω|]
 N_DIAG = 6
-_NONFINITE = 3
+_NONFINITE = int(Status.NONFINITE)
 
 
 def work_size(n: int, dense: bool = False) -> int:
