@@ -240,8 +240,7 @@ def build_models(spec: SweepSpec, sysdef: SystemDef, idefs: dict[str, Integrator
 
 
 def check_spec(spec: SweepSpec) -> SweepSpec:
-    """Semantic checks against the registry that build no model; raises :class:`SpecError` listing every
-    problem."""
+    """Every check against the registry that builds no model; raises :class:`SpecError` listing all problems."""
     load_builtins()
     problems: list[tuple[str, str]] = []
     sysdef = SYSTEMS.get(spec.system)

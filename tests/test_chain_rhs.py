@@ -21,8 +21,7 @@ from kernels.lie.se3 import generator
 
 def _random_chain(n: int, seed: int) -> ChainModel:
     rng = np.random.default_rng(seed)
-    return ChainModel(m=rng.random(n) + 0.5, L=rng.random(n) + 0.5, g=9.81,
-                      y0=initial_state(n, "random", seed=seed))
+    return ChainModel(m=rng.random(n) + 0.5, L=rng.random(n) + 0.5, g=9.81, y0=initial_state(n, "random", seed=seed))
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:

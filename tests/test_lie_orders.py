@@ -32,8 +32,17 @@ def _orders(model, ref, method) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize(
     ("method", "order"),
     [
-        ("lie_euler", 1), ("lie_euler_heun", 2), ("rkmk3", 3), ("rkmk4", 4), ("rkmk4_2comm", 4),
-        ("cf4", 4), ("cf3", 3), ("cf3b", 3), ("cf43", 4), ("rkmk5", 5), ("rk4_ambient", 4),
+        ("lie_euler", 1),
+        ("lie_euler_heun", 2),
+        ("rkmk3", 3),
+        ("rkmk4", 4),
+        ("rkmk4_2comm", 4),
+        ("cf4", 4),
+        ("cf3", 3),
+        ("cf3b", 3),
+        ("cf43", 4),
+        ("rkmk5", 5),
+        ("rk4_ambient", 4),
     ],
 )
 def test_observed_order(setting, method: str, order: int) -> None:
@@ -67,11 +76,19 @@ def test_embedded_orders(setting, method: str, order: int) -> None:
     model, ref = setting
     m = tableaux.get(method)
     if m.kind == tableaux.CF:
-        emb = tableaux.Method(**{**m.__dict__, "name": method + "_emb", "obase": m.obase[::-1].copy(),
-                                 "onexp": m.onexp[::-1].copy(), "obeta": m.obeta[::-1].copy(),
-                                 "s_main": m.stages})
+        emb = tableaux.Method(
+            **{
+                **m.__dict__,
+                "name": method + "_emb",
+                "obase": m.obase[::-1].copy(),
+                "onexp": m.onexp[::-1].copy(),
+                "obeta": m.obeta[::-1].copy(),
+                "s_main": m.stages,
+            }
+        )
     else:
-        emb = tableaux.Method(**{**m.__dict__, "name": method + "_emb", "b": m.bhat, "bhat": m.b,
-                                 "fsal": False, "P": None})
+        emb = tableaux.Method(
+            **{**m.__dict__, "name": method + "_emb", "b": m.bhat, "bhat": m.b, "fsal": False, "P": None}
+        )
     p, _ = _orders(model, ref, emb)
     assert abs(p[-1] - order) <= 0.25, p

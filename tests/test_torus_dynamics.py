@@ -124,7 +124,7 @@ def test_large_step_fails_with_partial_record(blowup):
     last = tr.info["steps_done"]
     assert last == (k if blowup > 0 else k - 1)
     assert np.isfinite(tr.samples[: last + 1, :24]).all()
-    assert np.isnan(tr.samples[last + 1:]).all()
+    assert np.isnan(tr.samples[last + 1 :]).all()
     assert np.isfinite(tr.x).all() and np.isfinite(tr.Omega).all() and np.isfinite(tr.alpha).all()
 
 
@@ -238,8 +238,11 @@ def _q_err_true(tr, ref) -> float:
     w = qh[..., 0] * qr[..., 0] - np.sum(qh[..., 1:] * qr[..., 1:], axis=-1)
     vec = qh[..., :1] * qr[..., 1:] + qr[..., :1] * qh[..., 1:] + np.cross(qh[..., 1:], qr[..., 1:])
     ang = 2 * np.arctan2(np.linalg.norm(vec, axis=-1), np.abs(w))
-    num = np.sum((a[:, :, 0:6] - b[:, :, 0:6]) ** 2, axis=(1, 2)) + np.sum(
-        (a[:, :, 9:12] - b[:, :, 9:12]) ** 2, axis=(1, 2)) + np.sum(ang**2, axis=1)
+    num = (
+        np.sum((a[:, :, 0:6] - b[:, :, 0:6]) ** 2, axis=(1, 2))
+        + np.sum((a[:, :, 9:12] - b[:, :, 9:12]) ** 2, axis=(1, 2))
+        + np.sum(ang**2, axis=1)
+    )
     th = 2 * np.arctan(np.linalg.norm(b[:, :, 6:9], axis=-1) / 2)
     den = np.sum(b[:, :, 0:6] ** 2, axis=(1, 2)) + np.sum(b[:, :, 9:12] ** 2, axis=(1, 2)) + np.sum(th**2, axis=1)
     return float(np.sqrt(np.trapezoid(num, t) / np.trapezoid(den, t)))

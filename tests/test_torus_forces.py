@@ -61,9 +61,7 @@ def _fd(model: SE3Model, x: np.ndarray, alpha: np.ndarray) -> tuple[np.ndarray, 
     return Ffd, Tfd
 
 
-@pytest.mark.parametrize(
-    ("term", "shear"), [(t, "objective") for t in TERMS] + [("shear", "paper_literal")]
-)
+@pytest.mark.parametrize(("term", "shear"), [(t, "objective") for t in TERMS] + [("shear", "paper_literal")])
 def test_forces_and_torques_match_central_differences(term, shear):
     base = _only(torus(N_p=8, shear=shear), term)
     worst = 0.0
@@ -154,8 +152,9 @@ def test_per_bond_momentum_balance(shear):
     for seed in range(3):
         x, alpha = _config(model, 200 + seed, squeeze=0.95, wall_gap=None)
         for b in range(model.bonds.shape[0]):
-            one = replace(model, bonds=model.bonds[b:b + 1].copy(), d0=model.d0[b:b + 1].copy(),
-                          L0=model.L0[b:b + 1].copy())
+            one = replace(
+                model, bonds=model.bonds[b : b + 1].copy(), d0=model.d0[b : b + 1].copy(), L0=model.L0[b : b + 1].copy()
+            )
             one = replace(one, p=one.p.copy())
             one.p[P_KPP] = 0.0
             _, F, T, _ = evaluate(one, x, alpha)

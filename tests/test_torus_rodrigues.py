@@ -89,19 +89,23 @@ def test_angle_and_g_function():
         assert abs(g_of(n) - 2 * np.arctan(n / 2) / n) <= 2e-16 * max(1.0, g_of(n))
     th = _random_theta(100, 3.0)
     assert np.allclose(
-        2 * np.arctan(np.linalg.norm(theta_to_alpha(th), axis=1) / 2), np.linalg.norm(th, axis=1),
-        rtol=0, atol=1e-15,
+        2 * np.arctan(np.linalg.norm(theta_to_alpha(th), axis=1) / 2),
+        np.linalg.norm(th, axis=1),
+        rtol=0,
+        atol=1e-15,
     )
 
 
 def _quat_matrix(q: np.ndarray) -> np.ndarray:
     """Standard rotation matrix of a unit quaternion (scalar first)."""
     w, x, y, z = q
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def test_quaternion_link():

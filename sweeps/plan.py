@@ -1,0 +1,106 @@
+"""The plan of a sweep: the spec validated and every model built, exactly once.
+
+:func:`make_plan` is the only place a spec is validated against the registry and the only
+place ``SystemDef.build`` runs during a sweep. The :class:`Plan` then travels on: CLI →
+Prefect flow → :func:`sweeps.engine.run_sweep` → Dask workers. Workers receive a plan (or
+the :meth:`Plan.part` their cells need) and never parse a spec, build a model or touch the
+global registries ``SYSTEMS``/``INTEGRATORS``/``FAMILIES``.
+
+A plan is a frozen pydantic model so that it pickles for worker processes (by cloudpickle;
+user potentials are Numba dispatchers, which pickle) and so that Prefect, which records every
+flow parameter as JSON, records a plan by its spec and grid shape (see ``_summary``) instead
+of trying to encode models and compiled functions.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, InstanceOf, model_serializer
+
+from kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, FamilyDef, IntegratorDef, RunRequest, SystemDef
+from sweeps.grid import Cell, Grid
+from sweeps.spec import SweepSpec, build_models, parse_spec
+
+
+class Plan(BaseModel):
+    """A validated sweep with its resolved declarations and built models.
+
+    ``models`` maps a parameter combination (the cell's indices along the swept parameter
+    axes, :meth:`Grid.combination`) to its model; ``sizes`` are the store's per-cell
+    dimension lengths (``time``, ``snapshot``, then the largest family sizes over every model).
+    """
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    spec: SweepSpec
+    sysdef: InstanceOf[SystemDef]
+    famdef: InstanceOf[FamilyDef]
+    idefs: dict[str, InstanceOf[IntegratorDef]]
+    grid: InstanceOf[Grid]
+    models: dict[tuple[int, ...], Any]
+    sizes: dict[str, int]
+
+    @model_serializer
+    def _summary(self) -> dict[str, Any]:
+        """JSON form (what Prefect records as the flow parameter): the spec and the grid shape."""
+        return {
+            "spec": self.spec.model_dump(mode="json"),
+            "cells": self.grid.size,
+            "dims": dict(zip(self.grid.dims, self.grid.shape)),
+        }
+
+    @property
+    def first_model(self) -> Any:
+        """The model of the first parameter combination (declares the stored diagnostics)."""
+        return next(iter(self.models.values()))
+
+    def model(self, cell: Cell) -> Any:
+        return self.models[self.grid.combination(cell)]
+
+    def request(self, cell: Cell) -> tuple[RunRequest, dict[str, Any]]:
+        """(RunRequest, options) of a cell for ``famdef.run``."""
+        return self.grid.request(cell)
+
+    def cost(self, cell: Cell) -> float:
+        """Estimated single-core seconds of a cell, on its own model."""
+        model = self.model(cell)
+        return self.grid.cost(cell, lambda integrator: self.famdef.cost_per_step(model, integrator))
+
+    def slices(self, cells: list[Cell], target_seconds: float = 10.0, n_workers: int = 1) -> list[list[Cell]]:
+        """Slices of ``cells`` of about ``target_seconds`` each (see :meth:`Grid.slices`)."""
+        return self.grid.slices(cells, {c: self.cost(c) for c in cells}, target_seconds, n_workers)
+
+    def combinations(self, cells: list[Cell]) -> list[tuple[int, ...]]:
+        """The parameter combinations (model keys) ``cells`` need, each once."""
+        return list(dict.fromkeys(self.grid.combination(tuple(int(i) for i in c)) for c in cells))
+
+    def part(self, cells: list[Cell] | None = None, models: dict[tuple[int, ...], Any] | None = None) -> Plan:
+        """The same plan holding only ``models`` (default: the models ``cells`` need) — what a task ships."""
+        if models is None:
+            models = {k: self.models[k] for k in self.combinations(cells or [])}
+        return self.model_copy(update={"models": models})
+
+
+def make_plan(source: Plan | SweepSpec | str | os.PathLike | dict) -> Plan:
+    """Validate a spec and build its models, once. A :class:`Plan` is returned unchanged.
+
+    Raises :class:`sweeps.spec.SpecError` (every problem, with its field) before any work.
+    """
+    if isinstance(source, Plan):
+        return source
+    if isinstance(source, os.PathLike):
+        source = os.fspath(source)
+    spec = parse_spec(source)
+    sysdef = SYSTEMS[spec.system]
+    idefs = {name: INTEGRATORS[name] for name in spec.integrators}
+    famdef = FAMILIES[sysdef.family]
+    models = build_models(spec, sysdef, idefs)
+    grid = Grid(spec, sysdef, idefs)
+    request, _ = grid.request(grid.cells()[0])
+    sizes = {"time": request.n_out + 1, "snapshot": request.n_snapshots}
+    for model in models.values():
+        for dim, n in famdef.sizes(model).items():
+            sizes[dim] = max(sizes.get(dim, 0), int(n))
+    return Plan(spec=spec, sysdef=sysdef, famdef=famdef, idefs=idefs, grid=grid, models=models, sizes=sizes)
