@@ -92,21 +92,20 @@ _BLOWUP = int(Status.ENERGY_BLOWUP)
 
 @kjit
 def _finite_prefix(x, n):
+    """All of x[:n] finite (branch-free: x − x is NaN exactly for ±inf and NaN; vectorises)."""
+    bad = False
     for i in range(n):
-        if not np.isfinite(x[i]):
-            return False
-    return True
+        bad |= (x[i] - x[i]) != 0.0
+    return not bad
 
 
 @kjit
 def _obs_finite(obs, red, has_energy):
     """Energy and every reduced column finite (sample-only columns are checked at samples)."""
-    if has_energy and not np.isfinite(obs[0]):
-        return False
+    bad = has_energy and not np.isfinite(obs[0])
     for j in range(obs.shape[0]):
-        if red[j] != 0 and not np.isfinite(obs[j]):
-            return False
-    return True
+        bad |= red[j] != 0 and (obs[j] - obs[j]) != 0.0
+    return not bad
 
 
 @kjit

@@ -30,6 +30,7 @@ from kernels.core.driver import compile_driver
 from kernels.core.layout import I_EVALS, S_ERR
 from kernels.core.signatures import F2, contract_types
 from kernels.core.trajectory import Reductions, StepperSpec
+from kernels.core.views import view2, view3
 from kernels.lie.se3 import bracket, dexpinv, exp_act
 from kernels.lie.signatures import DiagType, FieldType
 from kernels.lie.tableaux import AMBIENT, CF, RKMK, RKMK4_2COMM, Method
@@ -96,25 +97,25 @@ def _unpack(meth):
     s = int(meth[M_S])
     npol = int(meth[M_NP])
     o = M_HEAD
-    A = meth[o : o + s * s].reshape((s, s))
+    A = view2(meth, o, s, s)
     o += s * s
     b = meth[o : o + s]
     o += s
     bhat = meth[o : o + s]
     o += s
-    P = meth[o : o + s * npol].reshape((s, npol))
+    P = view2(meth, o, s, npol)
     o += s * npol
     sbase = meth[o : o + s]
     o += s
     snexp = meth[o : o + s]
     o += s
-    salpha = meth[o : o + s * _JMAX * s].reshape((s, _JMAX, s))
+    salpha = view3(meth, o, s, _JMAX, s)
     o += s * _JMAX * s
     obase = meth[o : o + 2]
     o += 2
     onexp = meth[o : o + 2]
     o += 2
-    obeta = meth[o : o + 2 * _JMAX * s].reshape((2, _JMAX, s))
+    obeta = view3(meth, o, 2, _JMAX, s)
     return A, b, bhat, P, sbase, snexp, salpha, obase, onexp, obeta
 
 
@@ -126,19 +127,19 @@ P_HEAD = 4
 @kjit
 def _stage_views(work, nwc, n, s):
     o = nwc
-    kraw = work[o : o + s * n * 6].reshape((s, n, 6))
+    kraw = view3(work, o, s, n, 6)
     o += s * n * 6
-    kt = work[o : o + s * n * 6].reshape((s, n, 6))
+    kt = view3(work, o, s, n, 6)
     o += s * n * 6
-    Ys = work[o : o + s * n * 6].reshape((s, n, 6))
+    Ys = view3(work, o, s, n, 6)
     o += s * n * 6
-    U = work[o : o + n * 6].reshape((n, 6))
+    U = view2(work, o, n, 6)
     o += n * 6
-    Y = work[o : o + n * 6].reshape((n, 6))
+    Y = view2(work, o, n, 6)
     o += n * 6
-    sig = work[o : o + n * 6].reshape((n, 6))
+    sig = view2(work, o, n, 6)
     o += n * 6
-    sh = work[o : o + n * 6].reshape((n, 6))
+    sh = view2(work, o, n, 6)
     o += n * 6
     W = work[o : o + s]
     return kraw, kt, Ys, U, Y, sig, sh, W
@@ -329,11 +330,11 @@ def lie_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     A, b, bhat, P, sbase, snexp, salpha, obase, onexp, obeta = _unpack(meth)
     kraw, kt, Ys, U, Y, sig, sh, W = _stage_views(work, nwc, n, s)
     n6 = 6 * n
-    y = S[0:n6].reshape((n, 6))
-    yn = Sn[0:n6].reshape((n, 6))
+    y = view2(S, 0, n, 6)
+    yn = view2(Sn, 0, n, 6)
     have_k1 = fsal and S[2 * n6] != 0.0
     if have_k1:
-        _copy(S[n6 : 2 * n6].reshape((n, 6)), kraw[0])
+        _copy(view2(S, n6, n, 6), kraw[0])
     if kind == RKMK:
         st, err, ev = _rkmk_step(
             fmap, act, dexpinv_, pp, wc, A, b, bhat, int(meth[M_DMODE]), fsal, have_k1, adaptive, y, h, kraw, kt, U,
@@ -353,7 +354,7 @@ def lie_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     if st != _OK:
         return st
     if fsal:
-        _copy(kraw[s - 1], Sn[n6 : 2 * n6].reshape((n, 6)))
+        _copy(kraw[s - 1], view2(Sn, n6, n, 6))
         Sn[2 * n6] = 1.0
     else:
         Sn[2 * n6] = 0.0
@@ -365,7 +366,7 @@ def lie_observe(cb, meth, S, p, work, full, obs):
     fmap, ffield, diagfn, act, dexpinv_, bracket_ = cb
     nwc = int(p[P_NWC])
     n = int(p[P_N])
-    diagfn(S[0 : 6 * n].reshape((n, 6)), p[P_HEAD:], work[0:nwc], obs)
+    diagfn(view2(S, 0, n, 6), p[P_HEAD:], work[0:nwc], obs)
 
 
 @kjit(_DENSE_SIG)
@@ -386,8 +387,8 @@ def lie_dense(cb, meth, theta, h, S, Sn, work, Sd):
             w += P[i, m] * tp
             tp *= theta
         W[i] = w
-    y = S[0:n6].reshape((n, 6))
-    out = Sd[0:n6].reshape((n, 6))
+    y = view2(S, 0, n, 6)
+    out = view2(Sd, 0, n, 6)
     if int(meth[M_KIND]) == AMBIENT:
         _lincomb(W, kraw, s, h, U)
         for r in range(n):

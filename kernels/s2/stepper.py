@@ -24,6 +24,7 @@ from kernels.core.driver import compile_driver
 from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
 from kernels.core.signatures import contract_types
 from kernels.core.trajectory import Reductions, StepperSpec
+from kernels.core.views import view2, view3
 from kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System
 from kernels.s2.steps import (
     constraint_errors,
@@ -99,30 +100,30 @@ def work_size(n: int, s: int, dense_matrix: bool) -> int:
 def s2_step(pot, meth, h, S, Sn, p, work, iwork, info, sio):
     n = int(p[P_N])
     diag = p[P_DIAG] != 0.0
-    M = p[P_HEAD : P_HEAD + n * n].reshape((n, n))
+    M = view2(p, P_HEAD, n, n)
     pp = p[P_HEAD + n * n :]
     n3 = 3 * n
-    q = S[0:n3].reshape((n, 3))
-    w = S[n3 : 2 * n3].reshape((n, 3))
-    g = S[2 * n3 : 3 * n3].reshape((n, 3))
-    qn = Sn[0:n3].reshape((n, 3))
-    wn = Sn[n3 : 2 * n3].reshape((n, 3))
-    gn = Sn[2 * n3 : 3 * n3].reshape((n, 3))
+    q = view2(S, 0, n, 3)
+    w = view2(S, n3, n, 3)
+    g = view2(S, 2 * n3, n, 3)
+    qn = view2(Sn, 0, n, 3)
+    wn = view2(Sn, n3, n, 3)
+    gn = view2(Sn, 2 * n3, n, 3)
     kind = int(meth[M_KIND])
     s = int(meth[M_S])
     o = 6 * n3  # past the 6 (n, 3) observe/scratch buffers at the front of work
-    sa = work[o : o + n3].reshape((n, 3))
-    sb = work[o + n3 : o + 2 * n3].reshape((n, 3))
-    qs = work[o + 2 * n3 : o + 3 * n3].reshape((n, 3))
-    ws = work[o + 3 * n3 : o + 4 * n3].reshape((n, 3))
-    gs = work[o + 4 * n3 : o + 5 * n3].reshape((n, 3))
+    sa = view2(work, o, n, 3)
+    sb = view2(work, o + n3, n, 3)
+    qs = view2(work, o + 2 * n3, n, 3)
+    ws = view2(work, o + 3 * n3, n, 3)
+    gs = view2(work, o + 4 * n3, n, 3)
     o += 6 * n3
-    kq = work[o : o + s * n3].reshape((s, n, 3))
+    kq = view3(work, o, s, n, 3)
     o += s * n3
-    kw = work[o : o + s * n3].reshape((s, n, 3))
+    kw = view3(work, o, s, n, 3)
     o += s * n3
     m3 = n3 if (kind == IMPLICIT_VI or not diag) else 1
-    Amat = work[o : o + m3 * m3].reshape((m3, m3))
+    Amat = view2(work, o, m3, m3)
     o += m3 * m3
     v1 = work[o : o + m3]
     v2 = work[o + m3 : o + 2 * m3]
@@ -140,7 +141,7 @@ def s2_step(pot, meth, h, S, Sn, p, work, iwork, info, sio):
         if its > info[I_ITERS_MAX]:
             info[I_ITERS_MAX] = its
     else:
-        A = meth[M_HEAD : M_HEAD + s * s].reshape((s, s))
+        A = view2(meth, M_HEAD, s, s)
         b = meth[M_HEAD + s * s : M_HEAD + s * s + s]
         st, idx, val, Vn, ev = step_rk(
             pot, pp, M, diag, q, w, g, h, qn, wn, gn, A, b, meth[M_BDIV], meth[M_PROJECT] != 0.0,
@@ -159,11 +160,11 @@ def s2_step(pot, meth, h, S, Sn, p, work, iwork, info, sio):
 def s2_observe(pot, meth, S, p, work, full, obs):
     n = int(p[P_N])
     diag = p[P_DIAG] != 0.0
-    M = p[P_HEAD : P_HEAD + n * n].reshape((n, n))
+    M = view2(p, P_HEAD, n, n)
     n3 = 3 * n
-    q = S[0:n3].reshape((n, 3))
-    w = S[n3 : 2 * n3].reshape((n, 3))
-    qd = work[0:n3].reshape((n, 3))
+    q = view2(S, 0, n, 3)
+    w = view2(S, n3, n, 3)
+    qd = view2(work, 0, n, 3)
     obs[0] = kinetic(M, diag, q, w, qd) + S[9 * n]
     u, tau = constraint_errors(q, w)
     obs[1] = u

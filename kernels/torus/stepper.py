@@ -29,6 +29,7 @@ from kernels.core.driver import compile_driver
 from kernels.core.layout import I_EVALS, I_EXTRA, S_FAIL_INDEX, S_FAIL_VALUE
 from kernels.core.signatures import F1, F2, contract_types
 from kernels.core.trajectory import Reductions, StepperSpec
+from kernels.core.views import view2, view3
 from kernels.linalg import all_finite as _finite
 from kernels.status import Status
 from kernels.torus.forces import N_AUX, pendulum_forces, torus_forces
@@ -63,7 +64,7 @@ _ALPHA2_MAX = ALPHA_MAX * ALPHA_MAX
 def _offsets(n: int) -> dict[str, int]:
     names = [("x", 3 * n), ("v", 3 * n), ("a", 3 * n), ("W", 3 * n), ("F", 3 * n), ("T", 3 * n)]
     names += [("aux", N_AUX), ("PL", 9), ("PLref", 6), ("dfree", 6), ("inwin", 1), ("hb2", 1)]
-    names += [("xref", 3 * n), ("nblok", 1)]
+    names += [("xref", 3 * n), ("nblok", 1), ("ke", 2), ("amax", 1)]
     off, out = 0, {}
     for k, size in names:
         out[k] = off
@@ -94,14 +95,24 @@ def _momenta(m, J, x, v, W, PL):
 
 
 @kjit
+def _kinetic(m, J, v, W):
+    kt = 0.0
+    kr = 0.0
+    for i in range(v.shape[0]):
+        kt += v[i, 0] * v[i, 0] + v[i, 1] * v[i, 1] + v[i, 2] * v[i, 2]
+        kr += W[i, 0] * W[i, 0] + W[i, 1] * W[i, 1] + W[i, 2] * W[i, 2]
+    return 0.5 * m * kt, 0.5 * J * kr
+
+
+@kjit
 def _views(S, n):
     n3 = 3 * n
-    x = S[0:n3].reshape((n, 3))
-    v = S[n3 : 2 * n3].reshape((n, 3))
-    a = S[2 * n3 : 3 * n3].reshape((n, 3))
-    W = S[3 * n3 : 4 * n3].reshape((n, 3))
-    F = S[4 * n3 : 5 * n3].reshape((n, 3))
-    T = S[5 * n3 : 6 * n3].reshape((n, 3))
+    x = view2(S, 0, n, 3)
+    v = view2(S, n3, n, 3)
+    a = view2(S, 2 * n3, n, 3)
+    W = view2(S, 3 * n3, n, 3)
+    F = view2(S, 4 * n3, n, 3)
+    T = view2(S, 5 * n3, n, 3)
     o = 6 * n3
     aux = S[o : o + N_AUX]
     o += N_AUX
@@ -109,7 +120,7 @@ def _views(S, n):
     PLref = S[o + 9 : o + 15]
     dfree = S[o + 15 : o + 21]
     o += 21
-    xref = S[o + 2 : o + 2 + n3].reshape((n, 3))
+    xref = view2(S, o + 2, n, 3)
     return x, v, a, W, F, T, aux, PL, PLref, dfree, o, xref
 
 
@@ -155,11 +166,12 @@ def se3_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     method = int(meth[0])
     x, v, a, W, F, T, aux, PL, PLref, dfree, o, xref = _views(S, n)
     xn, vn, an, Wn, Fn, Tn, auxn, PLn, PLrefn, dfreen, on, xrefn = _views(Sn, n)
-    R = work[0 : 9 * n].reshape((n, 3, 3))
+    R = view3(work, 0, n, 3, 3)
     hm2 = 0.5 * h / m
     hJ2 = 0.5 * h / J
     hh2m = 0.5 * h * h / m
     hb2max = 0.0
+    amax2 = 0.0
     # ---- position/attitude update (writes only Sn)
     for i in range(n):
         if method == 2:
@@ -205,17 +217,19 @@ def se3_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
         an[i, 0] = c0
         an[i, 1] = c1
         an[i, 2] = c2
+        if aa > amax2:
+            amax2 = aa
     # ---- forces at (x_{k+1}, α_{k+1}), with the Verlet list when enabled
     head, nxt, cell, tmp, nb_start, nb_list = _iwork_views(iwork, n)
     nbl = False
-    for i in range(n):
-        for c in range(3):
-            xrefn[i, c] = xref[i, c]
-    Sn[on + 2 + 3 * n] = S[o + 2 + 3 * n]
-    if use_nbl:
+    if use_nbl:  # (without the list, the reference slots stay 0 in both state buffers)
+        for i in range(n):
+            for c in range(3):
+                xrefn[i, c] = xref[i, c]
+        Sn[on + 2 + 3 * n] = S[o + 2 + 3 * n]
         ok = Sn[on + 2 + 3 * n] != 0.0
         if ok and iwork[0] == 0:  # a resumed run: rebuild the list of the last build
-            xb = work[9 * n : 12 * n].reshape((n, 3))
+            xb = view2(work, 9 * n, n, 3)
             for i in range(n):
                 for c in range(3):
                     xb[i, c] = xrefn[i, c]
@@ -236,6 +250,9 @@ def se3_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
             for c in range(3):
                 vn[i, c] = v[i, c] + hm2 * (F[i, c] + Fn[i, c])
                 Wn[i, c] = Wn[i, c] + hJ2 * Tn[i, c]
+    e = on + 3 + 3 * n  # kinetic energies and max |α|² of the new state (read by observe)
+    Sn[e], Sn[e + 1] = _kinetic(m, J, vn, Wn)
+    Sn[e + 2] = amax2
     if not (np.isfinite(U) and _finite(Fn) and _finite(Tn)):
         sio[S_FAIL_VALUE] = U
         return _NONFINITE
@@ -264,16 +281,11 @@ def se3_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
 @kjit(_OBS_SIG)
 def se3_observe(cb, meth, S, p, work, full, obs):
     n = int(p[P_N])
-    m = p[P_M]
     J = p[P_J]
     x, v, a, W, F, T, aux, PL, PLref, dfree, o, xref = _views(S, n)
-    kt = 0.0
-    kr = 0.0
-    for i in range(n):
-        kt += v[i, 0] * v[i, 0] + v[i, 1] * v[i, 1] + v[i, 2] * v[i, 2]
-        kr += W[i, 0] * W[i, 0] + W[i, 1] * W[i, 1] + W[i, 2] * W[i, 2]
-    kt *= 0.5 * m
-    kr *= 0.5 * J
+    e = o + 3 + 3 * n
+    kt = S[e]
+    kr = S[e + 1]
     U = 0.0
     for c in range(5):
         obs[3 + c] = aux[c]
@@ -286,12 +298,7 @@ def se3_observe(cb, meth, S, p, work, full, obs):
     obs[17] = aux[5]
     obs[18] = aux[6]
     obs[19] = aux[7]
-    amax = 0.0
-    for i in range(n):
-        aa = a[i, 0] * a[i, 0] + a[i, 1] * a[i, 1] + a[i, 2] * a[i, 2]
-        if aa > amax:
-            amax = aa
-    obs[20] = np.sqrt(amax)
+    obs[20] = np.sqrt(S[e + 2])
     obs[21] = aux[8]
     obs[27] = S[o + 1]
     if not full:
@@ -315,7 +322,7 @@ def se3_observe(cb, meth, S, p, work, full, obs):
     obs[22] = hb2
     obs[23] = qn
     # pendulum invariants of body 0 (ρ = R e3): ρ·Ω, e3·Ω, |ρ| − 1
-    R = work[12 * n : 12 * n + 9].reshape((1, 3, 3))
+    R = view3(work, 12 * n, 1, 3, 3)
     rot_into(a[0, 0], a[0, 1], a[0, 2], R, 0)
     r0 = R[0, 0, 2]
     r1 = R[0, 1, 2]
@@ -338,12 +345,12 @@ def _init(cb, p, S, iwork, work):
     n = int(p[P_N])
     x, v, a, W, F, T, aux, PL, PLref, dfree, o, xref = _views(S, n)
     head, nxt, cell, tmp, nb_start, nb_list = _iwork_views(iwork, n)
-    R = work[0 : 9 * n].reshape((n, 3, 3))
+    R = view3(work, 0, n, 3, 3)
     nbl = False
     builds = 0
     for i in range(n):
         for c in range(3):
-            xref[i, c] = np.inf
+            xref[i, c] = np.inf if p[P_NBL] != 0.0 else 0.0
     if p[P_NBL] != 0.0:
         nbl = build(x, p[P_RC], xref, head, nxt, cell, nb_start, nb_list, tmp) == 0
         builds = 1
@@ -356,6 +363,14 @@ def _init(cb, p, S, iwork, work):
         dfree[c] = 0.0
     S[o] = 0.0
     S[o + 1] = 0.0
+    e = o + 3 + 3 * n
+    S[e], S[e + 1] = _kinetic(p[P_M], p[P_J], v, W)
+    amax = 0.0
+    for i in range(n):
+        aa = a[i, 0] * a[i, 0] + a[i, 1] * a[i, 1] + a[i, 2] * a[i, 2]
+        if aa > amax:
+            amax = aa
+    S[e + 2] = amax
     return builds
 
 
