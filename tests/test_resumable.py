@@ -46,12 +46,7 @@ def _check(family, model, integrator, request, options, segment, min_segments=3)
     assert n >= min_segments
     _assert_same(whole, parts)
     a = family.run(model, integrator, request, options).values
-    b = (
-        family.collect(model, integrator, parts)
-        if family is not chain_family
-        else family.collect(model, integrator, parts, options)
-    )
-    b = b.values
+    b = family.collect(model, integrator, parts, options).values
     for name, v in a.items():
         if name == "steps_per_second":
             continue

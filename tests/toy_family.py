@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels._jit import kjit
-from kernels.core.cells import BLOWUP, COMMON_DIAGNOSTICS, common_values, finish, start_trajectory
+from kernels.core.cells import BLOWUP, COMMON_DIAGNOSTICS, common_values, finish, make_run, start_trajectory
 from kernels.core.driver import compile_driver
 from kernels.core.layout import I_EVALS
 from kernels.core.signatures import F1, contract_types
@@ -71,17 +71,14 @@ def start(model: np.ndarray, integrator: str, request: RunRequest, options: dict
     return start_trajectory(stepper, S0, request, options)
 
 
-def collect(model: np.ndarray, integrator: str, traj: Trajectory) -> CellResult:
+def collect(model: np.ndarray, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
     n = model.shape[0]
     values = common_values(traj, lambda x: np.ascontiguousarray(x.reshape(2, n).T))
     values["max_amplitude"] = np.float64(traj.reduced("amplitude"))
     return finish(traj, values)
 
 
-def run(model, integrator, request, options) -> CellResult:
-    traj = start(model, integrator, request, options)
-    traj.advance()
-    return collect(model, integrator, traj)
+run = make_run(start, collect)
 
 
 FAMILY = FamilyDef(

@@ -23,6 +23,7 @@ from kernels.core.cells import (
     blocks_to_bodies,
     common_values,
     finish,
+    make_run,
     start_trajectory,
 )
 from kernels.core.trajectory import Trajectory
@@ -150,11 +151,7 @@ def collect(model: ChainModel, integrator: str, traj: Trajectory, options: dict 
     return finish(traj, values)
 
 
-def run(model: ChainModel, integrator: str, request: RunRequest, options: dict) -> CellResult:
-    """Run one cell to the end and return its stored values."""
-    traj = start(model, integrator, request, options)
-    traj.advance()
-    return collect(model, integrator, traj, options)
+run = make_run(start, collect)
 
 
 def warmup() -> None:

@@ -126,6 +126,18 @@ def common_values(traj: Trajectory, to_bodies: Callable[[np.ndarray], np.ndarray
     }
 
 
+def make_run(start: Callable[..., Trajectory], collect: Callable[..., CellResult]) -> Callable[..., CellResult]:
+    """A family's ``run``: ``start`` the cell, advance it to the end, ``collect`` its values."""
+
+    def run(model: Any, integrator: str, request: RunRequest, options: dict[str, Any]) -> CellResult:
+        traj = start(model, integrator, request, options)
+        traj.advance()
+        return collect(model, integrator, traj, options)
+
+    run.__doc__ = "Run one cell to the end and return its stored values (start → advance → collect)."
+    return run
+
+
 def finish(traj: Trajectory, values: dict[str, np.ndarray]) -> CellResult:
     return CellResult(values=values, status=int(traj.status), wall_time=traj.wall_time)
 

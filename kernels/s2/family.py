@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.core.cells import BLOWUP, COMMON_DIAGNOSTICS, blocks_to_bodies, common_values, finish, start_trajectory
+from kernels.core.cells import (
+    BLOWUP,
+    COMMON_DIAGNOSTICS,
+    blocks_to_bodies,
+    common_values,
+    finish,
+    make_run,
+    start_trajectory,
+)
 from kernels.core.trajectory import Trajectory
 from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
 from kernels.s2.integrate import METHODS, integrate
@@ -55,7 +63,7 @@ def start(model: S2System, integrator: str, request: RunRequest, options: dict) 
     return start_trajectory(stepper, initial_state(model, q, w), request, options)
 
 
-def collect(model: S2System, integrator: str, traj: Trajectory) -> CellResult:
+def collect(model: S2System, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
     """The stored values of a finished (or failed) trajectory."""
     n = model.n
     values = common_values(traj, blocks_to_bodies(n, 2))
@@ -85,11 +93,7 @@ def collect(model: S2System, integrator: str, traj: Trajectory) -> CellResult:
     return finish(traj, values)
 
 
-def run(model: S2System, integrator: str, request: RunRequest, options: dict) -> CellResult:
-    """Run one cell to the end and return its stored values."""
-    traj = start(model, integrator, request, options)
-    traj.advance()
-    return collect(model, integrator, traj)
+run = make_run(start, collect)
 
 
 def warmup() -> None:

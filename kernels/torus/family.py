@@ -11,7 +11,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from kernels.core.cells import BLOWUP, COMMON_DIAGNOSTICS, blocks_to_bodies, common_values, finish, start_trajectory
+from kernels.core.cells import (
+    BLOWUP,
+    COMMON_DIAGNOSTICS,
+    blocks_to_bodies,
+    common_values,
+    finish,
+    make_run,
+    start_trajectory,
+)
 from kernels.core.trajectory import Trajectory
 from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
 from kernels.torus.forces import N_AUX
@@ -134,7 +142,7 @@ def start(model: SE3Model, integrator: str, request: RunRequest, options: dict) 
     return start_trajectory(stepper, S0, request, options)
 
 
-def collect(model: SE3Model, integrator: str, traj: Trajectory) -> CellResult:
+def collect(model: SE3Model, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
     """The stored values of a finished (or failed) trajectory."""
     n = model.n
     values = common_values(traj, blocks_to_bodies(n, 4))
@@ -170,11 +178,7 @@ def collect(model: SE3Model, integrator: str, traj: Trajectory) -> CellResult:
     return finish(traj, values)
 
 
-def run(model: SE3Model, integrator: str, request: RunRequest, options: dict) -> CellResult:
-    """Run one cell to the end and return its stored values."""
-    traj = start(model, integrator, request, options)
-    traj.advance()
-    return collect(model, integrator, traj)
+run = make_run(start, collect)
 
 
 def warmup() -> None:
