@@ -18,7 +18,7 @@ from kernels.systems.lj_sphere import lj_sphere
 from kernels.torus import family as torus_family
 from kernels.torus.model import torus
 
-_ARRAYS = ("S", "acc", "info", "out", "snaps")
+_ARRAYS = ("S", "acc", "info", "out", "env", "snaps")
 
 
 def _segmented(traj: Trajectory, segment: int) -> tuple[Trajectory, int]:
@@ -145,3 +145,49 @@ def test_chain_failing_step_segments():
     req = RunRequest(T=50.0, dt_out=1.0, h=1.0)
     t = _check(chain_family, model, "rk4_ambient", req, {"blowup": 0.0}, 1, min_segments=2)
     assert t.status == Status.NONFINITE
+
+
+# ---- envelopes and time-based segments -----------------------------------------------------
+def test_envelope_is_the_min_max_over_every_step_of_the_interval():
+    """With samples every 10 steps, the envelope of each interval equals the min/max of the
+    every-step samples of a stride-1 run over (t_{s−1}, t_s] — bitwise."""
+    model = spring_pendula()
+    fine = s2_family.start(model, "rk2", RunRequest(T=2.0, dt_out=0.005, h=0.005), {})
+    coarse = s2_family.start(model, "rk2", RunRequest(T=2.0, dt_out=0.05, h=0.005), {})
+    fine.advance()
+    coarse.advance()
+    dE = fine.samples("energy") - fine.energy_summaries()["E0"]
+    u = fine.samples("unit_error")
+    lo, hi = coarse.envelope("energy")
+    u_hi = coarse.envelope("unit_error")
+    assert lo[0] == hi[0] == 0.0
+    for s in range(1, coarse.n_out + 1):
+        window = slice(10 * (s - 1) + 1, 10 * s + 1)
+        assert lo[s] == dE[window].min() and hi[s] == dE[window].max()
+        assert u_hi[s] == u[window].max()
+    assert np.all(lo <= coarse.samples("energy") - coarse.energy_summaries()["E0"])
+    assert (hi - lo)[1:].max() > 0.0  # the envelope is wider than the point samples
+
+
+def test_adaptive_envelope_brackets_the_samples():
+    model = build_chain(2)
+    t = chain_family.start(model, "rkmk45", RunRequest(T=3.0, dt_out=0.1, tol=1e-6), {})
+    t.advance()
+    lo, hi = t.envelope("energy")
+    dE = t.samples("energy") - t.energy_summaries()["E0"]
+    assert np.all(lo <= dE) and np.all(dE <= hi) and np.all(np.isfinite(lo))
+
+
+def test_segments_by_time_are_bitwise_identical():
+    model = build_chain(3, ic="twisted")
+    req = RunRequest(T=2.0, dt_out=0.1, tol=1e-7)
+    whole = chain_family.start(model, "rkmk45", req, {})
+    whole.advance()
+    traj = chain_family.start(model, "rkmk45", req, {})
+    for until in (0.35, 0.7, 1.2, 1.95):
+        traj.advance(until=until)
+        assert until <= traj.time < until + 0.5 and 0.0 < traj.progress < 1.0
+        traj = Trajectory.restore(traj.stepper, traj.checkpoint())
+    traj.advance()
+    assert traj.progress == 1.0
+    _assert_same(whole, traj)

@@ -46,6 +46,14 @@ OWN = (
     Diagnostic("momentum_error", ("time",), "angular momentum", "|L − L0| when g = 0 (L conserved); NaN otherwise"),
     Diagnostic("unit_error", ("time",), "1", "unit-length error max_i |√(q_i·q_i) − 1|"),
     Diagnostic("tangency_error", ("time",), "1 / time", "tangency error max_i |q_i·ω_i|"),
+    Diagnostic(
+        "unit_error_upper", ("time",), "1", "max of the unit-length error over the steps of the interval ending at t",
+        computed_over=_EVERY,
+    ),
+    Diagnostic(
+        "tangency_error_upper", ("time",), "1 / time", "max of the tangency error over the interval ending at t",
+        computed_over=_EVERY,
+    ),
     Diagnostic("max_J_error", (), "angular momentum", "max |J − J0| (J = e3·L)", computed_over=_EVERY),
     Diagnostic(
         "max_momentum_error", (), "angular momentum", "max |L − L0| when g = 0 (L conserved); NaN otherwise",
@@ -141,6 +149,8 @@ def collect(model: ChainModel, integrator: str, traj: Trajectory, options: dict 
         momentum_error=merr,
         unit_error=traj.samples("unit_error").copy(),
         tangency_error=traj.samples("tangency_error").copy(),
+        unit_error_upper=traj.envelope("unit_error").copy(),
+        tangency_error_upper=traj.envelope("tangency_error").copy(),
         max_J_error=np.float64(max_J),
         max_momentum_error=np.float64(max_L if model.g == 0.0 else np.nan),
         mean_unit_error=np.float64(traj.reduced("unit_error", "mean")),

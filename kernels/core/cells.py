@@ -3,7 +3,9 @@
 One meaning per name, in every family (store format 2, README "Store layout"):
 
 * time series: ``energy`` E(t), ``energy_error`` E(t) − E0, ``rel_energy_error``
-  (E(t) − E0)/|E0|, ``step_size`` (the step in force at each sample);
+  (E(t) − E0)/|E0|, ``energy_error_lower``/``_upper`` (the envelope: min/max of E − E0 over
+  every step of the output interval ending at t), ``step_size`` (the step in force at each
+  sample);
 * summaries over **every** accepted step (attr ``computed_over = "every step"``): ``E0``,
   ``max_abs_energy_error``, ``mean_abs_energy_error``, ``max_rel_energy_error``,
   ``energy_drift_slope``, ``h_min_used``, ``h_max_used``;
@@ -33,6 +35,20 @@ COMMON_DIAGNOSTICS: tuple[Diagnostic, ...] = (
     Diagnostic("energy", ("time",), _E, "total energy E"),
     Diagnostic("energy_error", ("time",), _E, "energy error E(t) − E0"),
     Diagnostic("rel_energy_error", ("time",), "1", "relative energy error (E(t) − E0) / |E0|"),
+    Diagnostic(
+        "energy_error_lower",
+        ("time",),
+        _E,
+        "min of E − E0 over every step of the output interval ending at t",
+        computed_over=_EVERY,
+    ),
+    Diagnostic(
+        "energy_error_upper",
+        ("time",),
+        _E,
+        "max of E − E0 over every step of the output interval ending at t",
+        computed_over=_EVERY,
+    ),
     Diagnostic("step_size", ("time",), "time", "step in force at the sample (adaptive: the accepted step around it)"),
     Diagnostic("E0", (), _E, "initial energy"),
     Diagnostic("max_abs_energy_error", (), _E, "max_k |E_k − E0|", computed_over=_EVERY),
@@ -104,6 +120,8 @@ def common_values(traj: Trajectory, to_bodies: Callable[[np.ndarray], np.ndarray
         "energy": E,
         "energy_error": E - E0,
         "rel_energy_error": rel,
+        "energy_error_lower": traj.env[:, 0].copy(),
+        "energy_error_upper": traj.env[:, 1].copy(),
         "step_size": np.where(np.isfinite(E), traj.step_size, np.nan),
         "E0": np.float64(E0),
         "max_abs_energy_error": np.float64(e["max_abs_energy_error"]),

@@ -21,9 +21,10 @@ checked after every accepted step (the state is finite and kept) and ends the ru
 ENERGY_BLOWUP. Systems with ``E0 = 0`` have no relative guard.
 
 Resumable: everything the loop carries lives in the caller's arrays (state, ``acc``, ``info``,
-``out``, ``snaps``, the controller's next step in ``acc``), so calling again with a larger
-``k_stop`` continues exactly where the last call stopped — a run in k segments is bitwise
-identical to one uninterrupted run. ``k_stop`` counts accepted steps.
+``out``, ``env``, ``snaps``, the controller's next step and the running envelope in ``acc``),
+so calling again with a larger ``k_stop`` (accepted steps) or ``t_stop`` (time) continues
+exactly where the last call stopped — a run in k segments is bitwise identical to one
+uninterrupted run.
 """
 
 from __future__ import annotations
@@ -182,6 +183,38 @@ def _put_sample(out, s, obs, hstep):
 
 
 @kjit
+def _env_reset(acc, red):
+    e = A_OBS + 3 * red.shape[0]
+    acc[e] = np.inf
+    acc[e + 1] = -np.inf
+    for j in range(red.shape[0]):
+        acc[e + 2 + j] = -np.inf
+
+
+@kjit
+def _env_add(acc, red, dE, obs):
+    e = A_OBS + 3 * red.shape[0]
+    if dE < acc[e]:
+        acc[e] = dE
+    if dE > acc[e + 1]:
+        acc[e + 1] = dE
+    for j in range(red.shape[0]):
+        if (red[j] == R_MAX or red[j] == R_MEANMAX) and obs[j] > acc[e + 2 + j]:
+            acc[e + 2 + j] = obs[j]
+
+
+@kjit
+def _env_close(acc, red, env, s, has_energy):
+    """Write the envelope of the interval ending at sample ``s`` and start the next one."""
+    e = A_OBS + 3 * red.shape[0]
+    env[s, 0] = acc[e] if has_energy else np.nan
+    env[s, 1] = acc[e + 1] if has_energy else np.nan
+    for j in range(red.shape[0]):
+        env[s, 2 + j] = acc[e + 2 + j] if (red[j] == R_MAX or red[j] == R_MEANMAX) else np.nan
+    _env_reset(acc, red)
+
+
+@kjit
 def _row_finite(out, s):
     for c in range(out.shape[1]):
         if not np.isfinite(out[s, c]):
@@ -205,9 +238,14 @@ def _fail(info, acc, status, step_no, index, value):
     return status
 
 
-def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop,
-          S, Sn, Sd, p, work, iwork, red, acc, info, sio, obs, obs2, out, snaps):  # fmt: skip
-    """Advance the trajectory in ``S`` until ``info[I_K] == k_stop`` accepted steps or the end.
+def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop, t_stop,
+          S, Sn, Sd, p, work, iwork, red, acc, info, sio, obs, obs2, out, env, snaps):  # fmt: skip
+    """Advance the trajectory in ``S`` until ``info[I_K] == k_stop`` accepted steps, the time
+    reaches ``t_stop``, or the end.
+
+    ``env`` (n_out + 1, 2 + n_obs) receives, for the output interval ending at each sample, the
+    min and max of E − E0 and the max of every column with a MAX/MEANMAX reduction over every
+    accepted step in the interval (and the sample itself): the envelope between point samples.
 
     Returns the status. On return ``S`` holds the current (last valid) state. See the module
     docstring for the time grid, the summaries and the failure convention.
@@ -242,6 +280,9 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop,
             h0 = T / 100.0
         acc[A_H] = h0
         _put_sample(out, 0, obs, h0)
+        _env_reset(acc, red)
+        _env_add(acc, red, 0.0, obs)
+        _env_close(acc, red, env, 0, has_energy)
         _put_snapshot(snaps, 0, S, n_check)
         info[I_NSAMP] = 1
         info[I_NSNAP] = 1
@@ -255,7 +296,7 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop,
     E0 = acc[A_E0]
     guard = has_energy and blowup > 0.0 and E0 != 0.0 and np.isfinite(E0)
     swaps = 0
-    while status == _OK and info[I_K] < k_stop:
+    while status == _OK and info[I_K] < k_stop and acc[A_T] < t_stop:
         k = info[I_K]
         t = acc[A_T]
         last = False
@@ -324,6 +365,8 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop,
                     _put_snapshot(snaps, s_next // snap_every if s_next % snap_every == 0 else snaps.shape[0], Sd,
                                   n_check)  # fmt: skip
                 _put_sample(out, s_next, obs2, hstep)
+                _env_add(acc, red, obs2[0] - E0, obs2)
+                _env_close(acc, red, env, s_next, has_energy)
                 s_next += 1
         elif at_sample:
             _put_sample(out, s_next, obs, hstep)
@@ -338,6 +381,8 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop,
             for s in range(s_first, s_next):
                 for c in range(out.shape[1]):
                     out[s, c] = np.nan
+                for c in range(env.shape[1]):
+                    env[s, c] = np.nan
                 if s % snap_every == 0 and s // snap_every < snaps.shape[0]:
                     for c in range(n_check):
                         snaps[s // snap_every, c] = np.nan
@@ -358,6 +403,11 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop,
         if adaptive and sio[S_ERR] > acc[A_ERRMAX]:
             acc[A_ERRMAX] = sio[S_ERR]
         _reduce(obs, red, acc, t_new)
+        dE = obs[0] - E0
+        if not adaptive or t_new > (s_next - 1) * dt_out:  # an adaptive step ending on a sample is in it already
+            _env_add(acc, red, dE, obs)
+        if at_sample:
+            _env_close(acc, red, env, s_next - 1, has_energy)
         if has_energy:
             dE = _energy_stats(acc, obs[0], t_new)
             if guard and abs(dE) > blowup * abs(E0):

@@ -78,5 +78,11 @@ R_DEVNORM3 = 4  # max ‖x[j:j+3] − x0[j:j+3]‖₂ (slot +1 of column j)
 R_WHENPOS = 5  # first (slot +0) and last (slot +1) time with x > 0 (NaN if never)
 
 
-def acc_size(n_obs: int) -> int:
+def env_offset(n_obs: int) -> int:
+    """Start of the running envelope of the current output interval in ``acc``: min ΔE, max ΔE,
+    then the max of each observation column (columns with a MAX or MEANMAX reduction)."""
     return A_OBS + 3 * n_obs
+
+
+def acc_size(n_obs: int) -> int:
+    return env_offset(n_obs) + 2 + n_obs

@@ -39,8 +39,8 @@ def contract_types(cb_type):
     dense_t = types.FunctionType(dense_sig)
     drive_sig = types.int64(
         step_t, observe_t, dense_t, cb_type,
-        F1, I1, F1, types.int64,  # meth, ictl, fctl, k_stop
+        F1, I1, F1, types.int64, types.float64,  # meth, ictl, fctl, k_stop, t_stop
         F1, F1, F1, F1, F1, I1,  # S, Sn, Sd, p, work, iwork
-        I1, F1, I1, F1, F1, F1, F2, F2,  # red, acc, info, sio, obs, obs2, out, snaps
+        I1, F1, I1, F1, F1, F1, F2, F2, F2,  # red, acc, info, sio, obs, obs2, out, env, snaps
     )  # fmt: skip
     return step_sig, observe_sig, dense_sig, drive_sig

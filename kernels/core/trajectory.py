@@ -66,7 +66,7 @@ class StepperSpec:
         return len(self.obs_names)
 
 
-_PERSISTENT = ("S", "acc", "info", "out", "snaps", "ictl", "fctl")
+_PERSISTENT = ("S", "acc", "info", "out", "env", "snaps", "ictl", "fctl")
 
 
 class Trajectory:
@@ -146,6 +146,7 @@ class Trajectory:
             self.acc = np.zeros(L.acc_size(m))
             self.info = np.zeros(L.N_INFO, dtype=np.int64)
             self.out = np.full((n_out + 1, m + 1), np.nan)
+            self.env = np.full((n_out + 1, m + 2), np.nan)
             self.snaps = np.full((n_snap, stepper.n_check), np.nan)
         self.Sn = np.zeros_like(self.S)
         self.Sd = np.zeros_like(self.S)
@@ -189,15 +190,17 @@ class Trajectory:
         """Time of the current (last valid) state."""
         return float(self.acc[L.A_T])
 
-    def advance(self, steps: int | None = None) -> Status:
-        """Run ``steps`` more accepted steps (all remaining if None); returns the status."""
+    def advance(self, steps: int | None = None, until: float | None = None) -> Status:
+        """Run ``steps`` more accepted steps and/or until the time reaches ``until`` (whichever
+        comes first; all remaining if neither); returns the status."""
         k_stop = np.iinfo(np.int64).max if steps is None else int(self.info[L.I_K]) + int(steps)
+        t_stop = np.inf if until is None else float(until)
         sp = self.stepper
         t0 = time.perf_counter()
         sp.drive(
-            sp.step, sp.observe, sp.dense, sp.cb, sp.meth, self.ictl, self.fctl, k_stop,
+            sp.step, sp.observe, sp.dense, sp.cb, sp.meth, self.ictl, self.fctl, k_stop, t_stop,
             self.S, self.Sn, self.Sd, sp.p, self.work, self.iwork,
-            sp.red, self.acc, self.info, self.sio, self.obs, self.obs2, self.out, self.snaps,
+            sp.red, self.acc, self.info, self.sio, self.obs, self.obs2, self.out, self.env, self.snaps,
         )  # fmt: skip
         self.wall_time += time.perf_counter() - t0
         return self.status
@@ -228,6 +231,21 @@ class Trajectory:
     def samples(self, name: str) -> np.ndarray:
         """One observation column at every sample (NaN where not reached)."""
         return self.out[:, self.stepper.obs_names.index(name)]
+
+    def envelope(self, name: str = "energy") -> tuple[np.ndarray, np.ndarray] | np.ndarray:
+        """Per output interval, over every step in it: ``(min, max)`` of E − E0 for
+        ``"energy"``; the max of a column with a MAX/MEANMAX reduction otherwise."""
+        if name == "energy":
+            return self.env[:, 0], self.env[:, 1]
+        return self.env[:, 2 + self.stepper.obs_names.index(name)]
+
+    @property
+    def progress(self) -> float:
+        """Fraction of the run done (by time; 1 once finished or failed)."""
+        if self.finished:
+            return 1.0
+        T = self.n_out * self.fctl[L.F_DT_OUT]
+        return float(min(self.acc[L.A_T] / T, 1.0)) if T > 0 else 0.0
 
     @property
     def step_size(self) -> np.ndarray:

@@ -27,6 +27,14 @@ STATE_LABELS = ("q_x", "q_y", "q_z", "w_x", "w_y", "w_z")
 OWN = (
     Diagnostic("unit_error", ("time",), "1", "unit-length error max_i |√(q_i·q_i) − 1|"),
     Diagnostic("tangency_error", ("time",), "1 / time", "tangency error max_i |q_i·ω_i|"),
+    Diagnostic(
+        "unit_error_upper", ("time",), "1", "max of the unit-length error over the steps of the interval ending at t",
+        computed_over=_EVERY,
+    ),
+    Diagnostic(
+        "tangency_error_upper", ("time",), "1 / time", "max of the tangency error over the interval ending at t",
+        computed_over=_EVERY,
+    ),
     Diagnostic("momentum", ("time", "component"), "angular momentum", "momentum map J = Σ π_i"),
     Diagnostic(
         "momentum_error",
@@ -82,6 +90,8 @@ def collect(model: S2System, integrator: str, traj: Trajectory, options: dict | 
     values.update(
         unit_error=traj.samples("unit_error").copy(),
         tangency_error=traj.samples("tangency_error").copy(),
+        unit_error_upper=traj.envelope("unit_error").copy(),
+        tangency_error_upper=traj.envelope("tangency_error").copy(),
         momentum=J,
         momentum_error=merr,
         mean_unit_error=np.float64(traj.reduced("unit_error", "mean")),
