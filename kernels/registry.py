@@ -199,7 +199,8 @@ class FamilyDef:
     ``state_labels`` names the entries of the ``state`` dim (``final_state``,
     ``snapshot_state``); ``run(model, integrator, request, options)`` integrates one cell
     (:class:`RunRequest`) and returns a :class:`CellResult`; ``start`` (same arguments)
-    returns a resumable :class:`kernels.core.trajectory.Trajectory` instead; ``warmup()``
+    returns a resumable :class:`kernels.core.trajectory.Trajectory` instead and ``collect``
+    turns a finished one into the :class:`CellResult`; ``warmup()``
     compiles the kernels on a tiny model so workers never compile concurrently inside a sweep;
     ``cost_per_step(model, integrator)`` estimates single-core seconds per step (slicing only).
     """
@@ -212,6 +213,9 @@ class FamilyDef:
     cost_per_step: Callable[[Any, str], float]
     state_labels: tuple[str, ...] = ()
     start: Callable[..., Any] | None = None
+    #: ``collect(model, integrator, trajectory, options) -> CellResult``: the stored values of a
+    #: finished trajectory from ``start`` (``run`` = start → advance → collect)
+    collect: Callable[..., CellResult] | None = None
 
 
 SYSTEMS: dict[str, SystemDef] = {}

@@ -2,7 +2,8 @@
 
 Flow: plan (spec validated and models built once, :mod:`sweeps.plan`) → create/check the
 store → pending cells (``done == 0``) → slices of ~``slice_seconds`` of work → one plain Dask
-future per slice. Each model is scattered to the cluster once; a slice receives the plan part
+future per slice. Each model goes to the cluster once, as a tiny task of its own (not scattered
+data: the scheduler can recompute it when the worker holding it dies or retires); a slice receives the plan part
 its cells need, runs the kernels cell by cell and writes each finished cell into its own zarr
 chunks. Numba caches are warmed in the driver first (which writes the on-disk cache), then on
 every worker, so workers never compile concurrently.
@@ -10,32 +11,49 @@ every worker, so workers never compile concurrently.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernels.core.trajectory import Trajectory
 from kernels.status import Status
+from sweeps import checkpoints
 from sweeps.grid import Cell
 from sweeps.plan import Plan, make_plan
 from sweeps.spec import SweepSpec
 from sweeps.store import ArrayCache, StoreRef, done_mask, ensure_store, record_run, write_cell
 
+#: Default work per checkpointed segment (single-core seconds) when a spec sets no checkpoint_every.
+SEGMENT_SECONDS = 120.0
+
 
 @dataclass
 class Progress:
-    """Progress of a running sweep, passed to the ``progress`` callback after each slice."""
+    """Progress of a running sweep, passed to the ``progress`` callback after each slice and
+    after each checkpointed segment of a long cell.
+
+    ``steps_done``/``steps_total`` count integration steps of the cells still to run when the
+    sweep started (adaptive cells: estimated steps, scaled by the fraction of their time span
+    done), so long cells show progress and an ETA before they finish.
+    """
 
     done: int  # cells complete (including those found complete in the store)
     total: int
     failed: int  # cells completed with a non-zero status in this run
     elapsed: float  # seconds since execution started
     skipped: int  # cells already complete before this run
+    steps_done: int = 0
+    steps_total: int = 0
 
     @property
     def eta(self) -> float | None:
+        if self.steps_total > 0 and self.steps_done > 0:
+            return self.elapsed / self.steps_done * (self.steps_total - self.steps_done)
         ran = self.done - self.skipped
         left = self.total - self.done
         if ran <= 0:
@@ -55,6 +73,8 @@ class SweepResult:
     wall_time: float
     slices: int
     errors: list[str] = field(default_factory=list)
+    segments: int = 0  # checkpointed segments integrated by this run
+    resumed: int = 0  # partial cells continued from a checkpoint
 
     @property
     def complete(self) -> bool:
@@ -64,27 +84,99 @@ class SweepResult:
 # ---------------------------------------------------------------------------------------
 # worker side
 # ---------------------------------------------------------------------------------------
-def run_slice(plan: Plan, cells: list[Cell], ref: StoreRef) -> list[tuple[Cell, int, float]]:
-    """Run ``cells`` of a plan and write each into the store. Returns (cell, status, wall time).
+def segment_time(plan: Plan, cell: Cell, seconds: float = SEGMENT_SECONDS) -> float:
+    """Time between checkpoints of ``cell``: the spec's ``checkpoint_every``, else the multiple of
+    ``dt_out`` closest to ``seconds`` of estimated single-core work (at least one interval)."""
+    spec = plan.spec
+    if spec.checkpoint_every is not None:
+        return float(spec.checkpoint_every)
+    per_interval = plan.cost(cell) / max(spec.n_time - 1, 1)
+    k = max(1, int(seconds / per_interval)) if per_interval > 0 else spec.n_time
+    return k * spec.dt_out
 
-    ``plan`` holds (at least) the models of ``cells`` (:meth:`Plan.part`); nothing is parsed,
-    built or registered here.
+
+def cell_steps(plan: Plan, cell: Cell) -> int:
+    """Steps of a cell for progress (adaptive: the cost model's estimate)."""
+    idef = plan.idefs[plan.grid.coords(cell)["integrator"]]
+    if idef.adaptive:
+        return 20 * (plan.spec.n_time - 1)
+    return plan.spec.n_steps(float(plan.grid.coords(cell)["h"]))
+
+
+def run_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None) -> tuple[int, float, int, bool, bool]:
+    """Integrate one cell in checkpointed segments and write it; returns (status, wall time,
+    segments run, resumed from a checkpoint, ran at all).
+
+    A cell already ``done`` in the store is not touched (ran = False): a rescheduled or
+    retried slice never rewrites a finished cell.
+    """
+    if int(group["done"][cell]) == 1:
+        return int(group["status"][cell]), float(group["wall_time"][cell]), 0, False, False
+    request, options = plan.request(cell)
+    integrator = plan.grid.coords(cell)["integrator"]
+    model = plan.model(cell)
+    traj = plan.famdef.start(model, integrator, request, options)
+    saved = checkpoints.load(ref, cell)
+    resumed = False
+    if saved is not None:
+        try:
+            restored = Trajectory.restore(traj.stepper, saved)
+            if restored.S.shape == traj.S.shape and restored.out.shape == traj.out.shape:
+                traj, resumed = restored, True
+        except (KeyError, ValueError):
+            pass  # an incompatible checkpoint: start the cell again
+    seg = segment_time(plan, cell)
+    segments = 0
+    while not traj.finished:
+        traj.advance(until=(math.floor(traj.time / seg + 1e-9) + 1) * seg)
+        segments += 1
+        if not traj.finished:
+            checkpoints.save(ref, cell, traj.checkpoint())
+            group["progress"][cell] = traj.progress
+            if on_segment is not None:
+                on_segment(cell, traj.progress)
+    res = plan.famdef.collect(model, integrator, traj, options)
+    write_cell(group, cell, res.values, res.status, res.wall_time)
+    checkpoints.delete(ref, cell)
+    return int(res.status), float(res.wall_time), segments, resumed, True
+
+
+def run_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None) -> list[tuple]:
+    """Run ``cells`` of a plan and write each into the store.
+
+    Returns one ``(cell, status, wall time, segments, resumed, ran)`` per cell. ``plan`` holds
+    (at least) the models of ``cells`` (:meth:`Plan.part`); nothing is parsed, built or
+    registered here. ``on_segment(cell, fraction)`` is called after each checkpoint.
     """
     group = ArrayCache(ref.open_group("r+"))
     out = []
     for cell in cells:
         cell = tuple(int(i) for i in cell)
-        request, options = plan.request(cell)
-        integrator = plan.grid.coords(cell)["integrator"]
-        res = plan.famdef.run(plan.model(cell), integrator, request, options)
-        write_cell(group, cell, res.values, res.status, res.wall_time)
-        out.append((cell, int(res.status), float(res.wall_time)))
+        out.append((cell, *run_cell(plan, cell, ref, group, on_segment)))
     return out
 
 
-def _run_part(plan: Plan, models: dict[tuple[int, ...], Any], cells: list[Cell], ref: StoreRef) -> list:
-    """Worker entry point: ``models`` arrive as scattered data (each shipped to the cluster once)."""
-    return run_slice(plan.part(models=models), cells, ref)
+def _run_part(
+    plan: Plan, models: dict[tuple[int, ...], Any], cells: list[Cell], ref: StoreRef, topic: str | None = None
+) -> list:
+    """Worker entry point: ``models`` arrive as the results of model tasks (each shipped once);
+    segment progress goes to the driver as events on ``topic`` (``Worker.log_event``)."""
+    on_segment = None
+    if topic:
+        from distributed import get_worker
+
+        try:
+            worker = get_worker()
+
+            def on_segment(cell, fraction):
+                worker.log_event(topic, {"cell": [int(i) for i in cell], "fraction": float(fraction)})
+        except ValueError:  # not running on a worker
+            on_segment = None
+    return run_slice(plan.part(models=models), cells, ref, on_segment)
+
+
+def _identity(x: Any) -> Any:
+    return x
 
 
 def warm_worker(famdef: Any) -> str:
@@ -151,17 +243,41 @@ def run_sweep(
 
     done = skipped
     failed = 0
+    segments = 0
+    resumed = 0
+    ran_cells = 0
     errors: list[str] = []
+    steps_of = {c: cell_steps(plan, c) for c in pending}
+    steps_total = sum(steps_of.values())
+    partial: dict[Cell, float] = {}
+    finished_steps = 0
+    lock = threading.Lock()
 
-    def report(results: list[tuple[Cell, int, float]]) -> None:
-        nonlocal done, failed
-        done += len(results)
-        failed += sum(1 for _, st, _ in results if st != Status.OK)
+    def emit() -> None:
         if progress:
-            progress(Progress(done, total, failed, time.perf_counter() - t_start, skipped))
+            steps = finished_steps + sum(int(f * steps_of.get(c, 0)) for c, f in partial.items())
+            progress(Progress(done, total, failed, time.perf_counter() - t_start, skipped, steps, steps_total))
 
-    if progress:
-        progress(Progress(done, total, failed, 0.0, skipped))
+    def on_segment(cell, fraction: float) -> None:
+        with lock:
+            partial[tuple(cell)] = fraction
+            emit()
+
+    def report(results: list[tuple]) -> None:
+        nonlocal done, failed, segments, resumed, ran_cells, finished_steps
+        with lock:
+            for cell, st, _wall, nseg, res, ran in results:
+                done += 1
+                failed += int(ran and st != Status.OK)
+                segments += nseg
+                resumed += int(res)
+                ran_cells += int(ran)
+                partial.pop(cell, None)
+                finished_steps += steps_of.get(cell, 0)
+            emit()
+
+    with lock:
+        emit()
 
     own_cluster = None
     own_client = None
@@ -169,7 +285,7 @@ def run_sweep(
         if serial:
             slices = plan.slices(pending, slice_seconds, 1)
             for cells in slices:
-                report(run_slice(plan, cells, ref))
+                report(run_slice(plan, cells, ref, on_segment))
         else:
             from distributed import Client, LocalCluster, as_completed
 
@@ -193,8 +309,14 @@ def run_sweep(
                 log(f"worker {line}")
             # every model once to the cluster; tasks carry the plan without models, plus references
             keys = plan.combinations(pending)
-            scattered = dict(zip(keys, client.scatter([plan.models[k] for k in keys], hash=False)))
+            tag = f"{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
+            scattered = {
+                k: client.submit(_identity, plan.models[k], key=f"geosweep-model-{tag}-{i}", pure=False)
+                for i, k in enumerate(keys)
+            }
             bare = plan.part(models={})
+            topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
+            client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))
             # longest slices first (Dask runs higher priority first): no worker is left
             # finishing one long slice at the end while the other idles
             futures = [
@@ -204,8 +326,10 @@ def run_sweep(
                     {k: scattered[k] for k in plan.combinations(cells)},
                     cells,
                     ref,
+                    topic,
                     key=f"geosweep-{spec.spec_hash[:10]}-{i}-{os.getpid()}-{time.time_ns()}",
                     pure=False,
+                    retries=2,  # a slice that raised is retried; finished cells and checkpoints make it cheap
                     priority=int(1000 * sum(plan.cost(c) for c in cells)),
                 )
                 for i, cells in enumerate(slices)
@@ -216,6 +340,7 @@ def run_sweep(
                 except Exception as exc:  # noqa: BLE001 - one bad slice must not lose the others
                     errors.append(f"{type(exc).__name__}: {exc}")
                     log(f"slice failed: {type(exc).__name__}: {exc}")
+            client.unsubscribe_topic(topic)
     finally:
         if own_client is not None:
             own_client.close()
@@ -223,16 +348,21 @@ def run_sweep(
             own_cluster.close()
 
     wall = time.perf_counter() - t_start
-    ran = done - skipped
+    # what really ran: the cells complete now that were not when this run started (a slice whose
+    # worker died after writing its cells reports nothing, and its retry finds them done)
+    now = done_mask(ref)
+    ran = max(ran_cells, sum(1 for c in pending if now[c]))
     record_run(
         ref,
         {
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cells_run": ran,
+            "cells_resumed": resumed,
+            "segments_run": segments,
             "cells_failed_status": failed,
             "task_errors": len(errors),
             "wall_time_s": round(wall, 3),
             "host": socket.gethostname(),
         },
     )
-    return SweepResult(ref.url, total, skipped, ran, failed, wall, len(slices), errors)
+    return SweepResult(ref.url, total, skipped, ran, failed, wall, len(slices), errors, segments, resumed)

@@ -56,8 +56,10 @@ class SweepSpec(BaseModel):
     ``integrators`` (names), ``h`` (step sizes of fixed-step integrators), ``tol`` (error
     tolerances of adaptive integrators), ``T`` (final time), ``dt_out`` (output interval
     shared by every run), ``snapshot_dt`` (time between stored full states, a multiple of
-    dt_out; default: states at t = 0 and t = T only), ``integrator_options`` (per-integrator settings),
-    ``description`` (free text).
+    dt_out; default: states at t = 0 and t = T only), ``checkpoint_every`` (time between cell
+    checkpoints, a multiple of dt_out; default: about two minutes of work per segment; it does
+    not change any result, so it is not part of the sweep's identity), ``integrator_options``
+    (per-integrator settings), ``description`` (free text).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -70,6 +72,7 @@ class SweepSpec(BaseModel):
     T: float
     dt_out: float
     snapshot_dt: float | None = None
+    checkpoint_every: float | None = None
     params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     integrator_options: dict[str, dict[str, Scalar]] = Field(default_factory=dict)
     description: str = ""
@@ -81,8 +84,12 @@ class SweepSpec(BaseModel):
 
     # ---- derived quantities --------------------------------------------------------
     def canonical_json(self) -> str:
-        """Canonical JSON text (sorted keys) that identifies the sweep's results."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """Canonical JSON text (sorted keys) that identifies the sweep's results.
+
+        ``checkpoint_every`` is left out: segments are bitwise identical to one run, so a sweep
+        may resume with another checkpoint interval (e.g. for a shorter walltime)."""
+        data = self.model_dump(mode="json", exclude={"checkpoint_every"})
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @property
     def spec_hash(self) -> str:
@@ -321,6 +328,13 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
             problems.append(("dt_out", f"must be <= T = {spec.T}"))
         elif not _is_multiple(spec.T, spec.dt_out):
             problems.append(("dt_out", f"T/dt_out = {spec.T / spec.dt_out:.12g} is not an integer"))
+
+    if spec.checkpoint_every is not None and times_ok and spec.dt_out > 0 and spec.T > 0:
+        ce = spec.checkpoint_every
+        if not (math.isfinite(ce) and ce > 0):
+            problems.append(("checkpoint_every", f"must be > 0, got {ce}"))
+        elif not _is_multiple(ce, spec.dt_out):
+            problems.append(("checkpoint_every", f"must be a multiple of dt_out = {spec.dt_out}"))
 
     if spec.snapshot_dt is not None and times_ok and spec.dt_out > 0 and spec.T > 0:
         sd = spec.snapshot_dt

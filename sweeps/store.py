@@ -33,13 +33,15 @@ from sweeps.spec import SweepSpec
 if TYPE_CHECKING:
     from sweeps.plan import Plan
 
-SWEEP_FLAGS = ("status", "wall_time", "completed_at", "done")
+SWEEP_FLAGS = ("status", "wall_time", "completed_at", "progress", "done")
 #: Store format written (and the only one read) by this geosweep. 2: the family contract's
 #: stored names (``final_state``/``snapshot_state``, absolute ``energy_error`` …), integrator coords.
 FORMAT_VERSION = 2
 
 warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
 warnings.filterwarnings("ignore", message=".*Consolidated metadata is currently not part.*")
+# the per-cell checkpoint objects (sweeps.checkpoints) live under _checkpoints/, outside the zarr hierarchy
+warnings.filterwarnings("ignore", message=".*_checkpoints is not recognized as a component.*")
 
 
 class StoreMismatchError(ValueError):
@@ -202,6 +204,13 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         {"units": "seconds since 1970-01-01", "long_name": "time the cell was written (provenance stamp)"},
         np.nan,
     )
+    add(
+        "progress",
+        (),
+        "float64",
+        {"units": "1", "long_name": "fraction of the cell's time span integrated (1 once complete)"},
+        0.0,
+    )
     add("done", (), "int8", {"long_name": "1 once every value of the cell is written"}, 0)
 
     coords: dict[str, Any] = {}
@@ -353,6 +362,7 @@ def write_cell(group, cell: Cell, values: dict[str, Any], status: int, wall_time
     group["status"][cell] = np.int8(status)
     group["wall_time"][cell] = float(wall_time)
     group["completed_at"][cell] = time.time()
+    group["progress"][cell] = 1.0
     group["done"][cell] = np.int8(1)
 
 

@@ -18,6 +18,24 @@ def status_counts(ds) -> dict[str, int]:
     return {labels.get(int(v), f"status_{int(v)}"): int(c) for v, c in zip(values, counts)}
 
 
+def partial_lines(ds, most: int = 10) -> list[str]:
+    """Lines naming the partial cells (checkpointed, not complete) with their percentage done."""
+    if "progress" not in ds:
+        return []
+    prog = ds["progress"].where((ds["done"] == 0) & (ds["progress"] > 0)).compute()
+    flat = prog.stack(cell=prog.dims) if prog.dims else prog
+    part = flat[np.isfinite(flat.values)]
+    if part.size == 0:
+        return []
+    lines = [f"partial cells (resume continues them from their last checkpoint): {part.size}  "]
+    for item in part[:most]:
+        where = ", ".join(f"{d}={item[d].item()}" for d in prog.dims)
+        lines.append(f"- {where}: {100 * float(item):.0f} %  ")
+    if part.size > most:
+        lines.append(f"- … and {part.size - most} more  ")
+    return lines
+
+
 def status_table(store, storage_options: dict | None = None) -> str:
     """Markdown: completion and status counts, then mean|ΔE| per integrator × h."""
     ds = open_results(StoreRef.of(store, storage_options))
@@ -33,6 +51,7 @@ def status_table(store, storage_options: dict | None = None) -> str:
         + (" (not_applicable: filler cells of a mixed h/tol grid)" if total < ds["done"].size else ""),
         "",
     ]
+    lines[-1:-1] = partial_lines(ds)
     metric = "max_rel_energy_error"
     if metric in ds:
         ok = ds[metric].where(ds["status"] == 0)

@@ -90,6 +90,7 @@ FAMILY = FamilyDef(
     cost_per_step=lambda model, integrator: 1e-8 * model.shape[0],
     state_labels=("x", "v"),
     start=start,
+    collect=collect,
 )
 INTEGRATORS = (
     IntegratorDef("symplectic_euler", "osc", 1, "Kick–drift symplectic Euler.", params=(BLOWUP,)),

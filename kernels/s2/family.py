@@ -141,6 +141,7 @@ FAMILY = FamilyDef(
     cost_per_step=cost_per_step,
     state_labels=STATE_LABELS,
     start=start,
+    collect=collect,
 )
 
 

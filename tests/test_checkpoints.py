@@ -1,0 +1,194 @@
+"""Checkpointed cells: a long cell runs in segments, an interrupted sweep continues every partial
+cell from its last checkpoint, and the store ends bitwise identical to an uninterrupted run —
+after an exception mid-run, a SIGKILL of the driver, a SIGKILL of a worker process, and on a
+cluster whose workers live shorter than one cell (real LocalCluster, real zarr stores)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from sweeps import checkpoints
+from sweeps.engine import run_sweep
+from sweeps.store import StoreRef
+from sweeps.summary import status_table
+from tests.sweep_util import assert_stores_bitwise_equal
+
+
+def _spec(T: float, checkpoint_every: float | None, name: str = "ckpt") -> dict:
+    spec = {
+        "name": name,
+        "system": "lj_sphere",
+        "integrators": ["explicit_vi"],
+        "h": [0.005],
+        "T": T,
+        "dt_out": 1.0,
+        "params": {"level": 2, "omega": [3.25, 2.0]},
+    }
+    if checkpoint_every is not None:
+        spec["checkpoint_every"] = checkpoint_every
+    return spec
+
+
+class _Stop(Exception):
+    pass
+
+
+def _runs(store) -> list[dict]:
+    return list(zarr.open_group(str(store), mode="r").attrs["runs"])
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> Path:
+    """T = 40, one uninterrupted run (the default segment covers the whole cell)."""
+    store = tmp_path_factory.mktemp("ref") / "ref.zarr"
+    res = run_sweep(_spec(40.0, None), store, serial=True)
+    assert res.complete and res.segments == 2  # one segment per cell
+    return store
+
+
+def test_interrupted_cell_resumes_from_its_checkpoint_bitwise(tmp_path, reference):
+    store = tmp_path / "s.zarr"
+    spec = _spec(40.0, 4.0)  # 10 segments per cell; checkpoint_every is not part of the identity
+
+    def stop_midway(p):
+        if p.steps_total and p.steps_done >= 0.35 * p.steps_total:
+            raise _Stop
+
+    with pytest.raises(_Stop):
+        run_sweep(spec, store, serial=True, progress=stop_midway)
+    ref = StoreRef.of(store)
+    assert checkpoints.count(ref) == 1
+    progress = np.asarray(zarr.open_group(str(store), mode="r")["progress"][...])
+    partial = progress[(progress > 0) & (progress < 1)]
+    assert partial.size == 1 and 0.3 <= partial[0] <= 0.8
+    table = status_table(store)
+    assert "partial cells" in table and f"{100 * partial[0]:.0f} %" in table
+
+    res = run_sweep(spec, store, serial=True)
+    assert res.complete and res.resumed == 1
+    seg_done = round(partial[0] * 10)
+    assert res.segments == (10 - seg_done) + 10 * (res.ran - 1)  # only the missing segments ran
+    assert checkpoints.count(ref) == 0
+    assert_stores_bitwise_equal(str(reference), str(store))
+    assert _runs(store)[-1]["segments_run"] == res.segments
+
+
+def _cli(spec_path, store, *extra):
+    return [sys.executable, "-m", "flows.cli", "run", str(spec_path), "--store", str(store), *extra]
+
+
+def _write_toml(path: Path, spec: dict) -> Path:
+    lines = [f'name = "{spec["name"]}"', f'system = "{spec["system"]}"', 'integrators = ["explicit_vi"]']
+    lines += [f"h = {spec['h']}", f"T = {spec['T']}", f"dt_out = {spec['dt_out']}"]
+    if "checkpoint_every" in spec:
+        lines.append(f"checkpoint_every = {spec['checkpoint_every']}")
+    lines += ["[params]", "level = 2", "omega = [3.25, 2.0]"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_sigkill_of_the_driver_mid_segment(tmp_path, reference):
+    spec = _spec(40.0, 2.0)
+    spec_path = _write_toml(tmp_path / "k.toml", spec)
+    store = tmp_path / "k.zarr"
+    proc = subprocess.Popen(
+        _cli(spec_path, store, "--serial"), start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    ckpt_dir = store / checkpoints.DIRNAME
+    deadline = time.time() + 120
+    try:
+        while time.time() < deadline:
+            if ckpt_dir.exists() and any(p.suffix == ".npz" for p in ckpt_dir.iterdir()):
+                time.sleep(0.05)  # now mid-segment
+                break
+            assert proc.poll() is None, "the sweep finished before it could be killed"
+            time.sleep(0.01)
+        else:
+            raise AssertionError("no checkpoint appeared")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = np.asarray(zarr.open_group(str(store), mode="r")["progress"][...]).ravel()
+    done_before = np.asarray(zarr.open_group(str(store), mode="r")["done"][...]).ravel()
+    rerun = subprocess.run(_cli(spec_path, store, "--serial"), capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert_stores_bitwise_equal(str(reference), str(store))
+    # only what was missing ran: 20 segments per cell, minus the ones checkpointed
+    expected = sum(20 - round(p * 20) for p, d in zip(before, done_before) if d == 0)
+    assert _runs(store)[-1]["segments_run"] == expected
+    assert not (ckpt_dir.exists() and any(ckpt_dir.iterdir()))
+
+
+@pytest.fixture(scope="module")
+def long_reference(tmp_path_factory) -> Path:
+    """T = 400 (80 000 steps per cell, several seconds), uninterrupted."""
+    store = tmp_path_factory.mktemp("longref") / "ref.zarr"
+    run_sweep(_spec(400.0, None), store, serial=True)
+    return store
+
+
+def test_workers_living_shorter_than_a_cell(tmp_path, long_reference):
+    """Worker processes retire every 3 s (dask ``lifetime``), cells need longer: the sweep still
+    completes, each cell continuing from its checkpoint on the next worker."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    store = tmp_path / "w.zarr"
+    with dask.config.set({"distributed.scheduler.allowed-failures": 100}):
+        with (
+            LocalCluster(
+                n_workers=2,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                lifetime="3s",
+                lifetime_restart=True,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            res = run_sweep(_spec(400.0, 25.0), store, client=client)
+    assert res.complete, res.errors
+    runs = _runs(store)
+    assert sum(r["cells_run"] for r in runs) == 2
+    assert_stores_bitwise_equal(str(long_reference), str(store))
+
+
+def test_sigkill_of_a_worker_mid_segment(tmp_path, long_reference):
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    store = tmp_path / "wk.zarr"
+    ckpt_dir = store / checkpoints.DIRNAME
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            pids = client.run(os.getpid)
+            killed: list[int] = []
+
+            def killer():
+                deadline = time.time() + 120
+                while time.time() < deadline and not killed:
+                    # both cells have a checkpoint: whichever worker dies, its cell has one to resume from
+                    if ckpt_dir.exists() and sum(p.suffix == ".npz" for p in ckpt_dir.iterdir()) == 2:
+                        time.sleep(0.1)
+                        pid = next(iter(pids.values()))
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+                    time.sleep(0.02)
+
+            t = threading.Thread(target=killer)
+            t.start()
+            res = run_sweep(_spec(400.0, 25.0), store, client=client)
+            t.join()
+    assert killed and res.complete, res.errors
+    assert res.resumed >= 1  # the killed worker's cell continued from its checkpoint
+    assert_stores_bitwise_equal(str(long_reference), str(store))
