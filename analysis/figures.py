@@ -114,6 +114,43 @@ def energy_error_vs_time(ds: xr.Dataset, desc: str = ""):
     return fig if drawn else None
 
 
+def energy_envelope(ds: xr.Dataset, desc: str = ""):
+    """The envelope of |E − E0|/|E0| over every step of each output interval (store variables
+    ``energy_error_lower``/``_upper``) against t on log–log axes, the point samples beside it:
+    what a plot of a 10⁶-step cell should show (bounded VI, drifting RK). None without envelopes."""
+    if "energy_error_upper" not in ds or "E0" not in ds:
+        return None
+    ints = [str(n) for n in ds["integrator"].values]
+    fig, axes = _grid(len(ints))
+    t = ds["time"].values
+    pos = t > 0
+    drawn = False
+    for ax, name in zip(axes, ints):
+        runs = [(d, v, c) for n, d, v, c in cells(ds) if n == name]
+        for color, (dim, value, cell) in zip(_colors(len(runs)), runs):
+            scale = abs(float(cell["E0"].values)) or 1.0
+            lo = cell["energy_error_lower"].values / scale
+            hi = cell["energy_error_upper"].values / scale
+            env = _positive(np.maximum(np.abs(lo), np.abs(hi)))
+            pt = _positive(cell["energy_error"].values / scale)
+            if np.isfinite(env[pos]).any():
+                label = f"{dim} = {value:g}" if dim else name
+                ax.loglog(t[pos], env[pos], color=color, lw=1.2, label=f"{label}: max over each interval")
+                ax.loglog(t[pos], pt[pos], color=color, lw=0.6, alpha=0.45, ls=":", label=f"{label}: point samples")
+                drawn = True
+        ax.set_title(name)
+        ax.set_xlabel(f"time [{ds['time'].attrs.get('units', '')}]")
+        ax.set_ylabel("|E − E0| / |E0|")
+        ax.grid(True, which="both", alpha=0.3)
+        if runs:
+            ax.legend(fontsize=6)
+        else:
+            ax.text(0.5, 0.5, "no cell finished with status ok", ha="center", va="center", transform=ax.transAxes)
+    fig.suptitle(f"energy error envelope ({ds.attrs.get('system', '')}{'; ' + desc if desc else ''})")
+    fig.tight_layout()
+    return fig if drawn else None
+
+
 def error_vs_step(ds: xr.Dataset, error_var: str | None = None):
     """Summary error against h (and against tol), log–log, with least-squares slopes."""
     acc = ds.geosweep

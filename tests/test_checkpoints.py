@@ -192,3 +192,120 @@ def test_sigkill_of_a_worker_mid_segment(tmp_path, long_reference):
     assert killed and res.complete, res.errors
     assert res.resumed >= 1  # the killed worker's cell continued from its checkpoint
     assert_stores_bitwise_equal(str(long_reference), str(store))
+
+
+# ---- the object store going away and coming back ------------------------------------------
+class _Proxy:
+    """A TCP forwarder on 127.0.0.1 that can be switched off (connections refused, open ones
+    cut) and on again on the same port: an S3 endpoint that goes away and comes back."""
+
+    def __init__(self, target_port: int):
+        import socket
+
+        self.target = target_port
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self.listener = None
+        self.conns: list = []
+
+    def start(self) -> None:
+        import socket
+        import threading
+
+        ls = socket.socket()
+        ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        ls.bind(("127.0.0.1", self.port))
+        ls.listen(64)
+        self.listener = ls
+
+        def pipe(a, b):
+            try:
+                while data := a.recv(65536):
+                    b.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (a, b):
+                    try:
+                        s.close()
+                    except OSError:
+                        pass
+
+        def accept():
+            while True:
+                try:
+                    client, _ = ls.accept()
+                except OSError:
+                    return
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+                self.conns += [client, upstream]
+                threading.Thread(target=pipe, args=(client, upstream), daemon=True).start()
+                threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
+
+        threading.Thread(target=accept, daemon=True).start()
+
+    def stop(self) -> None:
+        import socket
+
+        self.listener.close()
+        for c in self.conns:
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+                c.close()
+            except OSError:
+                pass
+        self.conns = []
+
+
+def test_object_store_outage_mid_run(tmp_path, reference):
+    """The S3 endpoint (moto on loopback, behind a switchable proxy) disappears in the middle of a
+    checkpointed cell: the run stops with an error; once the endpoint is back, the rerun continues
+    from the last checkpoint that reached the store, and the result is bitwise the reference."""
+    moto_server = pytest.importorskip("moto.server")
+    import boto3
+    import xarray as xr
+
+    moto = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    try:
+        target = moto._server.server_port
+        proxy = _Proxy(target)
+        proxy.start()
+        endpoint = f"http://127.0.0.1:{proxy.port}"
+        boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="k", aws_secret_access_key="s", region_name="us-east-1"
+        ).create_bucket(Bucket="ckpt")
+        opts = {
+            "key": "k",
+            "secret": "s",
+            "client_kwargs": {"endpoint_url": endpoint},
+            "config_kwargs": {"retries": {"max_attempts": 2}, "connect_timeout": 2, "read_timeout": 5},
+            "skip_instance_cache": True,
+        }
+        url = "s3://ckpt/outage.zarr"
+        spec = _spec(40.0, 4.0)
+
+        def cut_midway(p):
+            if p.steps_total and p.steps_done >= 0.35 * p.steps_total and proxy.listener is not None:
+                proxy.stop()
+                proxy.listener = None
+
+        with pytest.raises(Exception):  # noqa: B017 - whatever the S3 client raises for a vanished endpoint
+            run_sweep(spec, url, serial=True, storage_options=opts, progress=cut_midway)
+        proxy.start()
+        ref = StoreRef.of(url, opts)
+        done_before = int(np.asarray(ref.open_group("r")["done"][...]).sum())
+        res = run_sweep(spec, url, serial=True, storage_options=opts)
+        assert res.complete and res.resumed == 1
+        assert done_before + res.ran == 2  # 0 cells lost, 0 computed twice
+        assert checkpoints.count(ref) == 0
+        a = xr.open_zarr(str(reference))
+        b = xr.open_zarr(url, storage_options=opts)
+        for name in a.data_vars:
+            if name in ("wall_time", "completed_at"):
+                continue
+            assert np.array_equal(a[name].values, b[name].values, equal_nan=True), name
+    finally:
+        moto.stop()
