@@ -257,7 +257,7 @@ def test_real_sweep_vi_bounded_rk_drifting(stores):
     assert len(wp) == 6 and (wp.f_evals > 0).all()
 
 
-GENERIC = {"energy_error_vs_time", "error_vs_step", "work_precision", "status_map"}
+GENERIC = {"energy_error_vs_time", "energy_envelope", "error_vs_step", "work_precision", "status_map"}
 EXPECTED = {
     "spring": GENERIC | {"constraint_errors"},  # momentum not conserved: stated in the notes
     "sphere": GENERIC | {"constraint_errors", "momentum_errors", "ke_map"},
@@ -289,13 +289,19 @@ def test_report_every_figure(stores, tmp_path):
         assert (tmp_path / key / "index.html").exists()
     assert "step size of the adaptive methods against time" in (tmp_path / "chain" / "index.md").read_text()
     assert "not conserved" in (tmp_path / "spring" / "index.md").read_text()
+    # the envelope is at least as wide as the point samples, in every store
+    for store in stores.values():
+        ds = xr.open_zarr(store)
+        ok = ds.status == 0
+        lo, hi, pt = (ds[v].where(ok) for v in ("energy_error_lower", "energy_error_upper", "energy_error"))
+        assert bool(((lo <= pt) | lo.isnull()).all()) and bool(((pt <= hi) | hi.isnull()).all())
 
 
 def test_cli_report(stores, tmp_path, capsys):
     from flows.cli import main
 
     assert main(["report", stores["sphere"], "--out", str(tmp_path / "r")]) == 0
-    assert "7 figures" in capsys.readouterr().out and (tmp_path / "r" / "ke_map.png").exists()
+    assert "8 figures" in capsys.readouterr().out and (tmp_path / "r" / "ke_map.png").exists()
     assert main(["report", str(tmp_path / "missing.zarr")]) == 2
 
 
