@@ -224,7 +224,7 @@ def run_sweep(
     spec, grid, famdef = plan.spec, plan.grid, plan.famdef
     ref = StoreRef.of(store if store is not None else default_store_path(spec), storage_options)
 
-    created = ensure_store(plan, ref)
+    created = ensure_store(plan, ref, log)
     mask = done_mask(ref)
     pending = [c for c in grid.cells() if not mask[c] and grid.applicable(c)]
     total = sum(1 for c in grid.cells() if grid.applicable(c))

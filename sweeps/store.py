@@ -290,30 +290,87 @@ def check_format(url: str, attrs: dict) -> None:
     )
 
 
-def ensure_store(plan: Plan, ref: StoreRef) -> bool:
+#: Group attribute written last when a store's template is complete (see :func:`ensure_store`).
+CREATED_ATTR = "geosweep_created"
+
+
+def _remove(ref: StoreRef) -> None:
+    """Delete a store (only ever one this module was creating and did not finish)."""
+    if ref.is_local:
+        import shutil
+
+        shutil.rmtree(ref.url, ignore_errors=True)
+        return
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(ref.url, **(ref.storage_options or {}))
+    try:
+        fs.rm(root, recursive=True)
+    except FileNotFoundError:
+        pass
+
+
+def _no_results(group) -> bool:
+    """True if no cell of the group was ever computed (status still only ``not_run``/``not_applicable``)."""
+    try:
+        return bool((np.asarray(group["status"][...]) < 0).all())
+    except Exception:  # noqa: BLE001 - arrays missing or unreadable: creation did not get that far
+        return True
+
+
+def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
     """Create the store from the template, or check an existing one belongs to ``plan``.
 
     Returns True if the store was created. Raises :class:`StoreFormatError` if the store has
     another format and :class:`StoreMismatchError` if it holds a different sweep (it is never
     modified in either case).
+
+    Creation is crash-safe: the template (whose attrs name the format and the spec) is written
+    first, then the not-applicable fillers, and the marker attr ``geosweep_created`` last. A
+    store of ours without the marker holds no result (creation was interrupted, or failed): it
+    is deleted and created again. A failed creation removes what it wrote.
     """
     if ref.exists():
-        attrs = dict(ref.open_group("r").attrs)
-        check_format(ref.url, attrs)
-        if attrs.get("spec_hash") != plan.spec.spec_hash:
-            raise StoreMismatchError(_mismatch_message(ref.url, attrs, plan.spec))
-        return False
+        group = ref.open_group("r")
+        attrs = dict(group.attrs)
+        if attrs.get("geosweep_format") == FORMAT_VERSION and not attrs.get(CREATED_ATTR) and _no_results(group):
+            if log:
+                log(f"store {ref.url}: its creation was interrupted; creating it again")
+            _remove(ref)
+        else:
+            check_format(ref.url, attrs)
+            if attrs.get("spec_hash") != plan.spec.spec_hash:
+                raise StoreMismatchError(_mismatch_message(ref.url, attrs, plan.spec))
+            return False
     ds, encoding = template(plan)
     kwargs: dict[str, Any] = {"zarr_format": 3, "mode": "w-", "compute": False, "encoding": encoding}
     if not ref.is_local:
         kwargs["storage_options"] = ref.storage_options or {}
-    ds.to_zarr(ref.url, consolidated=True, **kwargs)
-    group = ref.open_group("r+")
-    for cell in plan.grid.cells():
-        if not plan.grid.applicable(cell):
-            group["status"][cell] = np.int8(Status.NOT_APPLICABLE)
-            group["done"][cell] = np.int8(1)
+    try:
+        ds.to_zarr(ref.url, consolidated=True, **kwargs)
+        group = ref.open_group("r+")
+        for cell in plan.grid.cells():
+            if not plan.grid.applicable(cell):
+                group["status"][cell] = np.int8(Status.NOT_APPLICABLE)
+                group["done"][cell] = np.int8(1)
+        group.attrs[CREATED_ATTR] = 1
+        _consolidate(ref)
+    except BaseException:
+        _remove(ref)
+        raise
     return True
+
+
+def _consolidate(ref: StoreRef) -> None:
+    import zarr
+
+    try:
+        if ref.is_local:
+            zarr.consolidate_metadata(ref.url)
+        else:
+            zarr.consolidate_metadata(ref.url, storage_options=ref.storage_options or {})
+    except Exception:  # noqa: BLE001 - consolidation is an optimisation only
+        pass
 
 
 def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
@@ -368,19 +425,12 @@ def write_cell(group, cell: Cell, values: dict[str, Any], status: int, wall_time
 
 def record_run(ref: StoreRef, entry: dict[str, Any]) -> None:
     """Append a run record (who, when, how many cells) to the store's ``runs`` attribute."""
-    import zarr
 
     group = ref.open_group("r+")
     runs = list(group.attrs.get("runs", []))
     runs.append(entry)
     group.attrs["runs"] = runs
-    try:
-        if ref.is_local:
-            zarr.consolidate_metadata(ref.url)
-        else:
-            zarr.consolidate_metadata(ref.url, storage_options=ref.storage_options or {})
-    except Exception:  # noqa: BLE001 - consolidation is an optimisation only
-        pass
+    _consolidate(ref)
 
 
 def open_results(store: str | os.PathLike | StoreRef, storage_options: dict | None = None):
