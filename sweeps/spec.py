@@ -38,6 +38,15 @@ Scalar = bool | int | float | str
 #: Relative tolerance for "T/h is an integer" and "dt_out is a multiple of h".
 INTEGRALITY_RTOL = 1e-9
 
+#: Size limits checked before any work (a spec may raise them in its ``[limits]`` table).
+LIMITS: dict[str, float] = {
+    "cells": 1_000_000,  # grid size
+    "steps_per_cell": 1e9,  # T / smallest h
+    "samples_per_cell": 10_000_000,  # T / dt_out + 1
+    "snapshots_per_cell": 100_000,
+    "samples_total": 2e9,  # cells × samples per cell (≈ 16 GB per stored float series)
+}
+
 
 class SpecError(ValueError):
     """A sweep spec was refused. ``problems`` lists ``(field, reason)`` pairs."""
@@ -62,7 +71,7 @@ class SweepSpec(BaseModel):
     (per-integrator settings), ``description`` (free text).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
     system: str
@@ -75,21 +84,34 @@ class SweepSpec(BaseModel):
     checkpoint_every: float | None = None
     params: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     integrator_options: dict[str, dict[str, Scalar]] = Field(default_factory=dict)
+    limits: dict[str, float] = Field(default_factory=dict)
     description: str = ""
 
     @field_validator("h", "tol", "integrators", mode="before")
     @classmethod
     def _listify(cls, v: Any) -> Any:
-        return v if isinstance(v, list | tuple) else [v]
+        return list(v) if isinstance(v, list | tuple) else [v]
+
+    @field_validator("h", "tol", "T", "dt_out", "snapshot_dt", "checkpoint_every", mode="before")
+    @classmethod
+    def _numbers(cls, v: Any) -> Any:
+        """Numbers are numbers: no bool, no string (strict); an int is taken as a float."""
+
+        def one(x: Any) -> Any:
+            return float(x) if isinstance(x, int) and not isinstance(x, bool) else x
+
+        return [one(x) for x in v] if isinstance(v, list) else one(v)
 
     # ---- derived quantities --------------------------------------------------------
     def canonical_json(self) -> str:
         """Canonical JSON text (sorted keys) that identifies the sweep's results.
 
-        ``checkpoint_every`` is left out: segments are bitwise identical to one run, so a sweep
-        may resume with another checkpoint interval (e.g. for a shorter walltime)."""
-        data = self.model_dump(mode="json", exclude={"checkpoint_every"})
-        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+        Values, not spellings, identify a sweep: numbers compare by value (10 == 10.0), and
+        ``checkpoint_every`` (segments are bitwise identical to one run), ``limits`` and the free
+        text ``description`` are left out, so a sweep may resume with another checkpoint interval
+        or description."""
+        data = self.model_dump(mode="json", exclude={"checkpoint_every", "description", "limits"})
+        return json.dumps(_numbers_as_floats(data), sort_keys=True, separators=(",", ":"))
 
     @property
     def spec_hash(self) -> str:
@@ -249,7 +271,9 @@ def build_models(spec: SweepSpec, sysdef: SystemDef, idefs: dict[str, Integrator
 def check_spec(spec: SweepSpec) -> SweepSpec:
     """Every check against the registry that builds no model; raises :class:`SpecError` listing all problems."""
     load_builtins()
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = check_limits(spec)
+    if problems:  # refuse before anything is enumerated (a 10¹⁰-cell grid must not be listed)
+        raise SpecError(problems, spec.name)
     sysdef = SYSTEMS.get(spec.system)
     if sysdef is None:
         problems.append(("system", f"unknown system {spec.system!r}; known: {sorted(SYSTEMS)}"))
@@ -358,7 +382,7 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
             if isinstance(value, list):
                 if not value:
                     problems.append((f"params.{key}", "an axis needs at least one value"))
-                if len({json.dumps(v) for v in value}) != len(value):
+                if len({json.dumps(_numbers_as_floats(v)) for v in value}) != len(value):
                     problems.append((f"params.{key}", "axis values must be unique"))
             for j, v in enumerate(values):
                 field = f"params.{key}[{j}]" if isinstance(value, list) else f"params.{key}"
@@ -370,6 +394,50 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
     if problems:
         raise SpecError(problems, spec.name)
     return spec
+
+
+def _numbers_as_floats(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _numbers_as_floats(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_numbers_as_floats(v) for v in x]
+    if isinstance(x, int) and not isinstance(x, bool):
+        return float(x)
+    return x
+
+
+def check_limits(spec: SweepSpec) -> list[tuple[str, str]]:
+    """Sizes against :data:`LIMITS` (raised by the spec's ``limits`` table), before anything is built."""
+    problems: list[tuple[str, str]] = []
+    for key in spec.limits:
+        if key not in LIMITS:
+            problems.append((f"limits.{key}", f"unknown limit; known: {sorted(LIMITS)}"))
+    lim = {**LIMITS, **{k: v for k, v in spec.limits.items() if k in LIMITS}}
+    if not (spec.T > 0 and spec.dt_out > 0 and math.isfinite(spec.T) and math.isfinite(spec.dt_out)):
+        return problems
+    n_steps_axes = max(len(spec.h), 1) * max(len(spec.tol), 1)
+    cells = len(spec.integrators) * n_steps_axes
+    for v in spec.params.values():
+        if isinstance(v, list):
+            cells *= max(len(v), 1)
+
+    def over(field: str, key: str, value: float, what: str) -> None:
+        if value > lim[key]:
+            problems.append(
+                (field, f"{what} = {value:.4g} exceeds the limit {lim[key]:.4g} ({key}); "
+                        f"set [limits] {key} = … in the spec if you mean it")
+            )  # fmt: skip
+
+    over("params", "cells", cells, "grid cells")
+    good_h = [h for h in spec.h if math.isfinite(h) and h > 0]
+    if good_h:
+        over("h", "steps_per_cell", spec.T / min(good_h), "steps per cell (T / smallest h)")
+    samples = spec.T / spec.dt_out + 1
+    over("dt_out", "samples_per_cell", samples, "samples per cell (T / dt_out + 1)")
+    over("params", "samples_total", cells * samples, "stored samples (cells × samples per cell)")
+    if spec.snapshot_dt is not None and spec.snapshot_dt > 0:
+        over("snapshot_dt", "snapshots_per_cell", spec.T / spec.snapshot_dt + 1, "snapshots per cell")
+    return problems
 
 
 def _is_multiple(a: float, b: float) -> bool:

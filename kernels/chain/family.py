@@ -295,7 +295,7 @@ SYSTEMS = (
         doc="N-link 3D pendulum on (TS²)^N (001 §5): point masses on massless rigid links from a "
         "fixed pivot, gravity along −e3 (e3 up). Conserves E and J = e3·L (all of L when g = 0).",
         params=(
-            Param("N", int, 2, "1", "number of links", ge=1),
+            Param("N", int, 2, "1", "number of links", ge=1, le=100_000),
             Param(
                 "masses",
                 str,

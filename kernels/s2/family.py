@@ -169,7 +169,7 @@ INTEGRATORS = (
         "a dense LU solve per iteration. Also applies to the pendulum chain (ts2).",
         params=(
             Param("tol", float, 1e-14, "1", "fixed-point stop: max|Δf| ≤ tol·max(1, max|f|)", gt=0.0),
-            Param("maxit", int, 50, "1", "iterations before status NONCONVERGED", ge=1),
+            Param("maxit", int, 50, "1", "iterations before status NONCONVERGED", ge=1, le=1_000_000),
             BLOWUP,
         ),
         also=("ts2",),

@@ -257,7 +257,7 @@ SYSTEMS = (
         doc="Particle-binder torus (ring of N_p spheres, bending/torsion, axial and shear binder, Hertz "
         "contacts) hitting the wall x = 0 edge-on (paper section 4.1, spec torus §4-§5).",
         params=(
-            Param("N_p", int, 80, "1", "number of particles (stable h scales like 1/N_p)", ge=3),
+            Param("N_p", int, 80, "1", "number of particles (stable h scales like 1/N_p)", ge=3, le=100_000),
             Param("D_t", float, 3.0, "length", "torus (ring) diameter; D_p = D_t sin(π/N_p)", gt=0.0),
             Param("m", float, 1.0, "mass", "mass per particle", gt=0.0),
             Param("J", float, 1.0, "mass·length²", "scalar moment of inertia per particle", gt=0.0),
