@@ -293,6 +293,7 @@ def test_nonconverged_implicit(ex3):
     tr = integrate(s, "implicit_vi", 0.01, 100, maxit=2)
     assert tr.status == Status.NONCONVERGED
     assert tr.info["fail_step"] == 1 and tr.info["steps_done"] == 0
+    assert tr.summary["drift_slope"] == 0.0  # finite: no step, no drift
     assert 1e-9 < tr.summary["fail_value"] < 1e-5
     assert np.isfinite(tr.energy[0]) and np.isnan(tr.energy[1:]).all()
     q0, w0 = s.initial_state()

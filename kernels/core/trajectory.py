@@ -267,7 +267,8 @@ class Trajectory:
         raise ValueError(what)
 
     def energy_summaries(self) -> dict[str, float]:
-        """E0 and |E − E0| statistics over every step k = 0..K, and the drift slope (energy/time)."""
+        """E0 and |E − E0| statistics over every step k = 0..K, and the drift slope (energy/time;
+        0 when only the initial state exists)."""
         a = self.acc
         cnt = float(self.info[L.I_K] + 1)
         E0 = float(a[L.A_E0])
@@ -277,7 +278,8 @@ class Trajectory:
             "mean_abs_energy_error": float(a[L.A_SUM_ABS] / cnt),
             "max_abs_energy_error": float(a[L.A_MAX_ABS]),
             "max_rel_energy_error": float(a[L.A_MAX_ABS] / abs(E0)) if E0 != 0.0 else float("nan"),
-            "energy_drift_slope": float((cnt * a[L.A_STE] - a[L.A_ST] * a[L.A_SE]) / den) if den > 0 else float("nan"),
+            # one point (a run that failed at its first step) shows no drift: 0, not NaN
+            "energy_drift_slope": float((cnt * a[L.A_STE] - a[L.A_ST] * a[L.A_SE]) / den) if den > 0 else 0.0,
         }
 
     def failure(self) -> dict[str, Any]:
