@@ -24,6 +24,7 @@ from kernels.core.trajectory import Trajectory
 from kernels.status import Status
 from sweeps import checkpoints
 from sweeps.grid import Cell
+from sweeps.lease import Lease
 from sweeps.plan import Plan, make_plan
 from sweeps.spec import SweepSpec
 from sweeps.store import ArrayCache, StoreRef, done_mask, ensure_store, record_run, write_cell
@@ -215,15 +216,20 @@ def run_sweep(
     parallel and start instantly), separate processes with ``processes=True``;
     ``serial=True`` runs in this process without Dask (same results, bitwise).
     Raises :class:`sweeps.spec.SpecError` for a bad spec,
-    :class:`sweeps.store.StoreMismatchError` if ``store`` holds another sweep and
-    :class:`sweeps.store.StoreFormatError` if it has another store format — all before any
-    work. Integration failures are recorded as cell status, not raised.
+    :class:`sweeps.store.StoreMismatchError` if ``store`` holds another sweep,
+    :class:`sweeps.store.StoreFormatError` if it has another store format and
+    :class:`sweeps.lease.StoreBusyError` while another run writes it — all before any work.
+    Integration failures are recorded as cell status, not raised.
     """
     log = log or (lambda msg: None)
     plan = make_plan(spec)
-    spec, grid, famdef = plan.spec, plan.grid, plan.famdef
-    ref = StoreRef.of(store if store is not None else default_store_path(spec), storage_options)
+    ref = StoreRef.of(store if store is not None else default_store_path(plan.spec), storage_options)
+    with Lease(ref):  # one writer per store; refused at once (StoreBusyError) while another run holds it
+        return _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log)
 
+
+def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log) -> SweepResult:
+    spec, grid, famdef = plan.spec, plan.grid, plan.famdef
     created = ensure_store(plan, ref, log)
     mask = done_mask(ref)
     pending = [c for c in grid.cells() if not mask[c] and grid.applicable(c)]
