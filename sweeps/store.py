@@ -33,7 +33,7 @@ from sweeps.spec import SweepSpec
 if TYPE_CHECKING:
     from sweeps.plan import Plan
 
-SWEEP_FLAGS = ("status", "wall_time", "completed_at", "progress", "done")
+SWEEP_FLAGS = ("status", "wall_time", "completed_at", "progress", "checksum", "done")
 #: Store format written (and the only one read) by this geosweep. 2: the family contract's
 #: stored names (``final_state``/``snapshot_state``, absolute ``energy_error`` …), integrator coords.
 FORMAT_VERSION = 2
@@ -210,6 +210,13 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         "float64",
         {"units": "1", "long_name": "fraction of the cell's time span integrated (1 once complete)"},
         0.0,
+    )
+    add(
+        "checksum",
+        (),
+        "int64",
+        {"long_name": "checksum of the cell's stored values (sweeps.store.cell_checksum; geosweep verify)"},
+        0,
     )
     add("done", (), "int8", {"long_name": "1 once every value of the cell is written"}, 0)
 
@@ -391,8 +398,26 @@ def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
 # reading progress and writing cells
 # ---------------------------------------------------------------------------------------
 def done_mask(ref: StoreRef) -> np.ndarray:
-    """Boolean array over the sweep axes: True where the cell is complete."""
-    return np.asarray(ref.open_group("r")["done"][...]) == 1
+    """Boolean array over the sweep axes: True where the cell is complete.
+
+    A ``done`` chunk that cannot be read (damaged) counts as not done and is reset, so the
+    cell is recomputed instead of the store becoming unusable."""
+    group = ref.open_group("r")
+    try:
+        return np.asarray(group["done"][...]) == 1
+    except Exception:  # noqa: BLE001 - some chunk is damaged: go cell by cell
+        pass
+    shape = group["status"].shape
+    mask = np.zeros(shape, dtype=bool)
+    bad = []
+    for cell in np.ndindex(*shape):
+        try:
+            mask[cell] = int(group["done"][cell]) == 1
+        except Exception:  # noqa: BLE001
+            bad.append(cell)
+    if bad:
+        mark_for_rerun(ref, bad)
+    return mask
 
 
 class ArrayCache(dict):
@@ -407,20 +432,94 @@ class ArrayCache(dict):
         return arr
 
 
+def _stored(arr, value) -> np.ndarray:
+    """``value`` as the cell's chunk stores it: padded with the fill value to the per-cell shape."""
+    value = np.asarray(value, dtype=arr.dtype)
+    shape = arr.shape[len(arr.shape) - value.ndim :] if value.ndim else ()
+    if value.shape == shape:
+        return value
+    out = np.full(shape, arr.fill_value, dtype=arr.dtype)
+    out[tuple(slice(0, n) for n in value.shape)] = value
+    return out
+
+
+#: stored values that differ from run to run (timings): not part of a cell's checksum
+CHECKSUM_SKIP = ("steps_per_second",)
+
+
+def cell_checksum(arrays: dict[str, np.ndarray], status: int) -> int:
+    """A 63-bit checksum of a cell: its status and every stored value (name, dtype, bytes),
+    timings (:data:`CHECKSUM_SKIP`) left out, so identical physics gives identical checksums."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=8)
+    h.update(str(int(status)).encode())
+    for name in sorted(arrays):
+        if name in CHECKSUM_SKIP:
+            continue
+        a = np.ascontiguousarray(arrays[name])
+        h.update(name.encode() + str(a.dtype).encode() + str(a.shape).encode())
+        h.update(a.tobytes())
+    return int.from_bytes(h.digest(), "little") & ((1 << 63) - 1) or 1
+
+
 def write_cell(group, cell: Cell, values: dict[str, Any], status: int, wall_time: float) -> None:
-    """Write one cell's values, then its flags, then ``done`` (the completion marker).
+    """Write one cell's values, then its flags and checksum, then ``done`` (the completion marker).
 
     ``group`` is a zarr group or an :class:`ArrayCache` of one (faster for many cells).
     """
+    stored = {}
     for name, value in values.items():
         arr = group[name]
         # per-cell dims may be shorter than the store's (padded sweeps over N): write a prefix
         arr[cell + tuple(slice(0, n) for n in np.shape(value))] = value
+        stored[name] = _stored(arr, value)
     group["status"][cell] = np.int8(status)
     group["wall_time"][cell] = float(wall_time)
     group["completed_at"][cell] = time.time()
     group["progress"][cell] = 1.0
+    group["checksum"][cell] = np.int64(cell_checksum(stored, status))
     group["done"][cell] = np.int8(1)
+
+
+def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, list[Cell]]:
+    """Check every finished cell against its checksum.
+
+    Returns ``{"damaged": cells whose values or checksum cannot be read or do not match,
+    "flags": cells whose ``done`` flag could not be read}``; ``value_names`` are the stored
+    variables (default: every variable with the store's sweep dims, except the run flags).
+    """
+    group = ref.open_group("r")
+    sweep_shape = group["status"].shape
+    if value_names is None:
+        value_names = [name for name in open_results(ref).data_vars if name not in SWEEP_FLAGS]
+    out: dict[str, list[Cell]] = {"damaged": [], "flags": []}
+    for cell in np.ndindex(*sweep_shape):
+        try:
+            done = int(group["done"][cell]) == 1
+            status = int(group["status"][cell])
+        except Exception:  # noqa: BLE001 - an unreadable flag chunk
+            out["flags"].append(cell)
+            continue
+        if not done or status == int(Status.NOT_APPLICABLE):
+            continue
+        try:
+            stored = {name: np.asarray(group[name][cell]) for name in value_names}
+            ok = int(group["checksum"][cell]) == cell_checksum(stored, status)
+        except Exception:  # noqa: BLE001 - a missing or undecodable chunk is damage
+            ok = False
+        if not ok:
+            out["damaged"].append(cell)
+    return out
+
+
+def mark_for_rerun(ref: StoreRef, cells: list[Cell]) -> None:
+    """Clear ``done`` (and the checksum) of ``cells`` so that a resume recomputes exactly them."""
+    group = ref.open_group("r+")
+    for cell in cells:
+        group["done"][cell] = np.int8(0)
+        group["checksum"][cell] = np.int64(0)
+        group["progress"][cell] = 0.0
 
 
 def record_run(ref: StoreRef, entry: dict[str, Any]) -> None:
