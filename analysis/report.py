@@ -35,10 +35,15 @@ class Report:
     figures: dict[str, Path] = field(default_factory=dict)
     captions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    location: str = ""  # where the report ended up (``out``, or the URL it was uploaded to)
 
     @property
     def index(self) -> Path:
         return self.out / "index.md"
+
+    @property
+    def index_location(self) -> str:
+        return f"{(self.location or str(self.out)).rstrip('/')}/index.md"
 
 
 def _save(rep: Report, name: str, fig, caption: str) -> None:
@@ -69,11 +74,13 @@ def make_report(
     storage_options: dict | None = None,
     select: dict[str, Any] | None = None,
     ke_times: tuple[float, ...] = S.PAPER_KE_TIMES,
+    sections: list[tuple[str, str]] | None = None,
 ) -> Report:
     """Write every applicable figure and ``index.md``/``index.html`` of a store into ``out``.
 
     ``select`` fixes the label of swept parameters for time-series figures (default: each
-    axis's first label); ``ke_times`` are the KE-map times (nearest snapshots are used).
+    axis's first label); ``ke_times`` are the KE-map times (nearest snapshots are used);
+    ``sections`` are (heading, Markdown) pairs placed first in the index (e.g. a comparison).
     """
     import matplotlib
 
@@ -98,6 +105,13 @@ def make_report(
             "energy_error_vs_time",
             F.energy_error_vs_time(sub, desc),
             f"|E(t) − E0|/|E0| on log–log axes, one panel per integrator, one line per step size{at}.",
+        )
+        _save(
+            rep,
+            "energy_envelope",
+            F.energy_envelope(sub, desc),
+            "Envelope of |E − E0|/|E0|: its max over every step of each output interval (solid) beside the "
+            f"point samples (dotted), log–log{at}. Bounded for a variational integrator, drifting for RK.",
         )
         _save(
             rep,
@@ -149,7 +163,7 @@ def make_report(
             fig, caption, notes = make()
             rep.notes += notes
             _save(rep, name, fig, caption + (f" Parameters{at}." if desc else ""))
-        tables = _summary_tables(ds, sub)
+        tables = list(sections or []) + _summary_tables(ds, sub)
     _write_index(rep, ds, where, counts, tables)
     return rep
 
@@ -238,7 +252,161 @@ def _write_index(
     )
 
 
+def default_report_location(store: str | os.PathLike) -> str:
+    """``<store>.report`` beside the store, for a local path and for a URL alike."""
+    return os.fspath(store).rstrip("/") + ".report"
+
+
+def write_report(
+    store: str | os.PathLike,
+    out: str | os.PathLike | None = None,
+    storage_options: dict | None = None,
+    sections: list[tuple[str, str]] | None = None,
+) -> Report:
+    """:func:`make_report` into ``out`` (default beside the store); a URL ``out`` is written locally, then uploaded."""
+    import tempfile
+
+    target = os.fspath(out) if out is not None else default_report_location(store)
+    if "://" not in target:
+        rep = make_report(store, target, storage_options=storage_options, sections=sections)
+        rep.location = str(Path(target).absolute())
+        return rep
+    import fsspec
+
+    with tempfile.TemporaryDirectory(prefix="geosweep-report-") as tmp:
+        rep = make_report(store, tmp, storage_options=storage_options, sections=sections)
+        fs, root = fsspec.core.url_to_fs(target, **(storage_options or {}))
+        for path in sorted(Path(tmp).iterdir()):
+            fs.put_file(str(path), f"{root.rstrip('/')}/{path.name}")
+    rep.location = target
+    return rep
+
+
 def main_report(store: str, out: str | None, storage_options: dict | None = None) -> Report:
-    """CLI helper: default output directory is ``<store>.report`` next to a local store."""
-    out = out or (os.fspath(store).rstrip("/") + ".report" if "://" not in os.fspath(store) else "report")
-    return make_report(store, out, storage_options=storage_options)
+    """CLI helper: the report goes to ``<store>.report`` beside the store unless ``out`` is given."""
+    return write_report(store, out, storage_options)
+
+
+# ---------------------------------------------------------------------------------------
+# night against night
+# ---------------------------------------------------------------------------------------
+#: per-cell values that are run stamps, not results: never compared between nights
+RUN_STAMPS = frozenset({"wall_time", "completed_at", "done", "steps_per_second"})
+MAX_CHANGE_ROWS = 50
+
+
+@dataclass
+class Comparison:
+    """Cells whose status or per-cell values changed between two stores of one sweep."""
+
+    previous: str
+    current: str
+    rtol: float
+    cells: int = 0  # cells complete in both stores and compared
+    changes: list[dict[str, Any]] = field(default_factory=list)  # one row per changed (cell, quantity)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed_cells(self) -> int:
+        return len({tuple(sorted(r["cell"].items())) for r in self.changes})
+
+    @property
+    def status_changes(self) -> int:
+        return sum(1 for r in self.changes if r["quantity"] == "status")
+
+    def headline(self) -> str:
+        if not self.cells:
+            return f"nothing compared with {self.previous}" + (f" ({'; '.join(self.notes)})" if self.notes else "")
+        return (
+            f"{self.changed_cells} of {self.cells} cells changed since {self.previous} "
+            f"({self.status_changes} in status; values beyond rtol {self.rtol:g})"
+        )
+
+    def markdown(self) -> str:
+        lines = [
+            f"previous: `{self.previous}`  ",
+            f"current: `{self.current}`  ",
+            f"{self.headline()}.",
+            "",
+        ]
+        lines += [f"- {n}" for n in self.notes] + ([""] if self.notes else [])
+        if self.changes:
+            more = f" (first {MAX_CHANGE_ROWS} of {len(self.changes)})" if len(self.changes) > MAX_CHANGE_ROWS else ""
+            lines += [f"changes{more}:", "", "| cell | quantity | previous | current | relative change |"]
+            lines.append("|---|---|---|---|---|")
+            for r in self.changes[:MAX_CHANGE_ROWS]:
+                cell = ", ".join(f"{k}={v}" for k, v in r["cell"].items())
+                rel = "—" if r["rel_change"] is None else f"{r['rel_change']:.3g}"
+                lines.append(f"| {cell} | {r['quantity']} | {r['previous']} | {r['current']} | {rel} |")
+        return "\n".join(lines)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def compare_stores(
+    previous: str | os.PathLike | xr.Dataset,
+    current: str | os.PathLike | xr.Dataset,
+    *,
+    rtol: float = 1e-6,
+    storage_options: dict | None = None,
+) -> Comparison:
+    """Compare two stores of one sweep cell by cell: status, then every per-cell value (summaries,
+    cost counters, failure records; run stamps excepted). A value changed when
+    ``|a − b| > rtol·max(|a|, |b|)`` or only one of them is NaN. Only cells complete in both are
+    compared; if the spec changed, the cells the two grids share are.
+    """
+    import numpy as np
+
+    from sweeps.store import open_results
+
+    def load(s):
+        return s if isinstance(s, xr.Dataset) else open_results(os.fspath(s), storage_options)
+
+    a, b = load(previous), load(current)
+    cmp = Comparison(
+        previous="(in-memory Dataset)" if isinstance(previous, xr.Dataset) else os.fspath(previous),
+        current="(in-memory Dataset)" if isinstance(current, xr.Dataset) else os.fspath(current),
+        rtol=rtol,
+    )
+    dims_a, dims_b = a.geosweep.sweep_dims, b.geosweep.sweep_dims
+    if set(dims_a) != set(dims_b):
+        cmp.notes.append(f"sweep axes differ ({', '.join(map(str, dims_a))} vs {', '.join(map(str, dims_b))})")
+        return cmp
+    if a.attrs.get("spec_hash") != b.attrs.get("spec_hash"):
+        cmp.notes.append("the spec changed between the two stores: the cells both grids hold are compared")
+    dims = tuple(dims_b)
+    names = [
+        n
+        for n, v in b.data_vars.items()
+        if v.dims and set(v.dims) == set(dims) and n in a and a[n].dims == v.dims and n not in RUN_STAMPS
+        if v.dtype.kind in "fiub"
+    ]
+    a, b = xr.align(a[[*names, "done"]], b[[*names, "done"]], join="inner")
+    a, b = a.load().transpose(*dims), b.load().transpose(*dims)
+    both = (a["done"].values == 1) & (b["done"].values == 1) & (a["status"].values != -2) & (b["status"].values != -2)
+    cmp.cells = int(both.sum())
+    labels = a.geosweep.status_labels()
+    changed: list[tuple[tuple[int, ...], str]] = []
+    for n in ["status"] + [n for n in names if n != "status"]:
+        x, y = a[n].values.astype(float), b[n].values.astype(float)
+        with np.errstate(invalid="ignore"):
+            scale = np.fmax(np.abs(x), np.abs(y))
+            differ = (np.isnan(x) != np.isnan(y)) | (np.abs(x - y) > (0.0 if n == "status" else rtol) * scale)
+            differ |= (x != y) & ~np.isfinite(scale) & ~(np.isnan(x) & np.isnan(y))
+        changed += [(idx, n) for idx in zip(*np.nonzero(differ & both))]
+    for idx, n in sorted(changed, key=lambda c: c[0]):
+        cell = {str(d): _fmt(b[d].values[i].item()) for d, i in zip(dims, idx)}
+        x, y = a[n].values[idx], b[n].values[idx]
+        if n == "status":
+            px, py = (labels.get(int(v), str(int(v))) for v in (x, y))
+            cmp.changes.append(dict(cell=cell, quantity="status", previous=px, current=py, rel_change=None))
+            continue
+        x, y = float(x), float(y)
+        scale = max(abs(x), abs(y))
+        rel = abs(x - y) / scale if np.isfinite(x) and np.isfinite(y) and scale > 0 else None
+        cmp.changes.append(dict(cell=cell, quantity=n, previous=_fmt(x), current=_fmt(y), rel_change=rel))
+    return cmp

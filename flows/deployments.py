@@ -2,9 +2,12 @@
 
 ``nightly_flow`` runs a spec into ``{store_root}/{name}/{YYYY-MM-DD}.zarr`` (the UTC date of
 the flow run's scheduled start), so each night adds a store to the record and re-running on
-the same day resumes that day's store. ``nightly_deployment`` wraps it in a Prefect
-deployment with a cron schedule (default ``0 2 * * *`` UTC); ``serve_nightly`` serves it in
-this process (``geosweep serve``). ``deploy/prefect.yaml`` describes the same deployment for
+the same day resumes that day's store. Each night then writes its report beside its store
+(``{YYYY-MM-DD}.zarr.report/``) with a comparison against the latest earlier night's store, and the
+flow run fails (visibly in Prefect) when the share of failed cells exceeds
+``max_failed_share``. ``nightly_deployment`` wraps it in a Prefect deployment with a cron
+schedule (default ``0 2 * * *`` UTC); ``serve_nightly`` serves it in this process
+(``geosweep serve``). ``deploy/prefect.yaml`` describes the same deployment for
 ``prefect deploy``.
 """
 
@@ -15,13 +18,26 @@ import os
 from pathlib import Path
 from typing import Any
 
-from prefect import flow, get_run_logger
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 
 from flows.sweep_flow import sweep_flow
 from sweeps.plan import make_plan
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_TIMEZONE = "UTC"
+#: a night fails when more than this share of its runnable cells failed (status > 0)
+DEFAULT_MAX_FAILED_SHARE = 0.5
+#: per-cell values that differ from the previous night by more than this (relative) are listed
+DEFAULT_COMPARE_RTOL = 1e-6
+
+
+class NightlyCheckFailed(RuntimeError):
+    """Too many cells of a night failed: the flow run is marked Failed (its store and report stay)."""
+
+
+class NoPrefectServerError(RuntimeError):
+    """``serve`` without ``PREFECT_API_URL``: the schedule would die with this process."""
 
 
 def run_day() -> dt.date:
@@ -47,6 +63,73 @@ def dated_store(store_root: str | os.PathLike, name: str, day: dt.date | str | N
     return str(Path(root).expanduser().absolute() / name / f"{day.isoformat()}.zarr")
 
 
+def night_stores(store_root: str | os.PathLike, name: str, storage_options: dict | None = None) -> dict[dt.date, str]:
+    """The dated stores ``{store_root}/{name}/{YYYY-MM-DD}.zarr`` that exist, by date."""
+    root = os.fspath(store_root)
+    if "://" in root:
+        import fsspec
+
+        folder = f"{root.rstrip('/')}/{name}"
+        fs, path = fsspec.core.url_to_fs(folder, **(storage_options or {}))
+        try:
+            entries = [e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(path, detail=False)]
+        except FileNotFoundError:
+            entries = []
+        found = {e: f"{folder}/{e}" for e in entries}
+    else:
+        folder_path = Path(root).expanduser().absolute() / name
+        found = {p.name: str(p) for p in folder_path.glob("*.zarr")} if folder_path.is_dir() else {}
+    out = {}
+    for entry, where in found.items():
+        if not entry.endswith(".zarr"):
+            continue
+        try:
+            out[dt.date.fromisoformat(entry.removesuffix(".zarr"))] = where
+        except ValueError:
+            continue
+    return dict(sorted(out.items()))
+
+
+def previous_night(
+    store_root: str | os.PathLike, name: str, day: dt.date, storage_options: dict | None = None
+) -> str | None:
+    """The latest dated store before ``day``, or None."""
+    earlier = [where for d, where in night_stores(store_root, name, storage_options).items() if d < day]
+    return earlier[-1] if earlier else None
+
+
+def failed_cells(store: str, storage_options: dict | None = None) -> tuple[int, int]:
+    """(cells with status > 0, runnable cells) of a store."""
+    from sweeps.store import open_results
+
+    status = open_results(store, storage_options)["status"].values
+    return int((status > 0).sum()), int((status != -2).sum())
+
+
+@task(name="nightly-report", cache_policy=NO_CACHE)
+def nightly_report(
+    store: str, previous: str | None, storage_options: dict | None, rtol: float = DEFAULT_COMPARE_RTOL
+) -> dict[str, Any]:
+    """Write the night's report beside its store, with the comparison against ``previous``."""
+    from prefect.artifacts import create_markdown_artifact
+
+    from analysis.report import compare_stores, write_report
+
+    logger = get_run_logger()
+    sections = []
+    out: dict[str, Any] = {"previous": previous, "changed_cells": None, "comparison": "no earlier night to compare"}
+    if previous is not None:
+        cmp = compare_stores(previous, store, rtol=rtol, storage_options=storage_options)
+        sections.append(("Comparison with the previous night", cmp.markdown()))
+        out.update(changed_cells=cmp.changed_cells, comparison=cmp.headline())
+        create_markdown_artifact(markdown=cmp.markdown(), description=f"night against night: {cmp.headline()}")
+    logger.info(f"comparison: {out['comparison']}")
+    rep = write_report(store, None, storage_options, sections=sections)
+    out["report"] = rep.index_location
+    logger.info(f"report: {rep.index_location} ({len(rep.figures)} figures)")
+    return out
+
+
 @flow(name="geosweep-nightly")
 def nightly_flow(
     spec: str | dict,
@@ -57,17 +140,32 @@ def nightly_flow(
     storage_options: dict | None = None,
     cluster: dict | None = None,
     day: str | None = None,
+    max_failed_share: float = DEFAULT_MAX_FAILED_SHARE,
+    compare_rtol: float = DEFAULT_COMPARE_RTOL,
+    report: bool = True,
+    imports: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run ``spec`` into ``{store_root}/{name}/{YYYY-MM-DD}.zarr`` (resumes that day's store).
+    """Run ``spec`` into ``{store_root}/{name}/{YYYY-MM-DD}.zarr`` (resumes that day's store),
+    write its report beside it (compared with the latest earlier night) and check its failures.
 
     ``cluster`` is a :class:`deploy.clusters.ClusterConfig` mapping: the cluster is started for
     this run only (batch jobs are submitted at run time, not while the deployment idles) and
     closed afterwards. Otherwise ``address`` or a local cluster of ``n_workers`` is used.
-    ``day`` (``YYYY-MM-DD``) overrides the date, e.g. to redo a past night's store.
+    ``day`` (``YYYY-MM-DD``) overrides the date, e.g. to redo a past night's store. The run
+    fails (:class:`NightlyCheckFailed`, after the report is written) when more than
+    ``max_failed_share`` of the runnable cells have a failure status. ``imports`` are modules
+    imported first (custom systems), after the ``geosweep.plugins`` entry points.
     """
+    from flows.plugins import load_plugins
+
+    load_plugins(imports)  # a deployment run is a fresh process: custom systems register here
     plan = make_plan(spec)  # the run's only validation and model build
     store = dated_store(store_root, plan.spec.name, day)
-    get_run_logger().info(f"nightly store {store}")
+    logger = get_run_logger()
+    logger.info(f"nightly store {store}")
+    previous = previous_night(
+        store_root, plan.spec.name, dt.date.fromisoformat(Path(store).stem), storage_options
+    )  # before this night's store exists
     own = None
     if cluster is not None:
         from deploy.clusters import ClusterConfig
@@ -75,7 +173,7 @@ def nightly_flow(
         own = ClusterConfig.model_validate(cluster).make()
         address = own.scheduler_address
     try:
-        return sweep_flow(
+        result = sweep_flow(
             plan,
             store=store,
             address=address,
@@ -86,6 +184,17 @@ def nightly_flow(
     finally:
         if own is not None:
             own.close()
+    if report:
+        result.update(nightly_report(store, previous, storage_options, compare_rtol))
+    failed, runnable = failed_cells(store, storage_options)
+    result.update(failed=failed, runnable=runnable)
+    share = failed / max(runnable, 1)
+    if share > max_failed_share:
+        raise NightlyCheckFailed(
+            f"{failed} of {runnable} cells failed ({share:.0%} > max_failed_share {max_failed_share:.0%}); "
+            f"store {store}" + (f", report {result['report']}" if report else "")
+        )
+    return result
 
 
 def nightly_deployment(
@@ -100,6 +209,9 @@ def nightly_deployment(
     slice_seconds: float = 10.0,
     storage_options: dict | None = None,
     cluster: dict | None = None,
+    max_failed_share: float = DEFAULT_MAX_FAILED_SHARE,
+    compare_rtol: float = DEFAULT_COMPARE_RTOL,
+    imports: list[str] | None = None,
 ):
     """A Prefect ``RunnerDeployment`` of :func:`nightly_flow` on a cron schedule.
 
@@ -109,6 +221,9 @@ def nightly_deployment(
     """
     from prefect.schedules import Cron
 
+    from flows.plugins import load_plugins
+
+    load_plugins(imports)
     sweep = make_plan(spec).spec
     spec_param: str | dict = spec if isinstance(spec, dict) else str(Path(os.fspath(spec)).expanduser().absolute())
     root = os.fspath(store_root)
@@ -122,6 +237,9 @@ def nightly_deployment(
         "slice_seconds": slice_seconds,
         "storage_options": storage_options,
         "cluster": cluster,
+        "max_failed_share": max_failed_share,
+        "compare_rtol": compare_rtol,
+        "imports": imports,
     }
     return nightly_flow.to_deployment(
         name=name or f"nightly-{sweep.name}",
@@ -132,8 +250,55 @@ def nightly_deployment(
     )
 
 
-def serve_nightly(spec: str | os.PathLike | dict, store_root: str, **kwargs: Any) -> None:
-    """Serve :func:`nightly_deployment` in this process until interrupted (``prefect.serve``)."""
-    from prefect import serve
+def prefect_api_url() -> str | None:
+    """The Prefect API this process talks to (``PREFECT_API_URL`` or the active profile), or None."""
+    from prefect.settings import get_current_settings
 
-    serve(nightly_deployment(spec, store_root, **kwargs))
+    return get_current_settings().api.url
+
+
+def serve_nightly(spec: str | os.PathLike | dict, store_root: str, *, temporary: bool = False, **kwargs: Any) -> None:
+    """Serve :func:`nightly_deployment` in this process until interrupted (``prefect.serve``).
+
+    Needs a Prefect server that outlives this process (``PREFECT_API_URL``); ``temporary=True``
+    accepts Prefect's temporary server instead, whose schedule dies with this process.
+    """
+    if not temporary and prefect_api_url() is None:
+        raise NoPrefectServerError(
+            "no Prefect server: PREFECT_API_URL is not set, so the schedule would live on a temporary server "
+            "that dies with this process. Start one (prefect server start) and export "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api, or pass --temporary"
+        )
+    dep = nightly_deployment(spec, store_root, **kwargs)
+    import logging
+
+    logging.getLogger("geosweep").info(
+        f"serving deployment geosweep-nightly/{dep.name} ({dep.description}); stop with Ctrl-C"
+    )
+    _serve(dep)
+
+
+def _serve(*deployments) -> None:
+    """``prefect.serve``, except that SIGTERM stops it like Ctrl-C: Prefect 3.8's runner answers SIGTERM
+    with ``sys.exit(0)`` without awaiting its shutdown; here the signal goes to the handler installed
+    before (the CLI's: a ``KeyboardInterrupt``, exit 143), so the runner closes and its flow runs stop."""
+    import asyncio
+    import signal
+
+    from prefect.runner import Runner
+
+    class _Runner(Runner):
+        async def start(self, *args: Any, **kwargs: Any) -> None:
+            self._geosweep_sigterm = signal.getsignal(signal.SIGTERM)
+            return await super().start(*args, **kwargs)
+
+        def handle_sigterm(self, signum: int = signal.SIGTERM, frame: Any = None, *args: Any, **kwargs: Any) -> None:
+            previous = self._geosweep_sigterm
+            if callable(previous):
+                previous(signum, frame)
+            raise KeyboardInterrupt
+
+    runner = _Runner(pause_on_shutdown=True)
+    for dep in deployments:
+        runner.add_deployment(dep)
+    asyncio.run(runner.start())

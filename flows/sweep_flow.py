@@ -17,6 +17,7 @@ results live in its store, and a rerun resumes it).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -25,9 +26,14 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
+from flows.output import quiet_distributed
 from sweeps.engine import Progress, run_sweep
 from sweeps.plan import Plan, make_plan
 from sweeps.summary import status_table
+
+
+class SlicesFailed(RuntimeError):
+    """Some slices raised (a bug or a lost worker, not a failed integration); a rerun resumes the store."""
 
 
 @task(name="plan-sweep", cache_policy=NO_CACHE)
@@ -52,6 +58,8 @@ def execute_sweep(
 ) -> dict[str, Any]:
     """Run the pending cells on Dask; a retry resumes from the store (finished cells stay)."""
     logger = get_run_logger()
+    if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
+        quiet_distributed()  # no distributed INFO in flow-run logs (deployment runs start without the CLI)
     artifact = create_progress_artifact(progress=0.0, description=f"cells done of sweep {plan.spec.name}")
     last = {"pct": -10.0}
 
@@ -77,7 +85,7 @@ def execute_sweep(
         log=logger.info,
     )
     if result.errors:
-        raise RuntimeError(f"{len(result.errors)} slice(s) raised: {result.errors[:3]}; rerun to resume")
+        raise SlicesFailed(f"{len(result.errors)} slice(s) raised: {result.errors[:3]}; rerun to resume")
     return asdict(result)
 
 

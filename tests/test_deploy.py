@@ -22,7 +22,7 @@ import pytest
 import xarray as xr
 import yaml
 
-pytest.importorskip("s3fs")
+s3fs = pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
 
 from deploy.clusters import (  # noqa: E402
@@ -328,10 +328,41 @@ def test_cli_run_with_storage_options_and_cluster_file(s3, prefect_server, clust
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
     assert "starting local cluster" in p.stderr and "cells complete: 4/4" in p.stdout
+    assert "distributed." not in p.stderr and "\r" not in p.stderr  # no Dask INFO, no bar in a log file
 
     p = _geosweep("status", url, "--storage-options", so)
     assert p.returncode == 0 and "cells complete: 4/4" in p.stdout, p.stderr[-3000:]
     assert time.perf_counter() - t0 < 60
+
+    # the report of a URL store goes beside it, into the bucket
+    p = _geosweep("report", url, "--storage-options", so)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"report: {url}.report/index.md" in p.stdout
+    fs = s3fs.S3FileSystem(**s3)
+    assert fs.exists(f"{BUCKET}/cli.zarr.report/index.md") and fs.exists(f"{BUCKET}/cli.zarr.report/status_map.png")
+    assert not (tmp_path / "report").exists() and not Path("report").exists()
+
+
+def test_cli_missing_bucket_and_unreachable_endpoint_are_one_line(s3, tmp_path):
+    spec = tmp_path / "springs.toml"
+    spec.write_text(SPEC_TOML)
+    so = json.dumps(s3)
+    store = "s3://no-such-bucket/x.zarr"
+    for cmd in (["run", str(spec), "--no-prefect", "--store", store], ["status", store], ["report", store]):
+        p = _geosweep(*cmd, "--storage-options", so)
+        assert p.returncode == 2, p.stderr[-3000:]
+        assert p.stderr.strip().splitlines()[-1] == (
+            f"geosweep: bucket 'no-such-bucket' does not exist at {s3['client_kwargs']['endpoint_url']}, "
+            "or these credentials cannot see it"
+        )
+        assert "Traceback" not in p.stderr
+    closed = json.dumps({**s3, "client_kwargs": {"endpoint_url": f"http://127.0.0.1:{_free_port()}"}})
+    t0 = time.perf_counter()
+    p = _geosweep("run", str(spec), "--store", f"s3://{BUCKET}/x.zarr", "--storage-options", closed, "--serial")
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr[-3000:]
+    (line,) = p.stderr.strip().splitlines()
+    assert line.startswith("geosweep: cannot reach the store's endpoint http://127.0.0.1:") and "refused" in line
+    assert time.perf_counter() - t0 < 30
 
 
 def test_cli_refuses_bad_options_with_exit_2(tmp_path):

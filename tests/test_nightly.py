@@ -1,0 +1,219 @@
+"""The nightly end to end against a real ``prefect server`` on 127.0.0.1.
+
+``geosweep serve`` registers a deployment whose cron fires every minute; the server's scheduler
+creates the runs, ``serve`` executes one, and the night's dated store, its report and the
+comparison with an earlier night appear. A night with too many failed cells fails in Prefect.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+import zarr
+
+from sweeps.engine import run_sweep
+
+SPEC = {
+    "name": "nightly-e2e",
+    "system": "spring_pendula",
+    "integrators": ["explicit_vi", "rk4"],
+    "h": [0.01, 0.005],
+    "T": 1.0,
+    "dt_out": 0.05,
+}
+SPEC_TOML = """name = "nightly-e2e"
+system = "spring_pendula"
+integrators = ["explicit_vi", "rk4"]
+h = [0.01, 0.005]
+T = 1.0
+dt_out = 0.05
+"""
+#: 4 of 6 cells fail (explicit VI leaves its domain, RK2 blows up at the two large steps)
+FAILING = {
+    "name": "nightly-fails",
+    "system": "spring_pendula",
+    "integrators": ["explicit_vi", "rk2"],
+    "h": [0.2, 0.1, 0.01],
+    "T": 4.0,
+    "dt_out": 0.2,
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _geosweep_cmd() -> list[str]:
+    import shutil
+
+    exe = shutil.which("geosweep")
+    return [exe] if exe else [sys.executable, "-m", "flows.cli"]
+
+
+def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    return proc.returncode
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``prefect server start`` on a free loopback port with its own database; yields (api url, env)."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env |= {"PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    log = open(home / "server.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        ["prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None, (home / "server.log").read_text()[-3000:]
+        time.sleep(0.5)
+    else:
+        _stop(proc)
+        pytest.fail("prefect server did not start in 120 s")
+    try:
+        yield url, env | {"PREFECT_API_URL": url}
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def _flow_runs(url: str, deployment_id: str) -> list[dict]:
+    body = {"flow_runs": {"deployment_id": {"any_": [deployment_id]}}, "sort": "EXPECTED_START_TIME_ASC"}
+    r = httpx.post(f"{url}/flow_runs/filter", json=body, timeout=10)
+    r.raise_for_status()
+    return r.json()
+
+
+def test_serve_runs_the_scheduled_night_with_report_and_comparison(server, tmp_path):
+    url, env = server
+    spec = tmp_path / "nightly.toml"
+    spec.write_text(SPEC_TOML)
+    root = tmp_path / "nightly"
+    today = dt.datetime.now(dt.UTC).date()
+    # an earlier night, with one value changed as if the code had changed since
+    earlier = root / "nightly-e2e" / f"{today - dt.timedelta(days=3)}.zarr"
+    assert run_sweep(SPEC, earlier, serial=True).complete
+    zarr.open_group(str(earlier), mode="r+")["max_abs_energy_error"][1, 0] = 1.0
+
+    t0 = time.monotonic()
+    serve = subprocess.Popen(
+        [*_geosweep_cmd(), "serve", str(spec), "--store-root", str(root), "--cron", "* * * * *", "--workers", "2"],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        dep = None
+        while time.monotonic() - t0 < 60 and dep is None:
+            r = httpx.get(f"{url}/deployments/name/geosweep-nightly/nightly-nightly-e2e", timeout=10)
+            dep = r.json() if r.status_code == 200 else None
+            assert serve.poll() is None, serve.stdout.read()[-3000:]
+            time.sleep(1)
+        assert dep is not None and dep["schedules"][0]["schedule"]["cron"] == "* * * * *"
+        done = None
+        while time.monotonic() - t0 < 180 and done is None:
+            runs = _flow_runs(url, dep["id"])
+            final = [r for r in runs if r["state_type"] in ("COMPLETED", "FAILED", "CRASHED")]
+            done = final[0] if final else None
+            assert serve.poll() is None, serve.stdout.read()[-3000:]
+            time.sleep(2)
+        assert done is not None, f"no run finished within 180 s: {[r['state_type'] for r in runs]}"
+        assert done["auto_scheduled"]  # created by the server's scheduler, not by hand
+        assert done["state_type"] == "COMPLETED", done["state"]
+        children = psutil.Process(serve.pid).children(recursive=True)
+    finally:
+        code = _stop(serve)
+    out = serve.stdout.read()
+    night = root / "nightly-e2e" / f"{dt.date.fromisoformat(done['expected_start_time'][:10])}.zarr"
+    assert int(zarr.open_group(str(night), mode="r")["done"][...].sum()) == 4
+    index = (night.parent / f"{night.name}.report" / "index.md").read_text()
+    assert "## Comparison with the previous night" in index and earlier.name in index
+    assert "1 of 4 cells changed" in index and "| integrator=rk4, h=0.01 | max_abs_energy_error | 1 |" in index
+    assert (night.parent / f"{night.name}.report" / "status_map.png").exists()
+    # interrupted: one line, exit 143, nothing left running
+    assert code == 143, out[-3000:]
+    assert "Traceback" not in out and "interrupted" in out and "distributed.worker" not in out
+    time.sleep(1)
+    assert not [c for c in children if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+    print(f"night executed {time.monotonic() - t0:.0f} s after serve started")
+
+
+def test_a_night_with_too_many_failed_cells_fails_in_prefect(server, tmp_path):
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.deployments import nightly_flow
+
+    url, _ = server
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        state = nightly_flow(FAILING, str(tmp_path), n_workers=2, return_state=True)
+        assert state.is_failed()
+        assert "4 of 6 cells failed (67% > max_failed_share 50%)" in state.message
+        day = (dt.datetime.now(dt.UTC).date() + dt.timedelta(days=1)).isoformat()
+        ok = nightly_flow(FAILING, str(tmp_path), n_workers=2, max_failed_share=0.7, day=day)
+        APILogWorker.drain_all(timeout=10)  # before the server stops
+    assert ok["failed"] == 4 and ok["runnable"] == 6
+    assert ok["changed_cells"] == 0 and ok["comparison"].startswith("0 of 6 cells changed")  # against tonight's
+    assert (tmp_path / "nightly-fails" / f"{day}.zarr.report" / "index.md").exists()
+
+
+def test_serve_refuses_without_a_prefect_server(tmp_path):
+    spec = tmp_path / "nightly.toml"
+    spec.write_text(SPEC_TOML)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"PREFECT_HOME": str(tmp_path)}
+    p = subprocess.run(
+        [*_geosweep_cmd(), "serve", str(spec), "--store-root", str(tmp_path / "r")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 2 and "PREFECT_API_URL" in p.stderr and "--temporary" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_prefect_yaml_parameters_are_nightly_flow_parameters():
+    import inspect
+
+    import yaml
+
+    from flows.deployments import nightly_flow
+
+    doc = yaml.safe_load((Path(__file__).resolve().parent.parent / "deploy" / "prefect.yaml").read_text())
+    (dep,) = doc["deployments"]
+    accepted = set(inspect.signature(nightly_flow.fn).parameters)
+    assert set(dep["parameters"]) <= accepted and {"max_failed_share", "compare_rtol"} <= set(dep["parameters"])
