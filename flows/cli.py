@@ -287,6 +287,31 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``geosweep verify STORE [--repair]``: check every finished cell against its checksum."""
+    from sweeps.store import StoreRef, mark_for_rerun, verify
+
+    ref = StoreRef.of(args.store, args.storage_options)
+    _check_store(ref.url, args.storage_options)
+    if not ref.exists():
+        LOG.error(f"no store at {ref.url}")
+        return 2
+    found = verify(ref)
+    bad = found["damaged"] + found["flags"]
+    if not bad:
+        print(f"{ref.url}: every finished cell matches its checksum")
+        return 0
+    print(f"{ref.url}: {len(found['damaged'])} damaged cell(s), {len(found['flags'])} unreadable flag(s)")
+    for cell in bad[:20]:
+        print(f"  cell {tuple(int(i) for i in cell)}")
+    if args.repair:
+        mark_for_rerun(ref, bad)
+        print("marked for recomputation: rerun the sweep's command to recompute exactly these cells")
+        return 0
+    print("run `geosweep verify STORE --repair`, then the sweep's command, to recompute them")
+    return 1
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """``geosweep report STORE [--out DIR]``: figures and index.md/index.html (see analysis.report)."""
     from analysis.report import main_report
@@ -417,6 +442,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("status", help="completion and status of a store")
     p.add_argument("store")
     add_store_options(p)
+    p = command("verify", help="check every finished cell of a store against its checksum")
+    p.add_argument("store")
+    p.add_argument("--repair", action="store_true", help="mark damaged cells so that the next run recomputes them")
+    add_store_options(p)
     p = command("report", help="figures and an index (Markdown, HTML) of a store's results")
     p.add_argument("store")
     p.add_argument("--out", help="output directory or URL (default: <store>.report beside the store, URLs too)")
@@ -441,6 +470,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         return cmd_systems(args)
     if args.command == "report":
         return cmd_report(args)
+    if args.command == "verify":
+        return cmd_verify(args)
     return 2
 
 

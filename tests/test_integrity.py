@@ -9,7 +9,7 @@ import numpy as np
 import zarr
 
 from sweeps.engine import run_sweep
-from sweeps.store import StoreRef, mark_for_rerun, verify
+from sweeps.store import StoreRef, verify
 from tests.sweep_util import assert_stores_bitwise_equal
 
 SPEC = {
@@ -41,7 +41,11 @@ def test_checksums_find_damage_and_resume_recomputes_exactly_it(tmp_path):
     final[2].write_bytes(b"\\x00garbage")  # a corrupted one
     damaged = verify(ref)["damaged"]
     assert len(damaged) == 2
-    mark_for_rerun(ref, damaged)
+    from flows.cli import main
+
+    assert main(["verify", str(store)]) == 1  # reports, changes nothing
+    assert verify(ref)["damaged"] == damaged
+    assert main(["verify", str(store), "--repair"]) == 0
     res = run_sweep(SPEC, store, serial=True)
     assert res.ran == 2 and verify(ref)["damaged"] == []
     assert_stores_bitwise_equal(str(ref_store), str(store))
