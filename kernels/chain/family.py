@@ -20,11 +20,13 @@ from kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,
     COMMON_DIAGNOSTICS,
+    UNIT_SPHERE_DIAGNOSTICS,
     blocks_to_bodies,
     common_values,
     finish,
     make_run,
     start_trajectory,
+    unit_sphere_values,
 )
 from kernels.core.trajectory import Trajectory
 from kernels.lie import tableaux
@@ -44,24 +46,11 @@ OWN = (
         "angular momentum L = Σ m_k x_k × v_k about the pivot (all of it conserved only when g = 0)",
     ),
     Diagnostic("momentum_error", ("time",), "angular momentum", "|L − L0| when g = 0 (L conserved); NaN otherwise"),
-    Diagnostic("unit_error", ("time",), "1", "unit-length error max_i |√(q_i·q_i) − 1|"),
-    Diagnostic("tangency_error", ("time",), "1 / time", "tangency error max_i |q_i·ω_i|"),
-    Diagnostic(
-        "unit_error_upper", ("time",), "1", "max of the unit-length error over the steps of the interval ending at t",
-        computed_over=_EVERY,
-    ),
-    Diagnostic(
-        "tangency_error_upper", ("time",), "1 / time", "max of the tangency error over the interval ending at t",
-        computed_over=_EVERY,
-    ),
     Diagnostic("max_J_error", (), "angular momentum", "max |J − J0| (J = e3·L)", computed_over=_EVERY),
     Diagnostic(
         "max_momentum_error", (), "angular momentum", "max |L − L0| when g = 0 (L conserved); NaN otherwise",
         computed_over=_EVERY,
     ),
-    Diagnostic("mean_unit_error", (), "1", "mean over k = 0..K of the unit-length error", computed_over=_EVERY),
-    Diagnostic("max_unit_error", (), "1", "max of the unit-length error", computed_over=_EVERY),
-    Diagnostic("max_tangency_error", (), "1 / time", "max of the tangency error", computed_over=_EVERY),
     Diagnostic(
         "global_error", (), "1",
         "‖y(T) − y_ref(T)‖₂ in R^{6N} against DOP853 (rtol = atol = ref_tol) on the dense RHS; "
@@ -71,7 +60,7 @@ OWN = (
 
 
 def diagnostics(model: ChainModel) -> tuple[Diagnostic, ...]:
-    return COMMON_DIAGNOSTICS + OWN
+    return COMMON_DIAGNOSTICS + UNIT_SPHERE_DIAGNOSTICS + OWN
 
 
 def sizes(model: ChainModel) -> dict[str, int]:
@@ -143,19 +132,13 @@ def collect(model: ChainModel, integrator: str, traj: Trajectory, options: dict 
     if bool(options.get("global_error", False)) and traj.status == 0:
         y = values["final_state"]
         gerr = float(np.linalg.norm(y - reference_solution(model, traj.time, float(options.get("ref_tol", 1e-13)))))
+    values.update(unit_sphere_values(traj))
     values.update(
         J=L[:, 2].copy(),
         momentum=L,
         momentum_error=merr,
-        unit_error=traj.samples("unit_error").copy(),
-        tangency_error=traj.samples("tangency_error").copy(),
-        unit_error_upper=traj.envelope("unit_error").copy(),
-        tangency_error_upper=traj.envelope("tangency_error").copy(),
         max_J_error=np.float64(max_J),
         max_momentum_error=np.float64(max_L if model.g == 0.0 else np.nan),
-        mean_unit_error=np.float64(traj.reduced("unit_error", "mean")),
-        max_unit_error=np.float64(traj.reduced("unit_error")),
-        max_tangency_error=np.float64(traj.reduced("tangency_error")),
         global_error=np.float64(gerr),
     )
     return finish(traj, values)

@@ -7,11 +7,13 @@ import numpy as np
 from kernels.core.cells import (
     BLOWUP,
     COMMON_DIAGNOSTICS,
+    UNIT_SPHERE_DIAGNOSTICS,
     blocks_to_bodies,
     common_values,
     finish,
     make_run,
     start_trajectory,
+    unit_sphere_values,
 )
 from kernels.core.trajectory import Trajectory
 from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
@@ -25,16 +27,6 @@ _EVERY = "every step"
 STATE_LABELS = ("q_x", "q_y", "q_z", "w_x", "w_y", "w_z")
 
 OWN = (
-    Diagnostic("unit_error", ("time",), "1", "unit-length error max_i |√(q_i·q_i) − 1|"),
-    Diagnostic("tangency_error", ("time",), "1 / time", "tangency error max_i |q_i·ω_i|"),
-    Diagnostic(
-        "unit_error_upper", ("time",), "1", "max of the unit-length error over the steps of the interval ending at t",
-        computed_over=_EVERY,
-    ),
-    Diagnostic(
-        "tangency_error_upper", ("time",), "1 / time", "max of the tangency error over the interval ending at t",
-        computed_over=_EVERY,
-    ),
     Diagnostic("momentum", ("time", "component"), "angular momentum", "momentum map J = Σ π_i"),
     Diagnostic(
         "momentum_error",
@@ -42,9 +34,6 @@ OWN = (
         "angular momentum",
         "|J − J0| (V rotation invariant) or |a·J − a·J0| (invariant about axis a); NaN if not conserved",
     ),
-    Diagnostic("mean_unit_error", (), "1", "mean over k = 0..K of the unit-length error", computed_over=_EVERY),
-    Diagnostic("max_unit_error", (), "1", "max of the unit-length error", computed_over=_EVERY),
-    Diagnostic("max_tangency_error", (), "1 / time", "max of the tangency error", computed_over=_EVERY),
     Diagnostic(
         "max_momentum_error", (), "angular momentum", "max of the momentum error; NaN if not conserved",
         computed_over=_EVERY,
@@ -55,7 +44,7 @@ OWN = (
 
 
 def diagnostics(model: S2System) -> tuple[Diagnostic, ...]:
-    return COMMON_DIAGNOSTICS + OWN
+    return COMMON_DIAGNOSTICS + UNIT_SPHERE_DIAGNOSTICS + OWN
 
 
 def sizes(model: S2System) -> dict[str, int]:
@@ -87,16 +76,10 @@ def collect(model: S2System, integrator: str, traj: Trajectory, options: dict | 
         else:
             merr = np.full(len(J), np.nan)
             mom = np.nan
+    values.update(unit_sphere_values(traj))
     values.update(
-        unit_error=traj.samples("unit_error").copy(),
-        tangency_error=traj.samples("tangency_error").copy(),
-        unit_error_upper=traj.envelope("unit_error").copy(),
-        tangency_error_upper=traj.envelope("tangency_error").copy(),
         momentum=J,
         momentum_error=merr,
-        mean_unit_error=np.float64(traj.reduced("unit_error", "mean")),
-        max_unit_error=np.float64(traj.reduced("unit_error")),
-        max_tangency_error=np.float64(traj.reduced("tangency_error")),
         max_momentum_error=np.float64(mom),
         max_step_norm=np.float64(traj.reduced("step_norm") if integrator == "explicit_vi" else np.nan),
     )
