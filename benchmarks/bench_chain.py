@@ -8,14 +8,27 @@
    what a plain scipy user would write) and (b) the compiled O(N) field of this package called
    from Python (the most favourable case for scipy). Speed-up at equal global error is read
    off by log-log interpolation of each curve. Target: ≥ 50× (against (a)).
+3. Order 8 (issue 15), N = 20, T = 3: adaptive RKMK on DOP853 (``rkmk853``) against scipy
+   ``solve_ivp(method="DOP853")`` calling the compiled O(N) field, at equal final error from
+   1e-4 to 1e-11 (log-log interpolation of median times), with the constraint errors
+   max |‖q_i‖ − 1| and max |q_i·ω_i| of both over every accepted step. Target: ≥ 3×.
+   The ambient DOP853 on our driver (``dop853_ambient``) is shown for reference.
+
+``python benchmarks/bench_chain.py [--only cost|wp|order8] [--repeats R]``
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
+import warnings
+from pathlib import Path
 
 import numpy as np
 from scipy.integrate import solve_ivp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.chain.family import reference_solution
 from kernels.chain.integrate import integrate
@@ -134,6 +147,117 @@ def work_precision(n: int = 20, T: float = 3.0) -> None:
             print(f"speed-up of {name} over scipy DOP853 ({label} RHS) at equal error: {txt}")
 
 
+def _constraints(y: np.ndarray, n: int) -> tuple[float, float]:
+    """max over the given states (columns of ``y``, 6N each) of |‖q_i‖ − 1| and |q_i·ω_i|."""
+    Y = y.T.reshape(-1, n, 6)
+    q, w = Y[..., :3], Y[..., 3:]
+    return float(np.abs(np.linalg.norm(q, axis=2) - 1.0).max()), float(np.abs((q * w).sum(2)).max())
+
+
+def order8_vs_scipy(n: int = 20, T: float = 3.0, repeats: int = 7, ic: str = "paper") -> None:
+    """``ic = "paper"`` (the E3 setting) moves in a vertical plane, so q_i·ω_i vanishes
+    identically for every method; ``ic = "twisted"`` is a 3-D motion where it does not."""
+    from kernels.lie import tableaux
+
+    print(f"\n== order 8: rkmk853 vs scipy DOP853 (compiled O(N) RHS), N = {n}, T = {T}, ic = {ic} ==")
+    model = build_chain(n, ic=ic)
+    k_ref = 24000  # rkmk8 at h = 1.25e-4 (error ≈ 1e-15), checked against scipy at 1e-13
+    ref = integrate(model, tableaux.get("rkmk8"), T / k_ref, k_ref, k_ref).y
+    d = np.linalg.norm(ref - reference_solution(model, T))
+    print(f"reference: rkmk8, {k_ref} steps; ‖ref − DOP853(1e-13)‖ = {d:.1e}")
+    work = np.zeros(work_size(n))
+    buf = np.empty((n, 6))
+    yb = np.empty((n, 6))
+
+    def rhs(t, yf):
+        yb[:, :] = yf.reshape(n, 6)
+        chain_F(yb, model.params, work, buf)
+        return buf.ravel().copy()
+
+    def run(name: str, tol: float):
+        if name == "scipy":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return solve_ivp(rhs, (0.0, T), model.y0.ravel(), method="DOP853", rtol=tol, atol=tol)
+        return integrate(model, name, T, 1, adaptive=True, tol=tol, exponent=0.125, ambient_rhs="fast")
+
+    names = ("scipy", "rkmk853", "dop853_ambient")
+    short = [integrate(model, "rkmk853", 1e-3, 1, adaptive=True, tol=1e-4).wall_time for _ in range(20)]
+    print(f"fixed cost of one driver call (1-step run; inside every rkmk853 time): {np.median(short) * 1e3:.2f} ms")
+    # 1. the curves: final error, evaluations and constraint errors at each tolerance (deterministic)
+    tols = 10.0 ** -np.arange(3.0, 14.5, 0.5)  # scipy raises rtol < 2.2e-14 to 2.2e-14 (it warns)
+    rows: dict[str, list] = {k: [] for k in names}
+    for tol in tols:
+        for k in names:
+            r = run(k, tol)
+            if k == "scipy":
+                e = float(np.linalg.norm(r.y[:, -1].reshape(n, 6) - ref))
+                rows[k].append((e, r.nfev, *_constraints(r.y, n)))
+            else:
+                e = float(np.linalg.norm(r.y - ref))
+                rows[k].append((e, r.info["f_evals"], r.core.reduced("unit_error"), r.core.reduced("tangency_error")))
+    for k, rr in rows.items():
+        print(f"-- {k}")
+        for tol, (e, nf, cu, ct) in zip(tols, rr):
+            print(f"tol={tol:.0e}  err={e:.2e}  nfev={nf:6d}  max|‖q‖-1|={cu:.1e}  max|q.w|={ct:.1e}")
+
+    def bracket(k: str, err: float):
+        """(i, w): log err lies between the runs at tols[i] and tols[i + 1], weight w on the latter."""
+        le = np.log([r[0] for r in rows[k]])
+        for i in range(len(le) - 1):
+            if min(le[i], le[i + 1]) <= np.log(err) <= max(le[i], le[i + 1]) and le[i] != le[i + 1]:
+                return i, float((np.log(err) - le[i]) / (le[i + 1] - le[i]))
+        return None
+
+    # 2. time at equal error: in every round, the bracketing runs of the three methods back to
+    #    back, log-interpolated; the speed-up is the median over rounds of the per-round ratio
+    #    (the VM switches between a fast and a slow mode, so only adjacent timings are compared)
+    print(
+        f"\n| final error | SciPy DOP853 ms | nfev | max abs(‖q‖−1) | max abs(q·ω) | rkmk853 ms | nfev "
+        f"| max abs(‖q‖−1) | max abs(q·ω) | speed-up (median of {repeats}) | dop853_ambient ms | speed-up |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for err in 10.0 ** -np.arange(4, 12):
+        br = {k: bracket(k, err) for k in names}
+        if any(b is None for b in br.values()):
+            print(f"| {err:.0e} | not reached by every method |")
+            continue
+        times: dict[str, list] = {k: [] for k in names}
+        for _ in range(repeats + 1):
+            for k in names:
+                i, w = br[k]
+                lt = []
+                for tol in (tols[i], tols[i + 1]):
+                    t0 = time.perf_counter()
+                    run(k, tol)
+                    lt.append(np.log(time.perf_counter() - t0))
+                times[k].append(np.exp((1 - w) * lt[0] + w * lt[1]))
+        tm = {k: np.array(v[1:]) for k, v in times.items()}  # round 0 is a warm-up
+        col = {}
+        for k in names:
+            i, w = br[k]
+            a, b = rows[k][i], rows[k][i + 1]
+            nf = np.exp((1 - w) * np.log(a[1]) + w * np.log(b[1]))
+            near = a if w < 0.5 else b
+            col[k] = (float(np.median(tm[k])) * 1e3, nf, near[2], near[3])
+        sp = float(np.median(tm["scipy"] / tm["rkmk853"]))
+        sa = float(np.median(tm["scipy"] / tm["dop853_ambient"]))
+        s_, o_ = col["scipy"], col["rkmk853"]
+        print(
+            f"| {err:.0e} | {s_[0]:.2f} | {s_[1]:.0f} | {s_[2]:.1e} | {s_[3]:.1e} | {o_[0]:.2f} | {o_[1]:.0f} "
+            f"| {o_[2]:.1e} | {o_[3]:.1e} | {sp:.2f}× | {col['dop853_ambient'][0]:.2f} | {sa:.2f}× |"
+        )
+
+
 if __name__ == "__main__":
-    cost_per_step()
-    work_precision()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=("cost", "wp", "order8"), default=None)
+    ap.add_argument("--repeats", type=int, default=7, help="timed repeats per point of the order-8 comparison")
+    ap.add_argument("--ic", default="paper", help="initial condition of the order-8 comparison (paper, twisted)")
+    args = ap.parse_args()
+    if args.only in (None, "cost"):
+        cost_per_step()
+    if args.only in (None, "wp"):
+        work_precision()
+    if args.only in (None, "order8"):
+        order8_vs_scipy(repeats=args.repeats, ic=args.ic)

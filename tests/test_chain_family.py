@@ -46,7 +46,7 @@ def test_declarations() -> None:
         assert required in names
     assert all(i.family == "ts2" for i in INTEGRATORS)
     adaptive = {i.name for i in INTEGRATORS if i.adaptive}
-    assert adaptive == {"rkmk45", "dopri5_ambient"}
+    assert adaptive == {"rkmk45", "dopri5_ambient", "rkmk853", "dop853_ambient"}
     rk45 = next(i for i in INTEGRATORS if i.name == "rkmk45")
     assert {"theta", "exponent", "h0", "blowup"} <= {p.name for p in rk45.params}
     assert "tol" not in {p.name for p in rk45.params}  # tol is the sweep axis, carried by the RunRequest
