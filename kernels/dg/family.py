@@ -1,0 +1,182 @@
+"""The ``dg`` family: skew-gradient systems ẋ = S(x)∇H(x) with discrete-gradient integrators (004).
+
+One body whose state is the system's vector x ∈ Rᴺ (``final_state`` (1, N)). Besides the common
+diagnostics every cell stores the constraint residual and the Casimir errors (NaN where the
+system has none) and the nonlinear-solver statistics of the implicit methods.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.core.cells import (
+    ADAPTIVE_PARAMS,
+    BLOWUP,
+    COMMON_DIAGNOSTICS,
+    common_values,
+    finish,
+    make_run,
+    start_trajectory,
+)
+from kernels.core.trajectory import Trajectory
+from kernels.dg.chain_lp import SYSTEM as CHAIN_LP
+from kernels.dg.model import SkewSystem
+from kernels.dg.steppers import METHODS, make_stepper
+from kernels.dg.systems import SYSTEMS as _BUILTIN
+from kernels.dg.systems import rigid_body
+from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
+from kernels.status import Status
+
+_EVERY = "every step"
+#: the family's systems, registered with it
+SYSTEMS = _BUILTIN + (CHAIN_LP,)
+
+OWN = (
+    Diagnostic("constraint_error", ("time",), "1", "nonholonomic constraint residual at the sample; NaN if none"),
+    Diagnostic("max_constraint_error", (), "1", "max of the constraint residual; NaN if none", computed_over=_EVERY),
+    Diagnostic("casimir_error", ("time",), "1", "max_j |C_j(t) − C_j(0)| over the Casimirs; NaN if none"),
+    Diagnostic("max_casimir_error", (), "1", "max over Casimirs of max_k |C_j − C_j(0)|; NaN if none",
+               computed_over=_EVERY),
+    Diagnostic("newton_iterations_mean", (), "1", "mean nonlinear iterations per step (implicit methods; else 0)",
+               computed_over=_EVERY),
+    Diagnostic("newton_iterations_max", (), "1", "max nonlinear iterations in one step", "int64",
+               computed_over=_EVERY),
+    Diagnostic("nonconverged_steps", (), "1", "steps whose nonlinear solve did not converge (it ends the run)",
+               "int64"),
+    Diagnostic("nonconverged_residual", (), "1", "‖G‖∞ at the last iterate of the non-converged step; NaN if none"),
+)  # fmt: skip
+
+
+def diagnostics(model: SkewSystem) -> tuple[Diagnostic, ...]:
+    return COMMON_DIAGNOSTICS + OWN
+
+
+def sizes(model: SkewSystem) -> dict[str, int]:
+    return {"body": 1, "state": model.N}
+
+
+def _stepper(model: SkewSystem, integrator: str, options: dict):
+    return make_stepper(
+        model,
+        integrator,
+        quad_points=int(options.get("quad_points", 6)),
+        solver=str(options.get("solver", "newton")),
+        tol=float(options.get("nl_tol", 1e-14)),
+        maxit=int(options.get("maxit", 50)),
+    )
+
+
+def start(model: SkewSystem, integrator: str, request: RunRequest, options: dict) -> Trajectory:
+    """A resumable trajectory of one cell (options: quad_points, solver, nl_tol, maxit, blowup)."""
+    adaptive = integrator == "dopri5_skew"
+    if adaptive != request.adaptive:
+        raise ValueError(f"{integrator} needs a request with {'tol' if adaptive else 'h'}")
+    if adaptive and not float(options.get("h0", 0.0)) > 0.0:
+        # the shared default T/100 can overflow a first trial step of a long run (an inf error
+        # estimate fails the cell); start from at most one output interval instead
+        options = {**options, "h0": min(request.T / 100.0, request.dt_out)}
+    return start_trajectory(_stepper(model, integrator, options), model.x0, request, options)
+
+
+def collect(model: SkewSystem, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
+    """The stored values of a finished (or failed) trajectory."""
+    values = common_values(traj, lambda x: np.ascontiguousarray(x.reshape(1, -1)))
+    names = traj.stepper.obs_names
+    nan_t = np.full(traj.out.shape[0], np.nan)
+    if model.has_constraint:
+        values["constraint_error"] = traj.samples("constraint").copy()
+        values["max_constraint_error"] = np.float64(traj.reduced("constraint"))
+    else:
+        values["constraint_error"] = nan_t
+        values["max_constraint_error"] = np.float64(np.nan)
+    cas = [n for n in names if n.startswith("casimir_")]
+    if cas:
+        cols = np.stack([traj.samples(c) for c in cas])
+        values["casimir_error"] = np.abs(cols - cols[:, :1]).max(axis=0)
+        values["max_casimir_error"] = np.float64(max(traj.reduced(c) for c in cas))
+    else:
+        values["casimir_error"] = nan_t.copy()
+        values["max_casimir_error"] = np.float64(np.nan)
+    c = traj.costs()
+    steps = max(c["steps"], 1)
+    failed = traj.status == Status.NONCONVERGED and METHODS[integrator][0] == 0
+    values.update(
+        newton_iterations_mean=np.float64(c["solver_iterations"] / steps),
+        newton_iterations_max=np.int64(c["solver_iterations_max"]),
+        nonconverged_steps=np.int64(1 if failed else 0),
+        nonconverged_residual=np.float64(traj.failure()["fail_value"] if failed else np.nan),
+    )
+    return finish(traj, values)
+
+
+run = make_run(start, collect)
+
+
+def warmup() -> None:
+    """Compile (or load from the on-disk cache) the driver and the family's kernels."""
+    model = rigid_body()
+    for name in METHODS:
+        req = RunRequest(T=0.2, dt_out=0.1, tol=1e-6) if name == "dopri5_skew" else RunRequest(T=0.2, dt_out=0.1, h=0.1)
+        run(model, name, req, {})
+
+
+def cost_per_step(model: SkewSystem, integrator: str) -> float:
+    """Rough single-core seconds per step (slicing only): implicit steps pay a finite-difference
+    Jacobian, an LU and ~6 iterations."""
+    n = model.N
+    field = 5e-9 * n * n + 5e-8
+    if integrator == "rk4_skew":
+        return 4 * field
+    if integrator == "dopri5_skew":
+        return 4 * 7 * field
+    return (n + 8) * field + 3e-10 * n**3 + 2e-7
+
+
+FAMILY = FamilyDef(
+    name="dg",
+    diagnostics=diagnostics,
+    sizes=sizes,
+    run=run,
+    warmup=warmup,
+    cost_per_step=cost_per_step,
+    start=start,
+    collect=collect,
+)
+
+_SOLVE = (
+    Param("solver", str, "newton", "1", "simplified Newton (frozen Jacobian) or fixed point",
+          choices=("newton", "fixed_point")),
+    Param("nl_tol", float, 1e-14, "1", "stop when ‖Δ‖∞ ≤ nl_tol·max(1, ‖x'‖∞)", gt=0.0),
+    Param("maxit", int, 50, "1", "iterations before status nonconverged", ge=1, le=10_000),
+    BLOWUP,
+)  # fmt: skip
+_S = Param("quad_points", int, 6, "1", "Gauss–Legendre points s (exact for polynomial H of degree ≤ 2s)", ge=1, le=32)
+
+INTEGRATORS = (
+    IntegratorDef(
+        "dg_avf", "dg", 2,
+        "Mean-value (AVF) discrete gradient with S(x̄) (004 eqs. (11), (14)); energy exact up to quadrature.",
+        params=(_S,) + _SOLVE,
+    ),
+    IntegratorDef(
+        "dg_gonzalez", "dg", 2,
+        "Gonzalez midpoint discrete gradient with S(x̄) (004 eqs. (12), (14)); GONZALEZ-R on a reduced form, "
+        "GONZALEZ-F (multipliers, eq. (15)) on a canonical one.",
+        params=_SOLVE,
+    ),
+    IntegratorDef(
+        "dg_itoh_abe", "dg", 1, "Itoh–Abe coordinate-increment discrete gradient with S(x̄) (004 eq. (13)).",
+        params=_SOLVE,
+    ),
+    IntegratorDef(
+        "implicit_midpoint", "dg", 2, "Implicit midpoint rule on ẋ = S(x)∇H(x) (baseline; a discrete gradient "
+        "method when H is quadratic).", params=_SOLVE,
+    ),
+    IntegratorDef("rk4_skew", "dg", 4, "Classical RK4 on ẋ = S(x)∇H(x) (baseline).", params=(BLOWUP,)),
+    IntegratorDef(
+        "dopri5_skew", "dg", 5,
+        "Variable-step DOPRI5(4) on ẋ = S(x)∇H(x) with the shared controller and dense output; sweep axis tol; "
+        "h0 ≤ 0 starts from min(T/100, dt_out).",
+        params=ADAPTIVE_PARAMS + (BLOWUP,), adaptive=True,
+    ),
+)  # fmt: skip

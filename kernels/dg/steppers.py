@@ -1,0 +1,458 @@
+"""The skew-gradient family on the shared driver: method records, step, observe, dense.
+
+State ``S`` = x (N): nothing else survives a step. Model vector ``p``: a header (N, k
+multipliers, number of invariants) then the system's own parameters. Method record ``meth``:
+kind (discrete gradient, RK4, DOPRI5), discrete-gradient kind, quadrature points s, solver,
+tolerance, iteration limit, then s Gauss–Legendre nodes and weights, then the DOPRI5 tableau.
+
+Discrete-gradient steps (004 eq. (14), spec §6) solve G(x') = x' − x − h S(x̄)∇̄H(x, x') = 0
+from the predictor x' = x + hS(x)∇H(x), by simplified Newton with the frozen Jacobian
+I − (h/2)D(S∇H)(x) (finite differences) or by fixed-point iteration, until
+‖Δ‖∞ ≤ tol·max(1, ‖x'‖∞), or until the corrections stop contracting below 10³ times that
+(the round-off floor: the Gonzalez quotient carries ε|H|/|Δx|, which the multiplier form
+amplifies by 1/h); otherwise the step fails with status NONCONVERGED and the last residual
+‖G‖∞. Multiplier forms (k > 0, 004 eq. (15)) solve for (z', λ):
+z' − z = hJ∇̄H + hΣλ_α c_α(z̄), c_α(z̄)·∇̄H = 0, with the Jacobian built from a
+finite-difference Hessian. ``f_evals`` counts ∇H and H evaluations.
+
+Observation columns: energy H, then (if the model has them) the constraint residual (max over
+every step) and each Casimir (max deviation from its initial value).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from kernels._jit import kjit
+from kernels.core.driver import compile_driver
+from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_ERR, S_FAIL_VALUE
+from kernels.core.signatures import contract_types
+from kernels.core.trajectory import Reductions, StepperSpec
+from kernels.core.views import view2
+from kernels.dg.gradients import (
+    AVF,
+    GONZALEZ,
+    ITOH_ABE,
+    MIDPOINT,
+    discrete_gradient,
+    gauss_legendre,
+    lu_factor,
+    lu_solve,
+)
+from kernels.dg.model import CB_TYPE, SkewSystem
+from kernels.status import Status
+
+_OK = int(Status.OK)
+_NONCONV = int(Status.NONCONVERGED)
+_NONFINITE = int(Status.NONFINITE)
+_STEP_SIG, _OBS_SIG, _DENSE_SIG, _ = contract_types(CB_TYPE)
+
+K_DG, K_RK4, K_DOPRI5 = 0, 1, 2
+M_KIND, M_DG, M_S, M_FIXED, M_TOL, M_MAXIT = range(6)
+M_HEAD = 8
+S_MAX = 32
+_O_NODES = M_HEAD
+_O_WEIGHTS = M_HEAD + S_MAX
+_O_TAB = M_HEAD + 2 * S_MAX  # DOPRI5: A (7·7), b (7), b̂ (7), P (7·4)
+P_N, P_K, P_NINV = 0, 1, 2
+P_HEAD = 4
+_EPS = np.finfo(np.float64).eps
+#: a solve that stops contracting (‖Δ_k‖ > STALL_RATIO·‖Δ_{k−1}‖, k ≥ 3) below STALL_FLOOR·tol·scale
+#: has reached its round-off floor and is accepted
+STALL_RATIO = 0.5
+STALL_FLOOR = 1e3
+
+#: integrator name → (kind, discrete-gradient kind)
+METHODS: dict[str, tuple[int, int]] = {
+    "dg_avf": (K_DG, AVF),
+    "dg_gonzalez": (K_DG, GONZALEZ),
+    "dg_itoh_abe": (K_DG, ITOH_ABE),
+    "implicit_midpoint": (K_DG, MIDPOINT),
+    "rk4_skew": (K_RK4, 0),
+    "dopri5_skew": (K_DOPRI5, 0),
+}
+
+
+def method_record(name: str, s: int = 6, solver: str = "newton", tol: float = 1e-14, maxit: int = 50) -> np.ndarray:
+    """The float64 record of integrator ``name`` (see module docstring)."""
+    kind, dgk = METHODS[name]
+    if not 1 <= s <= S_MAX:
+        raise ValueError(f"quad_points must be in 1..{S_MAX}, got {s}")
+    rec = np.zeros(_O_TAB + 49 + 14 + 28)
+    rec[M_KIND] = kind
+    rec[M_DG] = dgk
+    rec[M_S] = s
+    rec[M_FIXED] = float(solver == "fixed_point")
+    rec[M_TOL] = tol
+    rec[M_MAXIT] = maxit
+    c, w = gauss_legendre(s)
+    rec[_O_NODES : _O_NODES + s] = c
+    rec[_O_WEIGHTS : _O_WEIGHTS + s] = w
+    rec[_O_TAB : _O_TAB + 91] = _DOPRI5
+    return rec
+
+
+def _q(rows) -> np.ndarray:
+    return np.array([float(Fraction(v)) for r in rows for v in r])
+
+
+# Dormand–Prince 5(4): A (7×7), b, b̂, and the order-4 continuous extension w_i(θ) = Σ_m P[i, m] θ^{m+1}
+_DOPRI5 = _q(
+    [
+        [0] * 7,
+        ["1/5"] + [0] * 6,
+        ["3/40", "9/40"] + [0] * 5,
+        ["44/45", "-56/15", "32/9"] + [0] * 4,
+        ["19372/6561", "-25360/2187", "64448/6561", "-212/729"] + [0] * 3,
+        ["9017/3168", "-355/33", "46732/5247", "49/176", "-5103/18656"] + [0] * 2,
+        ["35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0],
+        ["35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0],
+        ["5179/57600", 0, "7571/16695", "393/640", "-92097/339200", "187/2100", "1/40"],
+        [1, "-8048581381/2820520608", "8663915743/2820520608", "-12715105075/11282082432"],
+        [0, 0, 0, 0],
+        [0, "131558114200/32700410799", "-68118460800/10900136933", "87487479700/32700410799"],
+        [0, "-1754552775/470086768", "14199869525/1410260304", "-10690763975/1880347072"],
+        [0, "127303824393/49829197408", "-318862633887/49829197408", "701980252875/199316789632"],
+        [0, "-282668133/205662961", "2019193451/616988883", "-1453857185/822651844"],
+        [0, "40617522/29380423", "-110615467/29380423", "69997945/29380423"],
+    ]
+)
+
+
+def model_vector(system: SkewSystem) -> np.ndarray:
+    head = np.array([system.N, system.n_multipliers, system.n_invariants, 0.0])
+    return np.ascontiguousarray(np.concatenate([head, system.params]))
+
+
+def work_size(N: int, k: int, ninv: int) -> int:
+    nu = N + k
+    return 7 * N + (8 + ninv) + 8 * nu + 2 * N * N + nu * nu + max(k, 1) * N
+
+
+@kjit
+def _field(cb, p, x, Smat, g, out):
+    """out ← S(x)∇H(x)."""
+    skew, energy, grad, extra = cb
+    skew(x, p, Smat)
+    grad(x, p, g)
+    n = x.shape[0]
+    for i in range(n):
+        a = 0.0
+        for j in range(n):
+            a += Smat[i, j] * g[j]
+        out[i] = a
+
+
+@kjit
+def _norm_inf(v, n):
+    m = 0.0
+    for i in range(n):
+        a = abs(v[i])
+        if not a <= m:
+            m = a
+    return m
+
+
+@kjit
+def _residual(cb, p, dgk, nodes, weights, s, k, h, x, xn, lam, Smat, crow, g, y, t, xb, G):
+    """G(x', λ) of the discrete-gradient scheme (module docstring); returns evaluations."""
+    skew, energy, grad, extra = cb
+    n = x.shape[0]
+    ev = discrete_gradient(cb, p, dgk, nodes, weights, s, x, xn, g, y, t)
+    for i in range(n):
+        xb[i] = 0.5 * (x[i] + xn[i])
+    if k == 0:
+        skew(xb, p, Smat)
+        for i in range(n):
+            a = 0.0
+            for j in range(n):
+                a += Smat[i, j] * g[j]
+            G[i] = xn[i] - x[i] - h * a
+        return ev
+    m = n // 2
+    extra(xb, p, 1, crow)
+    for i in range(n):
+        jg = g[m + i] if i < m else -g[i - m]
+        a = 0.0
+        for al in range(k):
+            a += lam[al] * crow[al * n + i]
+        G[i] = xn[i] - x[i] - h * (jg + a)
+    for al in range(k):
+        a = 0.0
+        for i in range(n):
+            a += crow[al * n + i] * g[i]
+        G[n + al] = a
+    return ev
+
+
+@kjit
+def _jacobian(cb, p, k, h, x, f0, Smat, D, crow, g, y, t, Jac):
+    """Frozen simplified-Newton matrix at x (finite differences); returns evaluations."""
+    skew, energy, grad, extra = cb
+    n = x.shape[0]
+    nu = n + k
+    ev = 0
+    for j in range(n):
+        for i in range(n):
+            y[i] = x[i]
+        dj = np.sqrt(_EPS) * max(1.0, abs(x[j]))
+        y[j] = x[j] + dj
+        if k == 0:
+            _field(cb, p, y, Smat, g, t)
+            for i in range(n):
+                D[i, j] = (t[i] - f0[i]) / dj
+        else:
+            grad(y, p, t)
+            for i in range(n):
+                D[i, j] = (t[i] - f0[i]) / dj  # f0 holds ∇H(x) here: D is the Hessian
+        ev += 1
+    for i in range(nu):
+        for j in range(nu):
+            Jac[i, j] = 0.0
+    if k == 0:
+        for i in range(n):
+            for j in range(n):
+                Jac[i, j] = -0.5 * h * D[i, j]
+            Jac[i, i] += 1.0
+        return ev
+    m = n // 2
+    extra(x, p, 1, crow)
+    for i in range(n):
+        for j in range(n):
+            jh = D[m + i, j] if i < m else -D[i - m, j]
+            Jac[i, j] = -0.5 * h * jh
+        Jac[i, i] += 1.0
+        for al in range(k):
+            Jac[i, n + al] = -h * crow[al * n + i]
+    for al in range(k):
+        for j in range(n):
+            a = 0.0
+            for i in range(n):
+                a += crow[al * n + i] * D[i, j]
+            Jac[n + al, j] = 0.5 * a
+    return ev
+
+
+@kjit
+def _dg_step(cb, p, meth, k, nk, o, h, x, xn, work, piv, info, sio):
+    """One discrete-gradient step; ``nk`` the model's multipliers (work layout), ``o`` the start of
+    the solver buffers in ``work``; ``k`` the multipliers this step uses."""
+    skew, energy, grad, extra = cb
+    n = x.shape[0]
+    nu = n + nk
+    s = int(meth[M_S])
+    fixed = meth[M_FIXED] != 0.0
+    tol = meth[M_TOL]
+    maxit = int(meth[M_MAXIT])
+    dgk = int(meth[M_DG])
+    nodes = meth[_O_NODES : _O_NODES + S_MAX]
+    weights = meth[_O_WEIGHTS : _O_WEIGHTS + S_MAX]
+    f0 = work[o : o + n]
+    g = work[o + nu : o + nu + n]
+    y = work[o + 2 * nu : o + 2 * nu + n]
+    t = work[o + 3 * nu : o + 3 * nu + n]
+    xb = work[o + 4 * nu : o + 4 * nu + n]
+    G = work[o + 5 * nu : o + 6 * nu]
+    lam = work[o + 6 * nu : o + 6 * nu + max(k, 1)]
+    o += 8 * nu
+    Smat = view2(work, o, n, n)
+    D = view2(work, o + n * n, n, n)
+    o += 2 * n * n
+    Jac = view2(work, o, n + k, n + k)
+    crow = work[o + nu * nu : o + nu * nu + max(nk, 1) * n]
+    # predictor x' = x + h S(x)∇H(x)
+    _field(cb, p, x, Smat, g, f0)
+    ev = 1
+    for i in range(n):
+        xn[i] = x[i] + h * f0[i]
+    for al in range(k):
+        lam[al] = 0.0
+    if not fixed:
+        if k > 0:
+            grad(x, p, f0)
+        ev += _jacobian(cb, p, k, h, x, f0, Smat, D, crow, g, y, t, Jac)
+        if lu_factor(Jac, piv) != 0:
+            info[I_EVALS] += ev
+            sio[S_FAIL_VALUE] = np.nan
+            return _NONCONV
+    it = 0
+    ok = False
+    rn = np.inf
+    dx_prev = np.inf
+    while it < maxit:
+        it += 1
+        ev += _residual(cb, p, dgk, nodes, weights, s, k, h, x, xn, lam, Smat, crow, g, y, t, xb, G)
+        rn = _norm_inf(G, n + k)
+        if not np.isfinite(rn):
+            break
+        for i in range(n + k):
+            G[i] = -G[i]
+        if not fixed:
+            lu_solve(Jac, piv, G)
+        for i in range(n):
+            xn[i] += G[i]
+        for al in range(k):
+            lam[al] += G[n + al]
+        dx = _norm_inf(G, n)
+        sc = tol * max(1.0, _norm_inf(xn, n))
+        if dx <= sc or (it >= 3 and dx > STALL_RATIO * dx_prev and dx <= STALL_FLOOR * sc):
+            ok = True
+            break
+        dx_prev = dx
+    info[I_EVALS] += ev
+    info[I_ITERS] += it
+    if it > info[I_ITERS_MAX]:
+        info[I_ITERS_MAX] = it
+    if not ok:
+        sio[S_FAIL_VALUE] = rn
+        return _NONFINITE if not np.isfinite(rn) else _NONCONV
+    return _OK
+
+
+@kjit
+def _rk_step(cb, p, meth, nu, o, h, x, xn, work, info, sio):
+    """Classical RK4 or DOPRI5(4) (with its error estimate) on ẋ = S(x)∇H(x)."""
+    n = x.shape[0]
+    kind = int(meth[M_KIND])
+    kst = view2(work, 0, 7, n)
+    g = work[o + nu : o + nu + n]
+    y = work[o + 2 * nu : o + 2 * nu + n]
+    Smat = view2(work, o + 8 * nu, n, n)
+    if kind == K_RK4:
+        _field(cb, p, x, Smat, g, kst[0])
+        for st in range(1, 4):
+            c = 0.5 * h if st < 3 else h
+            for i in range(n):
+                y[i] = x[i] + c * kst[st - 1, i]
+            _field(cb, p, y, Smat, g, kst[st])
+        for i in range(n):
+            xn[i] = x[i] + h * (kst[0, i] + 2.0 * kst[1, i] + 2.0 * kst[2, i] + kst[3, i]) / 6.0
+        info[I_EVALS] += 4
+        return _OK
+    A = view2(meth, _O_TAB, 7, 7)
+    b = meth[_O_TAB + 49 : _O_TAB + 56]
+    bh = meth[_O_TAB + 56 : _O_TAB + 63]
+    _field(cb, p, x, Smat, g, kst[0])
+    for st in range(1, 7):
+        for i in range(n):
+            a = 0.0
+            for j in range(st):
+                a += A[st, j] * kst[j, i]
+            y[i] = x[i] + h * a
+        _field(cb, p, y, Smat, g, kst[st])
+    e2 = 0.0
+    for i in range(n):
+        a = 0.0
+        d = 0.0
+        for j in range(7):
+            a += b[j] * kst[j, i]
+            d += (b[j] - bh[j]) * kst[j, i]
+        xn[i] = x[i] + h * a
+        e2 += (h * d) ** 2
+    info[I_EVALS] += 7
+    sio[S_ERR] = np.sqrt(e2)
+    return _OK
+
+
+@kjit(_STEP_SIG)
+def dg_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
+    n = int(p[P_N])
+    k = int(p[P_K])
+    pp = p[P_HEAD:]
+    x = S[:n]
+    xn = Sn[:n]
+    o = 7 * n + 8 + int(p[P_NINV])  # past the stages and the observe scratch
+    if int(meth[M_KIND]) == K_DG:
+        ks = k if int(meth[M_DG]) != MIDPOINT else 0
+        return _dg_step(cb, pp, meth, ks, k, o, h, x, xn, work, iwork, info, sio)
+    return _rk_step(cb, pp, meth, n + k, o, h, x, xn, work, info, sio)
+
+
+@kjit(_OBS_SIG)
+def dg_observe(cb, meth, S, p, work, full, obs):
+    skew, energy, grad, extra = cb
+    n = int(p[P_N])
+    ninv = int(p[P_NINV])
+    pp = p[P_HEAD:]
+    x = S[:n]
+    obs[0] = energy(x, pp)
+    if ninv > 0:
+        buf = work[7 * n : 7 * n + 8 + ninv]
+        extra(x, pp, 0, buf)
+        for j in range(ninv):
+            obs[1 + j] = buf[j]
+
+
+@kjit(_DENSE_SIG)
+def dg_dense(cb, meth, theta, h, S, Sn, work, Sd):
+    """DOPRI5: the Dormand–Prince continuous extension y + hΣ w_i(θ) k_i; NaN otherwise."""
+    n = Sd.shape[0]
+    if int(meth[M_KIND]) != K_DOPRI5:
+        for i in range(n):
+            Sd[i] = np.nan
+        return
+    kst = view2(work, 0, 7, n)
+    P = view2(meth, _O_TAB + 63, 7, 4)
+    for i in range(n):
+        Sd[i] = S[i]
+    for st in range(7):
+        w = 0.0
+        tp = theta
+        for m in range(4):
+            w += P[st, m] * tp
+            tp *= theta
+        for i in range(n):
+            Sd[i] += h * w * kst[st, i]
+
+
+def obs_names(system: SkewSystem) -> tuple[str, ...]:
+    names = ["energy"]
+    if system.has_constraint:
+        names.append("constraint")
+    names += [f"casimir_{c}" for c in system.casimirs]
+    return tuple(names)
+
+
+def make_stepper(
+    system: SkewSystem,
+    method: str,
+    *,
+    quad_points: int = 6,
+    solver: str = "newton",
+    tol: float = 1e-14,
+    maxit: int = 50,
+) -> StepperSpec:
+    """The driver's view of ``system`` integrated with ``method`` (one of :data:`METHODS`)."""
+    if method not in METHODS:
+        raise ValueError(f"unknown skew-gradient integrator {method!r}; choose from {sorted(METHODS)}")
+    if solver not in ("newton", "fixed_point"):
+        raise ValueError(f"solver must be 'newton' or 'fixed_point', got {solver!r}")
+    kind, dgk = METHODS[method]
+    if solver == "fixed_point" and system.n_multipliers and kind == K_DG and dgk != MIDPOINT:
+        raise ValueError(f"solver: the multiplier form of {system.name} (004 eq. (15)) needs 'newton'")
+    names = obs_names(system)
+    red = np.zeros(len(names), dtype=np.int64)
+    j = 1
+    if system.has_constraint:
+        red[j] = Reductions.MAX
+        j += 1
+    red[j:] = Reductions.DEV
+    N = system.N
+    return StepperSpec(
+        drive=compile_driver(CB_TYPE),
+        step=dg_step,
+        observe=dg_observe,
+        dense=dg_dense,
+        cb=system.cb,
+        meth=method_record(method, quad_points, solver, tol, maxit),
+        p=model_vector(system),
+        work_size=work_size(N, system.n_multipliers, system.n_invariants),
+        iwork_size=N + system.n_multipliers,
+        state_size=N,
+        n_check=N,
+        obs_names=names,
+        red=red,
+        has_dense=kind == K_DOPRI5,
+    )
