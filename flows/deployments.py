@@ -22,6 +22,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.sweep_flow import sweep_flow
+from sweeps.credentials import StorageOptions, resolve
 from sweeps.plan import make_plan
 
 DEFAULT_CRON = "0 2 * * *"
@@ -108,13 +109,14 @@ def failed_cells(store: str, storage_options: dict | None = None) -> tuple[int, 
 
 @task(name="nightly-report", cache_policy=NO_CACHE)
 def nightly_report(
-    store: str, previous: str | None, storage_options: dict | None, rtol: float = DEFAULT_COMPARE_RTOL
+    store: str, previous: str | None, storage_options: StorageOptions | dict | None, rtol: float = DEFAULT_COMPARE_RTOL
 ) -> dict[str, Any]:
     """Write the night's report beside its store, with the comparison against ``previous``."""
     from prefect.artifacts import create_markdown_artifact
 
     from analysis.report import compare_stores, write_report
 
+    storage_options = resolve(storage_options)  # a task input: passed as StorageOptions, never as secrets
     logger = get_run_logger()
     sections = []
     out: dict[str, Any] = {"previous": previous, "changed_cells": None, "comparison": "no earlier night to compare"}
@@ -137,7 +139,7 @@ def nightly_flow(
     address: str | None = None,
     n_workers: int | None = None,
     slice_seconds: float = 10.0,
-    storage_options: dict | None = None,
+    storage_options: StorageOptions | dict | str | None = None,
     cluster: dict | None = None,
     day: str | None = None,
     max_failed_share: float = DEFAULT_MAX_FAILED_SHARE,
@@ -159,6 +161,9 @@ def nightly_flow(
     from flows.plugins import load_plugins
 
     load_plugins(imports)  # a deployment run is a fresh process: custom systems register here
+    # a reference (env:NAME, @file) is resolved here, in the flow's process; the subflow records it redacted
+    so = StorageOptions.of(storage_options)
+    storage_options = so.options if so is not None else None
     plan = make_plan(spec)  # the run's only validation and model build
     store = dated_store(store_root, plan.spec.name, day)
     logger = get_run_logger()
@@ -179,13 +184,13 @@ def nightly_flow(
             address=address,
             n_workers=n_workers,
             slice_seconds=slice_seconds,
-            storage_options=storage_options,
+            storage_options=so,
         )
     finally:
         if own is not None:
             own.close()
     if report:
-        result.update(nightly_report(store, previous, storage_options, compare_rtol))
+        result.update(nightly_report(store, previous, so, compare_rtol))
     failed, runnable = failed_cells(store, storage_options)
     result.update(failed=failed, runnable=runnable)
     share = failed / max(runnable, 1)
@@ -222,6 +227,7 @@ def nightly_deployment(
     from prefect.schedules import Cron
 
     from flows.plugins import load_plugins
+    from sweeps.credentials import deployment_parameter
 
     load_plugins(imports)
     sweep = make_plan(spec).spec
@@ -235,7 +241,7 @@ def nightly_deployment(
         "address": address,
         "n_workers": n_workers,
         "slice_seconds": slice_seconds,
-        "storage_options": storage_options,
+        "storage_options": deployment_parameter(storage_options),  # a reference: no secret in the database
         "cluster": cluster,
         "max_failed_share": max_failed_share,
         "compare_rtol": compare_rtol,
@@ -257,12 +263,27 @@ def prefect_api_url() -> str | None:
     return get_current_settings().api.url
 
 
-def serve_nightly(spec: str | os.PathLike | dict, store_root: str, *, temporary: bool = False, **kwargs: Any) -> None:
+def serve_nightly(
+    spec: str | os.PathLike | dict,
+    store_root: str,
+    *,
+    temporary: bool = False,
+    heartbeat: int | None = None,
+    crash_after: float | None = None,
+    crash_detection: bool = True,
+    **kwargs: Any,
+) -> None:
     """Serve :func:`nightly_deployment` in this process until interrupted (``prefect.serve``).
 
     Needs a Prefect server that outlives this process (``PREFECT_API_URL``); ``temporary=True``
-    accepts Prefect's temporary server instead, whose schedule dies with this process.
+    accepts Prefect's temporary server instead, whose schedule dies with this process. Flow runs
+    send a heartbeat every ``heartbeat`` seconds (default
+    :data:`flows.crash_detection.DEFAULT_HEARTBEAT`), and unless ``crash_detection=False`` the
+    server gets the automation that marks a run silent for ``crash_after`` seconds (default two
+    heartbeats + 30 s) ``Crashed`` (:mod:`flows.crash_detection`).
     """
+    from flows.crash_detection import DEFAULT_HEARTBEAT, ensure_crash_detection
+
     if not temporary and prefect_api_url() is None:
         raise NoPrefectServerError(
             "no Prefect server: PREFECT_API_URL is not set, so the schedule would live on a temporary server "
@@ -272,13 +293,17 @@ def serve_nightly(spec: str | os.PathLike | dict, store_root: str, *, temporary:
     dep = nightly_deployment(spec, store_root, **kwargs)
     import logging
 
-    logging.getLogger("geosweep").info(
-        f"serving deployment geosweep-nightly/{dep.name} ({dep.description}); stop with Ctrl-C"
-    )
-    _serve(dep)
+    heartbeat = int(heartbeat or DEFAULT_HEARTBEAT)
+    log = logging.getLogger("geosweep")
+    if crash_detection:
+        ensure_crash_detection(heartbeat, crash_after)
+        grace = crash_after or 2 * heartbeat + 30
+        log.info(f"crash detection: a run silent for {grace:.0f} s is marked Crashed (heartbeat {heartbeat} s)")
+    log.info(f"serving deployment geosweep-nightly/{dep.name} ({dep.description}); stop with Ctrl-C")
+    _serve(dep, heartbeat=heartbeat)
 
 
-def _serve(*deployments) -> None:
+def _serve(*deployments, heartbeat: int | None = None) -> None:
     """``prefect.serve``, except that SIGTERM stops it like Ctrl-C: Prefect 3.8's runner answers SIGTERM
     with ``sys.exit(0)`` without awaiting its shutdown; here the signal goes to the handler installed
     before (the CLI's: a ``KeyboardInterrupt``, exit 143), so the runner closes and its flow runs stop."""
@@ -298,7 +323,7 @@ def _serve(*deployments) -> None:
                 previous(signum, frame)
             raise KeyboardInterrupt
 
-    runner = _Runner(pause_on_shutdown=True)
+    runner = _Runner(pause_on_shutdown=True, heartbeat_seconds=heartbeat)
     for dep in deployments:
         runner.add_deployment(dep)
     asyncio.run(runner.start())

@@ -27,6 +27,7 @@ from prefect.artifacts import create_markdown_artifact, create_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
 from flows.output import quiet_distributed
+from sweeps.credentials import StorageOptions, resolve
 from sweeps.engine import Progress, run_sweep
 from sweeps.plan import Plan, make_plan
 from sweeps.summary import status_table
@@ -52,7 +53,7 @@ def execute_sweep(
     address: str | None,
     n_workers: int | None,
     slice_seconds: float,
-    storage_options: dict | None,
+    storage_options: StorageOptions | None,
     processes: bool = False,
     progress: Callable[[Progress], None] | None = None,
 ) -> dict[str, Any]:
@@ -80,7 +81,7 @@ def execute_sweep(
         n_workers=n_workers,
         processes=processes,
         slice_seconds=slice_seconds,
-        storage_options=storage_options,
+        storage_options=resolve(storage_options),
         progress=on_progress,
         log=logger.info,
     )
@@ -90,9 +91,9 @@ def execute_sweep(
 
 
 @task(name="finalise-sweep", cache_policy=NO_CACHE)
-def finalise_sweep(store: str, storage_options: dict | None) -> str:
+def finalise_sweep(store: str, storage_options: StorageOptions | None) -> str:
     """Summarise the store (status per integrator and h) as a Prefect markdown artifact."""
-    table = status_table(store, storage_options)
+    table = status_table(store, resolve(storage_options))
     create_markdown_artifact(markdown=table, description=f"geosweep store {store}")
     return table
 
@@ -104,7 +105,7 @@ def sweep_flow(
     address: str | None = None,
     n_workers: int | None = None,
     slice_seconds: float = 10.0,
-    storage_options: dict | None = None,
+    storage_options: StorageOptions | dict | str | None = None,
     processes: bool = False,
     progress: Callable[[Progress], None] | None = None,
 ) -> dict[str, Any]:
@@ -114,8 +115,12 @@ def sweep_flow(
     or a spec path/mapping (planned once here). ``progress`` is called with every
     :class:`~sweeps.engine.Progress` update (in-process callers only; see the module doc).
     Without ``address`` a local Dask cluster of ``n_workers`` single-threaded workers runs the
-    cells (threads by default, worker processes with ``processes=True``).
+    cells (threads by default, worker processes with ``processes=True``). ``storage_options``
+    are fsspec options, best a reference (``env:NAME``, ``@file.json``, ``profile:NAME``) or a
+    :class:`~sweeps.credentials.StorageOptions`: resolved here, in the flow's process, and
+    recorded by Prefect as the reference or redacted, never with a secret value.
     """
+    storage_options = StorageOptions.of(storage_options)
     planned = plan_sweep(plan)
     result = execute_sweep(planned, store, address, n_workers, slice_seconds, storage_options, processes, progress)
     result["summary"] = finalise_sweep(result["store"], storage_options)

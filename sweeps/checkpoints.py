@@ -3,9 +3,12 @@
 A long cell runs in segments of ``checkpoint_every`` (time). After each segment the worker
 saves the trajectory's checkpoint (state, accumulators, counters, samples and snapshots so far,
 controller state — :meth:`kernels.core.trajectory.Trajectory.checkpoint`) as one ``.npz``
-object ``<store>/_checkpoints/<cell>.npz`` and writes the cell's ``progress``. A resumed run
-continues every partial cell from its last checkpoint — bitwise identical to an uninterrupted
-run — and deletes the object once the cell's values and ``done`` flag are written.
+object ``<store>/_checkpoints/<cell>.npz`` (with the fraction of the cell done, which
+``geosweep status`` shows). A cell that needed checkpoints also saves its *complete* trajectory
+when it finishes, kept until its shard of the store is written (a lost shard write then costs no
+recomputation). A resumed run continues every partial cell from its last checkpoint — bitwise
+identical to an uninterrupted run — and deletes the object once the cell's values and ``done``
+flag are written.
 
 Each cell owns its object (parallel writers never share one). A checkpoint is replaced
 atomically: on a local file system it is written under a temporary name and renamed; on an
@@ -45,10 +48,15 @@ def _path(ref, cell: Cell) -> tuple[Any, str]:
     return fs, f"{root.rstrip('/')}/{DIRNAME}/{cell_key(cell)}.npz"
 
 
-def save(ref, cell: Cell, arrays: dict[str, np.ndarray]) -> None:
+#: key of the fraction done (0..1) inside a checkpoint object
+PROGRESS_KEY = "geosweep_progress"
+
+
+def save(ref, cell: Cell, arrays: dict[str, np.ndarray], progress: float | None = None) -> None:
     """Replace the checkpoint of ``cell`` with ``arrays`` (atomically, see module docstring)."""
     buf = io.BytesIO()
-    np.savez(buf, **arrays)
+    extra = {} if progress is None else {PROGRESS_KEY: np.float64(progress)}
+    np.savez(buf, **arrays, **extra)
     data = buf.getvalue()
     fs, path = _path(ref, cell)
     if ref.is_local:
@@ -72,7 +80,7 @@ def load(ref, cell: Cell) -> dict[str, np.ndarray] | None:
         return None
     try:
         with np.load(io.BytesIO(data)) as z:
-            return {k: z[k] for k in z.files}
+            return {k: z[k] for k in z.files if k != PROGRESS_KEY}
     except Exception:  # noqa: BLE001 - a damaged checkpoint means: start the cell again
         return None
 
@@ -92,3 +100,25 @@ def count(ref) -> int:
         return sum(1 for p in fs.ls(f"{root.rstrip('/')}/{DIRNAME}", detail=False) if str(p).endswith(".npz"))
     except FileNotFoundError:
         return 0
+
+
+def progress(ref) -> dict[Cell, float]:
+    """``cell → fraction done`` of every partial cell with a readable checkpoint (reads only the
+    fraction, not the state)."""
+    fs, root = _fs(ref)
+    try:
+        paths = [str(p) for p in fs.ls(f"{root.rstrip('/')}/{DIRNAME}", detail=False) if str(p).endswith(".npz")]
+    except FileNotFoundError:
+        return {}
+    out: dict[Cell, float] = {}
+    for path in paths:
+        name = path.rsplit("/", 1)[-1][: -len(".npz")]
+        if not name.startswith("c"):
+            continue
+        try:
+            cell = tuple(int(i) for i in name[1:].split("_"))
+            with fs.open(path, "rb") as f, np.load(f) as z:
+                out[cell] = float(z[PROGRESS_KEY]) if PROGRESS_KEY in z.files else float("nan")
+        except Exception:  # noqa: BLE001 - an unreadable checkpoint has no known progress
+            continue
+    return out

@@ -1,12 +1,14 @@
 """Running a sweep on a ``distributed.Client`` (or serially in-process).
 
 Flow: plan (spec validated and models built once, :mod:`sweeps.plan`) → create/check the
-store → pending cells (``done == 0``) → slices of ~``slice_seconds`` of work → one plain Dask
-future per slice. Each model goes to the cluster once, as a tiny task of its own (not scattered
+store → pending cells (``done == 0``) → slices of ~``slice_seconds`` of work that never cross a
+store shard → one plain Dask future per slice, and one writer future per shard that depends on
+the shard's slices. Each model goes to the cluster once, as a tiny task of its own (not scattered
 data: the scheduler can recompute it when the worker holding it dies or retires); a slice receives the plan part
-its cells need, runs the kernels cell by cell and writes each finished cell into its own zarr
-chunks. Numba caches are warmed in the driver first (which writes the on-disk cache), then on
-every worker, so workers never compile concurrently.
+its cells need and runs the kernels cell by cell (long cells in checkpointed segments); the
+shard's writer writes all its cells at once, one object per variable (:mod:`sweeps.store`).
+Numba caches are warmed in the driver first (which writes the on-disk cache), then on every
+worker, so workers never compile concurrently.
 """
 
 from __future__ import annotations
@@ -27,10 +29,22 @@ from sweeps.grid import Cell
 from sweeps.lease import Lease
 from sweeps.plan import Plan, make_plan
 from sweeps.spec import SweepSpec
-from sweeps.store import ArrayCache, StoreRef, done_mask, ensure_store, record_run, write_cell
+from sweeps.store import (
+    ArrayCache,
+    StoreRef,
+    done_mask,
+    ensure_store,
+    group_by_shard,
+    record_run,
+    sweep_shards,
+    write_shard,
+)
 
 #: Default work per checkpointed segment (single-core seconds) when a spec sets no checkpoint_every.
 SEGMENT_SECONDS = 120.0
+#: A finished cell that took at least this long (s) is kept as a complete checkpoint until its
+#: shard is written, so an interruption before the shard write loses no such cell.
+KEEP_SECONDS = 2.0
 
 
 @dataclass
@@ -104,15 +118,21 @@ def cell_steps(plan: Plan, cell: Cell) -> int:
     return plan.spec.n_steps(float(plan.grid.coords(cell)["h"]))
 
 
-def run_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None) -> tuple[int, float, int, bool, bool]:
-    """Integrate one cell in checkpointed segments and write it; returns (status, wall time,
-    segments run, resumed from a checkpoint, ran at all).
+#: what a slice returns per cell: (cell, status, wall time, segments, resumed, ran, values or None)
+CellRun = tuple
 
-    A cell already ``done`` in the store is not touched (ran = False): a rescheduled or
-    retried slice never rewrites a finished cell.
+
+def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None) -> CellRun:
+    """Integrate one cell in checkpointed segments; returns ``(cell, status, wall time, segments
+    run, resumed from a checkpoint, ran, values)`` — the values are written by the shard's
+    writer (:func:`write_runs`).
+
+    A cell already ``done`` in the store is not touched (ran = False, values None): a
+    rescheduled or retried slice never recomputes a finished cell. A cell that needed
+    checkpoints saves its complete trajectory too, so a lost result is not recomputed.
     """
     if int(group["done"][cell]) == 1:
-        return int(group["status"][cell]), float(group["wall_time"][cell]), 0, False, False
+        return cell, int(group["status"][cell]), float(group["wall_time"][cell]), 0, False, False, None
     request, options = plan.request(cell)
     integrator = plan.grid.coords(cell)["integrator"]
     model = plan.model(cell)
@@ -131,49 +151,77 @@ def run_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None) -> t
     while not traj.finished:
         traj.advance(until=(math.floor(traj.time / seg + 1e-9) + 1) * seg)
         segments += 1
-        if not traj.finished:
-            checkpoints.save(ref, cell, traj.checkpoint())
-            group["progress"][cell] = traj.progress
-            if on_segment is not None:
-                on_segment(cell, traj.progress)
+        if traj.finished and (segments > 1 or resumed or traj.wall_time >= KEEP_SECONDS):
+            checkpoints.save(ref, cell, traj.checkpoint(), 1.0)  # complete, until its shard is written
+        elif not traj.finished:
+            checkpoints.save(ref, cell, traj.checkpoint(), traj.progress)
+        if on_segment is not None:
+            on_segment(cell, traj.progress)
     res = plan.famdef.collect(model, integrator, traj, options)
-    write_cell(group, cell, res.values, res.status, res.wall_time)
-    checkpoints.delete(ref, cell)
-    return int(res.status), float(res.wall_time), segments, resumed, True
+    return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values
+
+
+def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None) -> list[CellRun]:
+    """Compute ``cells`` (:func:`compute_cell` each); ``plan`` holds (at least) their models
+    (:meth:`Plan.part`); nothing is parsed, built or registered here. ``on_segment(cell,
+    fraction)`` is called after each segment."""
+    group = ArrayCache(ref.open_group("r"))
+    return [compute_cell(plan, tuple(int(i) for i in cell), ref, group, on_segment) for cell in cells]
+
+
+def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
+    """Write computed cells shard by shard (:func:`sweeps.store.write_shard`; the caller is the
+    only writer of those shards), then drop their checkpoints. Returns ``(cell, status, wall
+    time, segments, resumed, ran)`` per cell, ``ran`` False for a cell found already done."""
+    group = group if group is not None else ArrayCache(ref.open_group("r+"))
+    computed = {r[0]: (r[6], r[1], r[2]) for r in runs if r[5]}
+    written: set[Cell] = set()
+    for cells in group_by_shard(list(computed), sweep_shards(group)).values():
+        written.update(write_shard(group, {c: computed[c] for c in cells}))
+    for cell in written:
+        checkpoints.delete(ref, cell)
+    return [(r[0], r[1], r[2], r[3], r[4], r[0] in written) for r in runs]
 
 
 def run_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None) -> list[tuple]:
-    """Run ``cells`` of a plan and write each into the store.
+    """Compute ``cells`` and write them (the caller owns their shards); see :func:`write_runs`."""
+    return write_runs(ref, compute_slice(plan, cells, ref, on_segment))
 
-    Returns one ``(cell, status, wall time, segments, resumed, ran)`` per cell. ``plan`` holds
-    (at least) the models of ``cells`` (:meth:`Plan.part`); nothing is parsed, built or
-    registered here. ``on_segment(cell, fraction)`` is called after each checkpoint.
-    """
-    group = ArrayCache(ref.open_group("r+"))
-    out = []
-    for cell in cells:
-        cell = tuple(int(i) for i in cell)
-        out.append((cell, *run_cell(plan, cell, ref, group, on_segment)))
-    return out
+
+def _on_segment_events(topic: str | None):
+    """``on_segment`` that sends progress to the driver as events on ``topic`` (``Worker.log_event``)."""
+    if not topic:
+        return None
+    from distributed import get_worker
+
+    try:
+        worker = get_worker()
+    except ValueError:  # not running on a worker
+        return None
+
+    def on_segment(cell, fraction):
+        worker.log_event(topic, {"cell": [int(i) for i in cell], "fraction": float(fraction)})
+
+    return on_segment
+
+
+def _compute_part(
+    plan: Plan, models: dict[tuple[int, ...], Any], cells: list[Cell], ref: StoreRef, topic: str | None = None
+) -> list[CellRun]:
+    """Worker entry point of a slice: ``models`` arrive as the results of model tasks (each shipped once)."""
+    return compute_slice(plan.part(models=models), cells, ref, _on_segment_events(topic))
 
 
 def _run_part(
     plan: Plan, models: dict[tuple[int, ...], Any], cells: list[Cell], ref: StoreRef, topic: str | None = None
-) -> list:
-    """Worker entry point: ``models`` arrive as the results of model tasks (each shipped once);
-    segment progress goes to the driver as events on ``topic`` (``Worker.log_event``)."""
-    on_segment = None
-    if topic:
-        from distributed import get_worker
+) -> list[tuple]:
+    """Worker entry point of a slice that is a whole shard: compute, then write (no hop between tasks)."""
+    return write_runs(ref, _compute_part(plan, models, cells, ref, topic))
 
-        try:
-            worker = get_worker()
 
-            def on_segment(cell, fraction):
-                worker.log_event(topic, {"cell": [int(i) for i in cell], "fraction": float(fraction)})
-        except ValueError:  # not running on a worker
-            on_segment = None
-    return run_slice(plan.part(models=models), cells, ref, on_segment)
+def _write_part(ref: StoreRef, *parts: list[CellRun]) -> list[tuple]:
+    """Worker entry point of a shard's writer: the results of the shard's slices."""
+    return write_runs(ref, [run for part in parts for run in part])
 
 
 def _identity(x: Any) -> Any:
@@ -247,6 +295,7 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
     famdef.warmup()  # compiles once here and fills the on-disk cache
     log(f"kernels ready in {time.perf_counter() - t0:.1f}s")
 
+    shards = sweep_shards(ref.open_group("r"))
     done = skipped
     failed = 0
     segments = 0
@@ -289,9 +338,10 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
     own_client = None
     try:
         if serial:
-            slices = plan.slices(pending, slice_seconds, 1)
-            for cells in slices:
-                report(run_slice(plan, cells, ref, on_segment))
+            by_shard = plan.shard_slices(pending, shards, slice_seconds, 1)
+            slices = [cells for group in by_shard.values() for cells in group]
+            for group in by_shard.values():
+                report(write_runs(ref, [r for cells in group for r in compute_slice(plan, cells, ref, on_segment)]))
         else:
             from distributed import Client, LocalCluster, as_completed
 
@@ -309,8 +359,9 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                     )
                     client = own_client = Client(own_cluster)
             n_w = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
-            slices = plan.slices(pending, slice_seconds, n_w)
-            log(f"{len(pending)} cells in {len(slices)} slices on {n_w} workers")
+            by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)
+            slices = [cells for group in by_shard.values() for cells in group]
+            log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
             for line in client.run(warm_worker, famdef).values():
                 log(f"worker {line}")
             # every model once to the cluster; tasks carry the plan without models, plus references
@@ -324,22 +375,40 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
             topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
             client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))
             # longest slices first (Dask runs higher priority first): no worker is left
-            # finishing one long slice at the end while the other idles
-            futures = [
-                client.submit(
-                    _run_part,
-                    bare,
-                    {k: scattered[k] for k in plan.combinations(cells)},
-                    cells,
-                    ref,
-                    topic,
-                    key=f"geosweep-{spec.spec_hash[:10]}-{i}-{os.getpid()}-{time.time_ns()}",
-                    pure=False,
-                    retries=2,  # a slice that raised is retried; finished cells and checkpoints make it cheap
-                    priority=int(1000 * sum(plan.cost(c) for c in cells)),
+            # finishing one long slice at the end while the other idles. Each shard's writer
+            # runs as soon as its slices are done (highest priority) and is its only writer.
+            futures = []
+            for s_i, group in enumerate(by_shard.values()):
+                parts = [
+                    client.submit(
+                        _run_part if len(group) == 1 else _compute_part,
+                        bare,
+                        {k: scattered[k] for k in plan.combinations(cells)},
+                        cells,
+                        ref,
+                        topic,
+                        key=f"geosweep-{tag}-slice-{s_i}-{i}",
+                        pure=False,
+                        retries=2,  # a slice that raised is retried; finished cells and checkpoints make it cheap
+                        priority=int(1000 * sum(plan.cost(c) for c in cells)),
+                    )
+                    for i, cells in enumerate(group)
+                ]
+                if len(group) == 1:  # the slice writes its shard itself
+                    futures.extend(parts)
+                    continue
+                futures.append(
+                    client.submit(
+                        _write_part,
+                        ref,
+                        *parts,
+                        key=f"geosweep-{tag}-shard-{s_i}",
+                        pure=False,
+                        retries=2,
+                        priority=2**40,
+                    )
                 )
-                for i, cells in enumerate(slices)
-            ]
+                del parts  # the slices' values live on the workers until their shard is written
             for fut in as_completed(futures):
                 try:
                     report(fut.result())

@@ -121,13 +121,19 @@ class Grid:
         return steps * cost_per_step(c["integrator"])
 
     def slices(
-        self, cells: list[Cell], costs: Mapping[Cell, float], target_seconds: float = 10.0, n_workers: int = 1
+        self,
+        cells: list[Cell],
+        costs: Mapping[Cell, float],
+        target_seconds: float = 10.0,
+        n_workers: int = 1,
+        exact: bool = False,
     ) -> list[list[Cell]]:
         """Group cells into slices of about ``target_seconds`` of work each (``costs``: seconds per cell).
 
         Cells sharing system parameters are kept together (the model is built once per
         slice). At least ``4 × n_workers`` slices are made when there are enough cells,
-        so no worker idles while another finishes a long slice.
+        so no worker idles while another finishes a long slice; ``exact=True`` uses
+        ``target_seconds`` as given.
         """
         if not cells:
             return []
@@ -137,7 +143,9 @@ class Grid:
         cost = [costs[c] for c in ordered]
         total = float(sum(cost))
         n_min = min(len(ordered), 4 * max(1, n_workers))
-        target = min(target_seconds, total / n_min) if total > 0 else target_seconds
+        target = target_seconds
+        if not exact and total > 0:
+            target = min(target_seconds, total / n_min)
         out: list[list[Cell]] = []
         cur: list[Cell] = []
         acc = 0.0

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, InstanceOf, model_serializer
 
 from kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, FamilyDef, IntegratorDef, RunRequest, SystemDef
 from sweeps.grid import Cell, Grid
-from sweeps.spec import SweepSpec, build_models, parse_spec
+from sweeps.spec import SweepSpec, build_models, check_size_limits, parse_spec
 
 
 class Plan(BaseModel):
@@ -72,6 +72,41 @@ class Plan(BaseModel):
         """Slices of ``cells`` of about ``target_seconds`` each (see :meth:`Grid.slices`)."""
         return self.grid.slices(cells, {c: self.cost(c) for c in cells}, target_seconds, n_workers)
 
+    def shard_slices(
+        self, cells: list[Cell], shards: tuple[int, ...], target_seconds: float = 10.0, n_workers: int = 1
+    ) -> dict[tuple[int, ...], list[list[Cell]]]:
+        """``shard → slices`` of ``cells``: slices never cross a store shard (so one task writes
+        each shard), of about ``target_seconds`` each, and at least ``4 × n_workers`` in all
+        when there are enough cells."""
+        from sweeps.store import group_by_shard
+
+        costs = {c: self.cost(c) for c in cells}
+        total = float(sum(costs.values()))
+        n_min = min(len(cells), 4 * max(1, n_workers))
+        target = min(target_seconds, total / n_min) if total > 0 and n_min else target_seconds
+        return {
+            shard: self.grid.slices(group, costs, target, exact=True)
+            for shard, group in group_by_shard(cells, shards).items()
+        }
+
+    def size_estimate(self) -> dict[str, float]:
+        """Bytes before any work (uncompressed): ``cell_bytes`` (every stored value of one cell),
+        ``store_bytes`` (the finished store) and ``task_memory_bytes`` — a task holds about 3 copies of
+        a cell (trajectory buffers, collected values, stored copy) or 2 of each cell of the shard it
+        writes, whichever is more (the models are not counted)."""
+        import math
+
+        from sweeps import store
+
+        per_cell = float(sum(store.cell_bytes(self).values()))
+        shard = getattr(store, "shard_shape", None)
+        cells_per_write = math.prod(shard(self)) if shard is not None else 1
+        return {
+            "cell_bytes": per_cell,
+            "store_bytes": per_cell * self.grid.size,
+            "task_memory_bytes": max(3.0, 2.0 * cells_per_write) * per_cell,
+        }
+
     def combinations(self, cells: list[Cell]) -> list[tuple[int, ...]]:
         """The parameter combinations (model keys) ``cells`` need, each once."""
         return list(dict.fromkeys(self.grid.combination(tuple(int(i) for i in c)) for c in cells))
@@ -103,4 +138,6 @@ def make_plan(source: Plan | SweepSpec | str | os.PathLike | dict) -> Plan:
     for model in models.values():
         for dim, n in famdef.sizes(model).items():
             sizes[dim] = max(sizes.get(dim, 0), int(n))
-    return Plan(spec=spec, sysdef=sysdef, famdef=famdef, idefs=idefs, grid=grid, models=models, sizes=sizes)
+    plan = Plan(spec=spec, sysdef=sysdef, famdef=famdef, idefs=idefs, grid=grid, models=models, sizes=sizes)
+    check_size_limits(spec, plan.size_estimate(), grid.size)  # before any store or cluster exists
+    return plan

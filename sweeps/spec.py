@@ -31,12 +31,15 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kernels.registry import INTEGRATORS, SYSTEMS, IntegratorDef, SystemDef, load_builtins
+from kernels.registry import INTEGRATORS, SYSTEMS, IntegratorDef, SystemDef, load_for
 
 Scalar = bool | int | float | str
 
 #: Relative tolerance for "T/h is an integer" and "dt_out is a multiple of h".
 INTEGRALITY_RTOL = 1e-9
+
+#: Largest spec file read (bytes); a larger one (or an endless device) is refused after this many.
+MAX_SPEC_BYTES = 4 * 2**20
 
 #: Size limits checked before any work (a spec may raise them in its ``[limits]`` table).
 LIMITS: dict[str, float] = {
@@ -45,7 +48,11 @@ LIMITS: dict[str, float] = {
     "samples_per_cell": 10_000_000,  # T / dt_out + 1
     "snapshots_per_cell": 100_000,
     "samples_total": 2e9,  # cells × samples per cell (≈ 16 GB per stored float series)
+    "store_bytes": 1e11,  # estimated size of the finished store (uncompressed), bytes
+    "task_memory_bytes": 2e9,  # estimated memory of one Dask task (a cell, or a shard's write), bytes
 }
+#: Limits checked once the models are built (they depend on body counts): see :func:`check_size_limits`.
+PLAN_LIMITS = ("store_bytes", "task_memory_bytes")
 
 
 class SpecError(ValueError):
@@ -54,7 +61,10 @@ class SpecError(ValueError):
     def __init__(self, problems: list[tuple[str, str]], name: str | None = None):
         self.problems = problems
         head = f"invalid sweep spec{f' {name!r}' if name else ''}:"
-        super().__init__("\n".join([head] + [f"  - {f}: {r}" for f, r in problems]))
+        if len(problems) == 1:  # one problem, one line
+            super().__init__(f"{head} {problems[0][0]}: {problems[0][1]}")
+        else:
+            super().__init__("\n".join([head] + [f"  - {f}: {r}" for f, r in problems]))
 
 
 class SweepSpec(BaseModel):
@@ -195,17 +205,25 @@ def _loc(loc: tuple) -> str:
 def read_spec_file(path: str | Path) -> dict[str, Any]:
     """Parse a ``.toml`` or ``.yaml``/``.yml`` file into a plain dict (no validation)."""
     path = Path(path)
+    if path.suffix not in (".toml", ".yaml", ".yml"):  # checked before anything is read
+        raise SpecError([("file", f"{path.name}: use a .toml, .yaml or .yml file")])
     try:
-        text = path.read_text()
+        with open(path, "rb") as f:  # at most MAX_SPEC_BYTES (+1 to notice more): /dev/zero is not read fully
+            raw = f.read(MAX_SPEC_BYTES + 1)
     except OSError as e:
         raise SpecError([("file", f"cannot read {path}: {e.strerror or e}")]) from None
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError([("file", f"{path} is larger than {MAX_SPEC_BYTES // 2**20} MiB: not a sweep spec")])
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        where = f"byte 0x{raw[e.start]:02x} at offset {e.start}"
+        raise SpecError([("file", f"{path.name} is not UTF-8 text ({where})")]) from None
     try:
         if path.suffix == ".toml":
             data = tomllib.loads(text)
-        elif path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text)
         else:
-            raise SpecError([("file", f"{path.name}: use a .toml, .yaml or .yml file")])
+            data = yaml.safe_load(text)
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
         raise SpecError([("file", f"{path.name} is not valid {path.suffix[1:].upper()}: {e}")]) from None
     if not isinstance(data, dict):
@@ -270,7 +288,7 @@ def build_models(spec: SweepSpec, sysdef: SystemDef, idefs: dict[str, Integrator
 
 def check_spec(spec: SweepSpec) -> SweepSpec:
     """Every check against the registry that builds no model; raises :class:`SpecError` listing all problems."""
-    load_builtins()
+    load_for(spec.system, spec.integrators)  # only the spec's family is imported (and compiled)
     problems: list[tuple[str, str]] = check_limits(spec)
     if problems:  # refuse before anything is enumerated (a 10¹⁰-cell grid must not be listed)
         raise SpecError(problems, spec.name)
@@ -438,6 +456,34 @@ def check_limits(spec: SweepSpec) -> list[tuple[str, str]]:
     if spec.snapshot_dt is not None and spec.snapshot_dt > 0:
         over("snapshot_dt", "snapshots_per_cell", spec.T / spec.snapshot_dt + 1, "snapshots per cell")
     return problems
+
+
+def _bytes(n: float) -> str:
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def check_size_limits(spec: SweepSpec, estimate: dict[str, float], cells: int) -> None:
+    """The plan's estimates (``store_bytes``, ``task_memory_bytes``) against :data:`LIMITS` and the spec's
+    ``[limits]``; raises :class:`SpecError` naming the limit, before the store or a cluster exists."""
+    lim = {**LIMITS, **{k: v for k, v in spec.limits.items() if k in LIMITS}}
+    per_cell = _bytes(float(estimate.get("cell_bytes", 0.0)))
+    what = {
+        "store_bytes": f"estimated store size {{}} ({cells} cells × {per_cell} per cell)",
+        "task_memory_bytes": f"estimated memory per task {{}} ({per_cell} per cell)",
+    }
+    problems = []
+    for key in PLAN_LIMITS:
+        value = float(estimate.get(key, 0.0))
+        if value > lim[key]:
+            problems.append(
+                (key, f"{what[key].format(_bytes(value))} exceeds the limit {_bytes(lim[key])} "
+                                  f"({key}); set [limits] {key} = {value:.3g} in the spec if you mean it")
+            )  # fmt: skip
+    if problems:
+        raise SpecError(problems, spec.name)
 
 
 def _is_multiple(a: float, b: float) -> bool:

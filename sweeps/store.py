@@ -1,14 +1,23 @@
-"""The zarr (format 3) store of a sweep: layout, template, per-cell writes, resume state.
+"""The zarr (format 3) store of a sweep: layout, template, shard writes, resume state.
 
 Layout: one xarray Dataset. Dimensions are the sweep axes (``integrator``, ``h``, swept
 parameters) followed by per-cell dimensions (``time``, ``component``, ``body`` …). Every
-variable is chunked with size 1 along each sweep axis, so each cell owns whole chunks and
-parallel writers never touch the same chunk (zarr 3 has no write synchronisers).
+variable has chunks of one cell (size 1 along each sweep axis) grouped into zarr v3 *shards*
+— blocks of up to :data:`SHARD_CELLS` neighbouring cells (:func:`shard_shape`), one object per
+variable per shard. So a finished store holds a few objects per cell instead of one per
+variable per cell.
 
-The template (metadata, coordinates, attrs) is written once. A cell is written by one task:
-all its values, then ``status``/``wall_time``/``completed_at``, and last ``done = 1``; a
-cell is complete only when ``done`` is 1, so an interrupted write is redone on resume and a
-complete cell is never rewritten.
+Each shard has exactly one writer: the engine computes the cells of a shard (in parallel
+slices) and then one task writes the whole shard — every value variable, then
+``status``/``wall_time``/``completed_at``/``checksum``, and last ``done = 1``
+(:func:`write_shard`). A shard object is replaced whole (atomic rename locally, one PUT on an
+object store), and zarr 3 has no write synchronisers, so two writers never share one. A cell
+is complete only when ``done`` is 1: an interrupted shard write is redone on resume, and a
+complete cell is never recomputed (a shard rewrite that repairs another cell writes its
+stored values back unchanged). Stores written with one cell per chunk (no shards) are read
+and resumed the same way, each cell being its own shard.
+
+The template (metadata, coordinates, attrs) is written once.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ import socket
 import subprocess
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,15 +63,23 @@ class StoreFormatError(StoreMismatchError):
 
 @dataclass(frozen=True)
 class StoreRef:
-    """Where a store lives: a local path or an fsspec URL (``s3://…``) with options."""
+    """Where a store lives: a local path or an fsspec URL (``s3://…``) with options.
+
+    ``storage_options`` may be given as a reference (``env:NAME``, ``@file.json``,
+    ``profile:NAME``; :mod:`sweeps.credentials`), resolved here; they are left out of the repr.
+    """
 
     url: str
-    storage_options: dict | None = None
+    storage_options: dict | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, store: str | os.PathLike | StoreRef, storage_options: dict | None = None) -> StoreRef:
+    def of(cls, store: str | os.PathLike | StoreRef, storage_options: Any = None) -> StoreRef:
         if isinstance(store, StoreRef):
             return store
+        if storage_options is not None and not isinstance(storage_options, dict):
+            from sweeps.credentials import resolve
+
+            storage_options = resolve(storage_options)
         s = os.fspath(store)
         if "://" not in s:
             s = str(Path(s).expanduser().absolute())
@@ -78,6 +95,42 @@ class StoreRef:
         if self.is_local:
             return zarr.open_group(self.url, mode=mode)
         return zarr.open_group(self.url, mode=mode, storage_options=self.storage_options or {})
+
+    def problem(self, write: bool = True) -> str | None:
+        """Why this local store cannot be used (one line), or None: a path that is a file, lies
+        under a file, is a non-empty directory that is not a zarr store, has unreadable root
+        metadata, or (``write``) is read-only. URL stores: see ``flows.output.store_problem``."""
+        if not self.is_local:
+            return None
+        path = Path(self.url)
+        if path.exists() or path.is_symlink():
+            if not path.is_dir():
+                return f"store path {path} is a file, not a zarr store (a directory); choose another --store"
+            root = path / "zarr.json"
+            if not root.exists():
+                if any(path.iterdir()):
+                    return f"{path} is a non-empty directory that is not a zarr store; choose another --store"
+            else:
+                try:
+                    with open(root, "rb") as f:
+                        meta = json.loads(f.read(64 * 2**20))
+                    if not isinstance(meta, dict) or meta.get("node_type") != "group":
+                        raise ValueError("not the metadata of a zarr group")
+                except (OSError, ValueError) as e:
+                    return f"store {path} is damaged: its zarr.json cannot be read ({type(e).__name__}: {e})"[:300]
+            if write and not os.access(path, os.W_OK | os.X_OK):
+                return f"store {path} is read-only (no write permission, or a read-only file system)"
+            if write and not os.access(path.parent, os.W_OK | os.X_OK):
+                return f"store {path}: its folder {path.parent} is read-only (the run's lease lives beside the store)"
+            return None
+        parent = path.parent
+        while not (parent.exists() or parent.is_symlink()) and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            return f"cannot create the store {path}: {parent} is a file, not a directory"
+        if write and not os.access(parent, os.W_OK | os.X_OK):
+            return f"cannot create the store {path}: {parent} is read-only"
+        return None
 
     def exists(self) -> bool:
         if self.is_local:
@@ -157,6 +210,65 @@ def _fill(dtype: str):
     return np.nan if dtype.startswith("float") else -1
 
 
+#: Most cells per shard: a finished store holds about (variables / SHARD_CELLS) objects per cell.
+SHARD_CELLS = 64
+#: Most bytes of one variable's shard (uncompressed): bounds the memory of a shard write.
+SHARD_BYTES = 32 * 2**20
+
+
+def cell_bytes(plan: Plan) -> dict[str, int]:
+    """Uncompressed bytes per cell of each stored variable (values and run flags)."""
+    sizes = plan.sizes
+    out = {}
+    for d in plan.famdef.diagnostics(plan.first_model):
+        out[d.name] = int(np.prod([sizes[x] for x in d.dims], dtype=np.int64)) * np.dtype(d.dtype).itemsize
+    for name in SWEEP_FLAGS:
+        out[name] = 8
+    return out
+
+
+#: Fewest shards a store is split into (when it has enough cells): a shard becomes visible in
+#: the store only once all its cells are done, so small sweeps keep a fine-grained progress.
+MIN_SHARDS = 8
+
+
+def shard_shape(plan: Plan) -> tuple[int, ...]:
+    """Shard extents along the sweep axes: up to :data:`SHARD_CELLS` cells, :data:`SHARD_BYTES`
+    per variable and 1/:data:`MIN_SHARDS` of the grid, taken from the first axes (integrator,
+    step size …) outward."""
+    per_cell = max(cell_bytes(plan).values())
+    budget = max(1, min(SHARD_CELLS, SHARD_BYTES // max(per_cell, 1), plan.grid.size // MIN_SHARDS))
+    out = []
+    n = 1
+    for extent in plan.grid.shape:
+        take = max(1, min(extent, budget // n))
+        out.append(take)
+        n *= take
+    return tuple(out)
+
+
+def objects_estimate(plan: Plan) -> dict[str, float]:
+    """Objects and bytes (uncompressed upper bound) of the finished store of ``plan``.
+
+    ``objects`` counts shard objects plus metadata (a ``zarr.json`` per array and the group,
+    the consolidated copy); ``per_cell`` divides by the runnable cells."""
+    shards = shard_shape(plan)
+    n_shards = int(np.prod([-(-e // s) for e, s in zip(plan.grid.shape, shards)], dtype=np.int64))
+    per_cell = cell_bytes(plan)
+    n_vars = len(per_cell)
+    n_coords = len(plan.grid.dims) + len(plan.sizes) + 6
+    objects = n_vars * n_shards + n_vars + n_coords * 2 + 1
+    cells = plan.grid.size
+    runnable = sum(1 for c in plan.grid.cells() if plan.grid.applicable(c))
+    return {
+        "objects": float(objects),
+        "bytes": float(sum(per_cell.values()) * cells),
+        "shards": float(n_shards),
+        "cells_per_shard": float(np.prod(shards)),
+        "per_cell": objects / max(runnable, 1),
+    }
+
+
 def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     """The lazily filled xarray Dataset describing the store (nothing computed), and its encoding."""
     import dask.array as da
@@ -165,16 +277,19 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     spec, grid, sysdef, fam = plan.spec, plan.grid, plan.sysdef, plan.famdef
     sizes = dict(plan.sizes)
     sweep_shape = grid.shape
-    sweep_chunks = (1,) * len(sweep_shape)
+    shards = shard_shape(plan)
     data_vars = {}
     encoding = {}
 
     def add(name: str, dims: tuple[str, ...], dtype: str, attrs: dict, fill) -> None:
-        shape = sweep_shape + tuple(sizes[d] for d in dims)
-        chunks = sweep_chunks + tuple(sizes[d] for d in dims)
-        arr = da.full(shape, fill, dtype=dtype, chunks=chunks)
+        cell_shape = tuple(sizes[d] for d in dims)
+        arr = da.full(sweep_shape + cell_shape, fill, dtype=dtype, chunks=shards + cell_shape)
         data_vars[name] = xr.Variable(grid.dims + dims, arr, attrs)
-        encoding[name] = {"fill_value": fill}
+        encoding[name] = {
+            "fill_value": fill,
+            "chunks": (1,) * len(sweep_shape) + cell_shape,  # one cell per (inner) chunk
+            "shards": shards + cell_shape,  # one object per shard of neighbouring cells
+        }
 
     for d in fam.diagnostics(plan.first_model):
         attrs = {"units": _units(d.units, sysdef), "long_name": d.long_name}
@@ -356,10 +471,12 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
     try:
         ds.to_zarr(ref.url, consolidated=True, **kwargs)
         group = ref.open_group("r+")
+        filler = np.zeros(plan.grid.shape, dtype=bool)
         for cell in plan.grid.cells():
-            if not plan.grid.applicable(cell):
-                group["status"][cell] = np.int8(Status.NOT_APPLICABLE)
-                group["done"][cell] = np.int8(1)
+            filler[cell] = not plan.grid.applicable(cell)
+        if filler.any():  # whole-array writes: each shard object written once
+            group["status"][...] = np.where(filler, np.int8(Status.NOT_APPLICABLE), np.int8(-1)).astype(np.int8)
+            group["done"][...] = filler.astype(np.int8)
         group.attrs[CREATED_ATTR] = 1
         _consolidate(ref)
     except BaseException:
@@ -397,11 +514,16 @@ def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
 # ---------------------------------------------------------------------------------------
 # reading progress and writing cells
 # ---------------------------------------------------------------------------------------
-def done_mask(ref: StoreRef) -> np.ndarray:
+def done_mask(ref: StoreRef, log=None) -> np.ndarray:
     """Boolean array over the sweep axes: True where the cell is complete.
 
     A ``done`` chunk that cannot be read (damaged) counts as not done and is reset, so the
-    cell is recomputed instead of the store becoming unusable."""
+    cell is recomputed instead of the store becoming unusable; a flag array that is missing
+    altogether is rebuilt first (:func:`sweeps.repair.repair_flags`: cells whose checksum
+    verifies stay done). Call it as the store's writer (under its lease)."""
+    from sweeps.repair import repair_flags
+
+    repair_flags(ref, log)
     group = ref.open_group("r")
     try:
         return np.asarray(group["done"][...]) == 1
@@ -463,58 +585,154 @@ def cell_checksum(arrays: dict[str, np.ndarray], status: int) -> int:
     return int.from_bytes(h.digest(), "little") & ((1 << 63) - 1) or 1
 
 
-def write_cell(group, cell: Cell, values: dict[str, Any], status: int, wall_time: float) -> None:
-    """Write one cell's values, then its flags and checksum, then ``done`` (the completion marker).
+def sweep_shards(group) -> tuple[int, ...]:
+    """Shard extents along the sweep axes of an open store (1, 1, … for a store without shards)."""
+    arr = group["done"]  # sweep dims only
+    return tuple(int(n) for n in (getattr(arr, "shards", None) or arr.chunks))
 
-    ``group`` is a zarr group or an :class:`ArrayCache` of one (faster for many cells).
+
+def shard_of(cell: Cell, shards: tuple[int, ...]) -> tuple[int, ...]:
+    """Index of the shard holding ``cell``."""
+    return tuple(int(c) // s for c, s in zip(cell, shards))
+
+
+def shard_region(index: tuple[int, ...], shards: tuple[int, ...], shape: tuple[int, ...]) -> tuple[slice, ...]:
+    """The sweep-axis slices of shard ``index`` (edge shards are cut at the array's shape)."""
+    return tuple(slice(i * s, min((i + 1) * s, n)) for i, s, n in zip(index, shards, shape))
+
+
+def group_by_shard(cells: list[Cell], shards: tuple[int, ...]) -> dict[tuple[int, ...], list[Cell]]:
+    """``cells`` grouped by shard, in order of first appearance."""
+    out: dict[tuple[int, ...], list[Cell]] = {}
+    for cell in cells:
+        out.setdefault(shard_of(cell, shards), []).append(tuple(int(i) for i in cell))
+    return out
+
+
+#: one computed cell: (values by stored name, status, wall time in s)
+CellOutput = tuple[dict[str, Any], int, float]
+
+
+def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
+    """Write computed cells of ONE shard: every value variable, then the flags and checksums,
+    then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
+
+    Cells already ``done`` in the store are left as stored (their values are read and written
+    back unchanged with the shard); so are filler cells. ``group`` is a zarr group or an
+    :class:`ArrayCache` of one. The caller must be the shard's only writer.
     """
-    stored = {}
-    for name, value in values.items():
+    if not outputs:
+        return []
+    shards = sweep_shards(group)
+    shape = tuple(group["done"].shape)
+    index = shard_of(next(iter(outputs)), shards)
+    if any(shard_of(c, shards) != index for c in outputs):
+        raise ValueError("write_shard: cells of more than one shard")
+    region = shard_region(index, shards, shape)
+    local = {c: tuple(int(ci) - r.start for ci, r in zip(c, region)) for c in outputs}
+    done = np.asarray(group["done"][region]).astype(np.int8)
+    cells = [c for c in outputs if done[local[c]] != 1]
+    if not cells:
+        return []
+    keep = bool(done.any())  # the shard holds finished (or filler) cells: keep their stored values
+    block_shape = tuple(r.stop - r.start for r in region)
+
+    def block(arr) -> np.ndarray:
+        if keep:
+            return np.array(arr[region])
+        return np.full(block_shape + tuple(arr.shape[len(shape) :]), arr.fill_value, dtype=arr.dtype)
+
+    stored: dict[Cell, dict[str, np.ndarray]] = {c: {} for c in cells}
+    names = list(dict.fromkeys(name for c in cells for name in outputs[c][0]))
+    for name in names:
         arr = group[name]
-        # per-cell dims may be shorter than the store's (padded sweeps over N): write a prefix
-        arr[cell + tuple(slice(0, n) for n in np.shape(value))] = value
-        stored[name] = _stored(arr, value)
-    group["status"][cell] = np.int8(status)
-    group["wall_time"][cell] = float(wall_time)
-    group["completed_at"][cell] = time.time()
-    group["progress"][cell] = 1.0
-    group["checksum"][cell] = np.int64(cell_checksum(stored, status))
-    group["done"][cell] = np.int8(1)
+        data = block(arr)
+        for c in cells:
+            if name in outputs[c][0]:
+                value = _stored(arr, outputs[c][0][name])
+                data[local[c]] = value
+                stored[c][name] = value
+        arr[region] = data
+    now = time.time()
+    flags = {
+        "status": lambda c: np.int8(outputs[c][1]),
+        "wall_time": lambda c: float(outputs[c][2]),
+        "completed_at": lambda c: now,
+        "progress": lambda c: 1.0,
+        "checksum": lambda c: np.int64(cell_checksum(stored[c], outputs[c][1])),
+    }
+    for name, value in flags.items():
+        arr = group[name]
+        data = block(arr)
+        for c in cells:
+            data[local[c]] = value(c)
+        arr[region] = data
+    for c in cells:
+        done[local[c]] = 1
+    group["done"][region] = done  # the completion marker, last
+    return cells
+
+
+def write_cell(group, cell: Cell, values: dict[str, Any], status: int, wall_time: float) -> None:
+    """Write one cell (its shard rewritten with the other cells' stored values unchanged)."""
+    write_shard(group, {tuple(int(i) for i in cell): (values, status, wall_time)})
 
 
 def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, list[Cell]]:
-    """Check every finished cell against its checksum.
+    """Check every finished cell against its checksum, reading the store shard by shard.
 
     Returns ``{"damaged": cells whose values or checksum cannot be read or do not match,
     "flags": cells whose ``done`` flag could not be read}``; ``value_names`` are the stored
     variables (default: every variable with the store's sweep dims, except the run flags).
     """
     group = ref.open_group("r")
-    sweep_shape = group["status"].shape
+    shape = tuple(group["status"].shape)
     if value_names is None:
         value_names = [name for name in open_results(ref).data_vars if name not in SWEEP_FLAGS]
     out: dict[str, list[Cell]] = {"damaged": [], "flags": []}
-    for cell in np.ndindex(*sweep_shape):
+    shards = sweep_shards(group)
+    for index in np.ndindex(*[-(-n // s) for n, s in zip(shape, shards)]):
+        region = shard_region(index, shards, shape)
+        cells = list(np.ndindex(*[r.stop - r.start for r in region]))
+        origin = tuple(r.start for r in region)
         try:
-            done = int(group["done"][cell]) == 1
-            status = int(group["status"][cell])
-        except Exception:  # noqa: BLE001 - an unreadable flag chunk
-            out["flags"].append(cell)
+            done = np.asarray(group["done"][region])
+            status = np.asarray(group["status"][region])
+        except Exception:  # noqa: BLE001 - an unreadable flag shard
+            out["flags"].extend(tuple(o + i for o, i in zip(origin, c)) for c in cells)
             continue
-        if not done or status == int(Status.NOT_APPLICABLE):
+        todo = [c for c in cells if done[c] == 1 and status[c] != int(Status.NOT_APPLICABLE)]
+        if not todo:
             continue
         try:
-            stored = {name: np.asarray(group[name][cell]) for name in value_names}
-            ok = int(group["checksum"][cell]) == cell_checksum(stored, status)
-        except Exception:  # noqa: BLE001 - a missing or undecodable chunk is damage
-            ok = False
-        if not ok:
-            out["damaged"].append(cell)
+            blocks = {name: np.asarray(group[name][region]) for name in value_names}
+            checks = np.asarray(group["checksum"][region])
+        except Exception:  # noqa: BLE001 - a missing or undecodable shard: check cell by cell
+            blocks = None
+        for c in todo:
+            cell = tuple(o + i for o, i in zip(origin, c))
+            try:
+                if blocks is not None:
+                    stored = {name: blocks[name][c] for name in value_names}
+                    ok = int(checks[c]) == cell_checksum(stored, int(status[c]))
+                else:
+                    stored = {name: np.asarray(group[name][cell]) for name in value_names}
+                    ok = int(group["checksum"][cell]) == cell_checksum(stored, int(status[c]))
+            except Exception:  # noqa: BLE001 - a missing or undecodable chunk is damage
+                ok = False
+            if not ok:
+                out["damaged"].append(cell)
     return out
 
 
 def mark_for_rerun(ref: StoreRef, cells: list[Cell]) -> None:
-    """Clear ``done`` (and the checksum) of ``cells`` so that a resume recomputes exactly them."""
+    """Clear ``done`` (and the checksum) of ``cells`` so that a resume recomputes exactly them.
+
+    Objects holding them that cannot be decoded are deleted first (:func:`sweeps.repair.drop_undecodable`),
+    so that they can be written again."""
+    from sweeps.repair import drop_undecodable
+
+    drop_undecodable(ref, cells)
     group = ref.open_group("r+")
     for cell in cells:
         group["done"][cell] = np.int8(0)

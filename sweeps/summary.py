@@ -18,21 +18,22 @@ def status_counts(ds) -> dict[str, int]:
     return {labels.get(int(v), f"status_{int(v)}"): int(c) for v, c in zip(values, counts)}
 
 
-def partial_lines(ds, most: int = 10) -> list[str]:
-    """Lines naming the partial cells (checkpointed, not complete) with their percentage done."""
-    if "progress" not in ds:
+def partial_lines(ds, ref: StoreRef, most: int = 10) -> list[str]:
+    """Lines naming the partial cells (checkpointed, not complete) with their percentage done
+    (read from their checkpoints, :func:`sweeps.checkpoints.progress`)."""
+    from sweeps import checkpoints
+
+    done = np.asarray(ds["done"].values)
+    part = {c: f for c, f in sorted(checkpoints.progress(ref).items()) if len(c) == done.ndim and done[c] != 1}
+    if not part:
         return []
-    prog = ds["progress"].where((ds["done"] == 0) & (ds["progress"] > 0)).compute()
-    flat = prog.stack(cell=prog.dims) if prog.dims else prog
-    part = flat[np.isfinite(flat.values)]
-    if part.size == 0:
-        return []
-    lines = [f"partial cells (resume continues them from their last checkpoint): {part.size}  "]
-    for item in part[:most]:
-        where = ", ".join(f"{d}={item[d].item()}" for d in prog.dims)
-        lines.append(f"- {where}: {100 * float(item):.0f} %  ")
-    if part.size > most:
-        lines.append(f"- … and {part.size - most} more  ")
+    dims = ds["done"].dims
+    lines = [f"partial cells (resume continues them from their last checkpoint): {len(part)}  "]
+    for cell, fraction in list(part.items())[:most]:
+        where = ", ".join(f"{d}={ds[d].values[i].item()}" for d, i in zip(dims, cell))
+        lines.append(f"- {where}: {100 * fraction:.0f} %  ")
+    if len(part) > most:
+        lines.append(f"- … and {len(part) - most} more  ")
     return lines
 
 
@@ -51,7 +52,7 @@ def status_table(store, storage_options: dict | None = None) -> str:
         + (" (not_applicable: filler cells of a mixed h/tol grid)" if total < ds["done"].size else ""),
         "",
     ]
-    lines[-1:-1] = partial_lines(ds)
+    lines[-1:-1] = partial_lines(ds, StoreRef.of(store, storage_options))
     metric = "max_rel_energy_error"
     if metric in ds:
         ok = ds[metric].where(ds["status"] == 0)

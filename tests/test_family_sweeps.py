@@ -11,6 +11,7 @@ import zarr
 
 from sweeps.engine import run_sweep
 from sweeps.spec import SpecError, load_spec
+from sweeps.store import StoreRef, mark_for_rerun
 
 TORUS = {
     "name": "torus-sweep",
@@ -41,8 +42,7 @@ def _resume_check(spec, path, n_cells):
     status = np.asarray(g["status"][...])
     runnable = np.argwhere(status >= 0)
     redo = [tuple(runnable[i]) for i in (0, len(runnable) // 2, len(runnable) - 1)]
-    for cell in redo:
-        g["done"][cell] = 0
+    mark_for_rerun(StoreRef.of(path), redo)  # clears done and checksum: exactly these are recomputed
     stamps = xr.open_zarr(path).completed_at.values.copy()
     again = run_sweep(spec, path, serial=True)
     assert again.ran == 3 and again.skipped == n_cells - 3

@@ -217,3 +217,76 @@ def test_prefect_yaml_parameters_are_nightly_flow_parameters():
     (dep,) = doc["deployments"]
     accepted = set(inspect.signature(nightly_flow.fn).parameters)
     assert set(dep["parameters"]) <= accepted and {"max_failed_share", "compare_rtol"} <= set(dep["parameters"])
+
+
+LONG_TOML = """name = "nightly-killed"
+system = "lj_sphere"
+integrators = ["explicit_vi", "rk4"]
+h = 0.005
+T = 200.0
+dt_out = 1.0
+checkpoint_every = 10.0
+[params]
+level = 2
+omega = [3.25, 2.0]
+"""
+
+
+def _state(url: str, run_id: str) -> str:
+    return httpx.get(f"{url}/flow_runs/{run_id}", timeout=10).json()["state_type"]
+
+
+def test_a_killed_night_is_marked_crashed_and_a_rerun_resumes(server, tmp_path):
+    """The served run's whole process group is SIGKILLed (like a walltime or scancel): the server's
+    crash-detection automation marks it Crashed once its heartbeats stop, and a rerun resumes the
+    night's store, keeping what the killed run finished."""
+    url, env = server
+    spec = tmp_path / "killed.toml"
+    spec.write_text(LONG_TOML)
+    root = tmp_path / "nightly"
+    cmd = [*_geosweep_cmd(), "serve", str(spec), "--store-root", str(root), "--cron", "0 3 1 1 *", "--workers", "2"]
+    cmd += ["--heartbeat", "30", "--crash-after", "35"]
+    t0 = time.monotonic()
+    serve = subprocess.Popen(
+        cmd,
+        env=env | {"PREFECT_RUNNER_POLL_FREQUENCY": "2"},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        dep = None
+        while time.monotonic() - t0 < 90 and dep is None:
+            r = httpx.get(f"{url}/deployments/name/geosweep-nightly/nightly-nightly-killed", timeout=10)
+            dep = r.json() if r.status_code == 200 else None
+            assert serve.poll() is None, serve.stdout.read()[-3000:]
+            time.sleep(1)
+        assert dep is not None
+        autos = httpx.post(f"{url}/automations/filter", json={}, timeout=10).json()
+        assert any(a["name"].startswith("geosweep: crash") and a["enabled"] for a in autos)
+        run = httpx.post(f"{url}/deployments/{dep['id']}/create_flow_run", json={}, timeout=10).json()
+        while time.monotonic() - t0 < 150 and _state(url, run["id"]) != "RUNNING":
+            assert serve.poll() is None, serve.stdout.read()[-3000:]
+            time.sleep(1)
+        assert _state(url, run["id"]) == "RUNNING"
+        store = root / "nightly-killed"
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not list(store.glob("*.zarr/_checkpoints/*.npz")):
+            time.sleep(0.5)  # some cell is under way: the kill loses work in progress
+    finally:
+        os.killpg(serve.pid, signal.SIGKILL)  # no handler runs: nothing reports the run's end
+        serve.wait(10)
+    killed_at = time.monotonic()
+    while time.monotonic() - killed_at < 120 and _state(url, run["id"]) == "RUNNING":
+        time.sleep(2)
+    assert _state(url, run["id"]) == "CRASHED", (
+        f"still {_state(url, run['id'])} {time.monotonic() - killed_at:.0f} s after the kill"
+    )
+    print(f"marked Crashed {time.monotonic() - killed_at:.0f} s after the kill")
+
+    (night,) = store.glob("*.zarr")
+    assert (night.parent / f"{night.name}.lease").exists()  # the dead run's lease is still there
+    res = run_sweep(str(spec), night, n_workers=2)  # the rerun: takes the dead run's lease over
+    assert res.complete and res.resumed >= 1 and res.skipped + res.ran == res.total

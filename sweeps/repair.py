@@ -1,0 +1,237 @@
+"""Self-repair of a store's per-cell flag arrays (``status``, ``checksum``, ``done`` …).
+
+A flag array whose metadata is gone (its folder deleted) or unreadable would otherwise disable
+the store: zarr's consolidated metadata still lists it, so the first resume reads fill values
+(and recomputes every cell), and every later one fails. :func:`repair_flags` recreates each
+missing flag array with the layout of a sibling (same shape, chunks, shards and codecs, so it
+follows whatever layout the template chose), then rebuilds what it held, cell by cell:
+
+* ``done``: 1 for a not-applicable filler and for a cell whose stored values match its
+  checksum; 0 otherwise (the cell is recomputed on resume, exactly those cells).
+* ``status`` (its code is part of the checksum): recovered by matching the checksum against
+  every status code; a cell without a match is recomputed.
+* ``checksum``: without it no stored value can be verified, so every cell that is not a filler
+  is recomputed (bitwise the same values, a new checksum).
+* ``wall_time``, ``completed_at``: fill values (NaN; run stamps, not results); ``progress``: 1
+  for done cells.
+
+Then the metadata is consolidated again. Runs call it (via :func:`sweeps.store.done_mask`)
+under their lease; ``geosweep verify --repair`` calls it too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kernels.status import STATUS_MEANINGS, Status
+from sweeps.store import SWEEP_FLAGS, StoreRef, _consolidate, cell_checksum
+
+#: dtype, fill value and long name of each flag array (as :func:`sweeps.store.template` writes them)
+FLAG_LAYOUT: dict[str, tuple[str, Any, str]] = {
+    "status": ("int8", -1, "integration status"),
+    "wall_time": ("float64", np.nan, "wall-clock time of the cell"),
+    "completed_at": ("float64", np.nan, "time the cell was written (provenance stamp)"),
+    "progress": ("float64", 0.0, "fraction of the cell's time span integrated (1 once complete)"),
+    "checksum": ("int64", 0, "checksum of the cell's stored values (sweeps.store.cell_checksum; geosweep verify)"),
+    "done": ("int8", 0, "1 once every value of the cell is written"),
+}
+
+
+class StoreDamagedError(ValueError):
+    """A store too damaged to repair (its root metadata or every per-cell array unreadable)."""
+
+
+def _open(ref: StoreRef, mode: str = "r"):
+    """The store's group read from the store itself (not from its consolidated metadata)."""
+    import zarr
+
+    kwargs: dict[str, Any] = {"mode": mode, "use_consolidated": False}
+    if not ref.is_local:
+        kwargs["storage_options"] = ref.storage_options or {}
+    return zarr.open_group(ref.url, **kwargs)
+
+
+def missing_flags(ref: StoreRef) -> list[str]:
+    """The flag arrays (:data:`sweeps.store.SWEEP_FLAGS`) whose metadata is missing or unreadable."""
+    group = _open(ref)
+    out = []
+    for name in SWEEP_FLAGS:
+        try:
+            group[name]
+        except Exception:  # noqa: BLE001 - absent, or zarr.json damaged: either way it must be rebuilt
+            out.append(name)
+    return out
+
+
+def _sibling(group, missing: list[str]):
+    """An existing array over exactly the sweep axes whose layout a rebuilt flag copies."""
+    for name in [n for n in SWEEP_FLAGS if n not in missing] + ["E0"]:
+        try:
+            return group[name]
+        except Exception:  # noqa: BLE001
+            continue
+    raise StoreDamagedError("no per-cell array left to rebuild the flag arrays from")
+
+
+def _value_names(ref: StoreRef) -> list[str]:
+    import xarray as xr
+
+    kwargs: dict[str, Any] = {"consolidated": False}
+    if not ref.is_local:
+        kwargs["storage_options"] = ref.storage_options or {}
+    ds = xr.open_zarr(ref.url, **kwargs)
+    return [name for name in ds.data_vars if name not in SWEEP_FLAGS]
+
+
+def repair_flags(ref: StoreRef, log=None) -> dict[str, Any]:
+    """Rebuild missing flag arrays (see the module doc); returns ``{"rebuilt": names,
+    "verified": cells kept as done, "rerun": cells left to recompute}`` (empty when nothing was missing)."""
+    missing = missing_flags(ref)
+    if not missing:
+        return {"rebuilt": [], "verified": _restore_lost_done(ref, log), "rerun": 0}
+    group = _open(ref, "r+")
+    like = _sibling(group, missing)
+    coords = like.attrs.get("coordinates")
+    for name in missing:
+        dtype, fill, long_name = FLAG_LAYOUT[name]
+        attrs: dict[str, Any] = {"long_name": long_name}
+        if name == "status":
+            attrs["flag_values"] = [int(k) for k in STATUS_MEANINGS]
+            attrs["flag_meanings"] = " ".join(STATUS_MEANINGS.values())
+        if coords:
+            attrs["coordinates"] = coords
+        group.create_array(
+            name,
+            shape=like.shape,
+            dtype=dtype,
+            chunks=like.chunks,
+            shards=like.shards,
+            compressors=like.compressors,
+            fill_value=fill,
+            dimension_names=like.metadata.dimension_names,
+            attributes=attrs,
+            overwrite=True,
+        )
+    verified, rerun = _rebuild_cells(ref, group, set(missing))
+    _consolidate(ref)
+    if log:
+        log(
+            f"store {ref.url}: rebuilt missing flag array(s) {', '.join(missing)}; "
+            f"{verified} cell(s) verified by checksum, {rerun} to recompute"
+        )
+    return {"rebuilt": missing, "verified": verified, "rerun": rerun}
+
+
+def _restore_lost_done(ref: StoreRef, log=None) -> int:
+    """Cells written in full (a checksum set, ``done`` not): their ``done`` chunks were lost, or the
+    writer died between the checksum and the flag. Those whose values match the checksum are marked
+    done (not recomputed); returns how many."""
+    try:
+        group = _open(ref, "r")
+        done, checksum, status = (np.asarray(group[n][...]) for n in ("done", "checksum", "status"))
+    except Exception:  # noqa: BLE001 - an unreadable flag chunk: sweeps.store.done_mask handles it
+        return 0
+    orphans = list(zip(*np.nonzero((done != 1) & (checksum != 0) & (status >= 0))))
+    if not orphans:
+        return 0
+    names = _value_names(ref)
+    good = []
+    for cell in orphans:
+        try:
+            stored = {name: np.asarray(group[name][cell]) for name in names}
+        except Exception:  # noqa: BLE001 - damaged values: the cell is recomputed
+            continue
+        if cell_checksum(stored, int(status[cell])) == int(checksum[cell]):
+            good.append(cell)
+    if good:
+        group = _open(ref, "r+")
+        progress = np.array(group["progress"][...])
+        for cell in good:
+            done[cell], progress[cell] = 1, 1.0
+        group["progress"][...] = progress
+        group["done"][...] = done
+        if log:
+            log(f"store {ref.url}: {len(good)} finished cell(s) had lost their done flag; verified by checksum")
+    return len(good)
+
+
+def _rebuild_cells(ref: StoreRef, group, missing: set[str]) -> tuple[int, int]:
+    """Fill the rebuilt flags (each flag array written whole: one write per shard); returns
+    (cells kept as done, cells to recompute)."""
+
+    def read(name: str) -> np.ndarray:
+        return np.array(group[name][...])
+
+    flags = {name: read(name) for name in SWEEP_FLAGS}  # rebuilt ones hold their fill values
+    before = {name: a.copy() for name, a in flags.items()}
+    status, done, checksum, progress = flags["status"], flags["done"], flags["checksum"], flags["progress"]
+    verified = rerun = 0
+    if not missing & {"done", "status", "checksum"}:  # the done state is intact: only stamps were lost
+        if "progress" in missing:
+            progress[done == 1] = 1.0
+    else:
+        names = _value_names(ref)
+        codes = [int(k) for k in STATUS_MEANINGS if int(k) >= 0]
+        for cell in np.ndindex(*done.shape):
+            if "status" not in missing and status[cell] in (int(Status.NOT_APPLICABLE), int(Status.NOT_RUN)):
+                done[cell] = int(status[cell] == int(Status.NOT_APPLICABLE))  # fillers stay done; never-run cells run
+                continue
+            if "done" not in missing and done[cell] != 1:
+                continue  # known to be incomplete: it runs anyway
+            try:
+                stored = None if "checksum" in missing else {name: np.asarray(group[name][cell]) for name in names}
+            except Exception:  # noqa: BLE001 - a damaged value chunk: recompute the cell
+                stored = None
+            st = None
+            if stored is not None and "checksum" not in missing and checksum[cell] != 0:
+                for code in codes if "status" in missing else [int(status[cell])]:
+                    if cell_checksum(stored, code) == int(checksum[cell]):
+                        st = code
+                        break
+            if st is None:
+                done[cell], progress[cell], checksum[cell] = 0, 0.0, 0
+                rerun += 1
+            else:
+                status[cell], done[cell], progress[cell] = st, 1, 1.0
+                verified += 1
+    order = [n for n in SWEEP_FLAGS if n != "done"] + ["done"]  # the completion marker last
+    for name in order:
+        if name in missing or not np.array_equal(flags[name], before[name], equal_nan=True):
+            group[name][...] = flags[name]
+    return verified, rerun
+
+
+def drop_undecodable(ref: StoreRef, cells: list) -> list[str]:
+    """Delete the store objects (chunks or shards) that hold ``cells`` and cannot be decoded, so that
+    they read as fill values and can be written again (zarr re-reads a shard it partly rewrites, and a
+    garbage one fails). Only undecodable objects go: every cell they hold was unreadable already.
+    Returns the deleted keys."""
+    import fsspec
+
+    group = _open(ref, "r")
+    sweep_dims = tuple(group["status"].metadata.dimension_names or ())
+    k = len(sweep_dims)
+    if ref.is_local:
+        fs, root = fsspec.filesystem("file"), ref.url
+    else:
+        fs, root = fsspec.core.url_to_fs(ref.url, **(ref.storage_options or {}))
+    deleted: list[str] = []
+    for name, arr in group.arrays():
+        dims = tuple(arr.metadata.dimension_names or ())
+        if dims[:k] != sweep_dims or not k:
+            continue
+        extents = arr.shards or arr.chunks
+        for cell in cells:
+            try:
+                arr[tuple(cell)]
+            except Exception:  # noqa: BLE001 - undecodable: drop the object holding it
+                coords = tuple(int(c) // s for c, s in zip(tuple(cell) + (0,) * (arr.ndim - k), extents))
+                key = f"{root.rstrip('/')}/{name}/{arr.metadata.encode_chunk_key(coords)}"
+                try:
+                    fs.rm_file(key)
+                    deleted.append(f"{name}/{arr.metadata.encode_chunk_key(coords)}")
+                except FileNotFoundError:
+                    pass
+    return deleted
