@@ -16,6 +16,8 @@ class Status(IntEnum):
     ``CHART_SINGULAR``  an attitude chart hit its singularity (rescaled Rodrigues vectors).
     ``ENERGY_BLOWUP``   |E − E0| exceeded a configured fraction of |E0| at a sample (the run
                         is unstable; stopped before it turns non-finite).
+    ``CONTROLLER_SINGULAR`` a controlled system's control law is undefined at the current
+                        state (e.g. the quadrotors' desired thrust direction vanishes).
     ``NOT_RUN``         the cell has not been computed (store template value).
     ``NOT_APPLICABLE``  the cell is not a run: a fixed-step integrator at a ``tol`` other than
                         the first, or an adaptive one at an ``h`` other than the first.
@@ -27,6 +29,7 @@ class Status(IntEnum):
     NONFINITE = 3
     CHART_SINGULAR = 4
     ENERGY_BLOWUP = 5
+    CONTROLLER_SINGULAR = 6
     NOT_RUN = -1
     NOT_APPLICABLE = -2
 

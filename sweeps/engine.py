@@ -35,6 +35,7 @@ from sweeps.store import (
     done_mask,
     ensure_store,
     group_by_shard,
+    mark_fillers,
     record_run,
     sweep_shards,
     write_shard,
@@ -279,7 +280,9 @@ def run_sweep(
 def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log) -> SweepResult:
     spec, grid, famdef = plan.spec, plan.grid, plan.famdef
     created = ensure_store(plan, ref, log)
-    mask = done_mask(ref)
+    mask = done_mask(ref, log)
+    if mark_fillers(plan, ref):
+        log(f"store {ref.url}: not-applicable filler cells re-marked")
     pending = [c for c in grid.cells() if not mask[c] and grid.applicable(c)]
     total = sum(1 for c in grid.cells() if grid.applicable(c))
     skipped = total - len(pending)

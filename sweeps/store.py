@@ -228,8 +228,9 @@ def cell_bytes(plan: Plan) -> dict[str, int]:
 
 
 #: Fewest shards a store is split into (when it has enough cells): a shard becomes visible in
-#: the store only once all its cells are done, so small sweeps keep a fine-grained progress.
-MIN_SHARDS = 8
+#: the store only once all its cells are done, so even small sweeps show completed cells before
+#: the end (long cells show theirs as complete checkpoints meanwhile).
+MIN_SHARDS = 2
 
 
 def shard_shape(plan: Plan) -> tuple[int, ...]:
@@ -483,6 +484,26 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
         _remove(ref)
         raise
     return True
+
+
+def mark_fillers(plan: Plan, ref: StoreRef) -> int:
+    """Re-mark not-applicable filler cells whose flags were lost (e.g. a rebuilt ``status``
+    array, :mod:`sweeps.repair`); returns how many were re-marked. Call as the store's writer."""
+    filler = np.zeros(plan.grid.shape, dtype=bool)
+    for cell in plan.grid.cells():
+        filler[cell] = not plan.grid.applicable(cell)
+    if not filler.any():
+        return 0
+    group = ref.open_group("r")
+    status, done = np.array(group["status"][...]), np.array(group["done"][...])
+    lost = filler & ((status != int(Status.NOT_APPLICABLE)) | (done != 1))
+    if not lost.any():
+        return 0
+    status[filler], done[filler] = np.int8(Status.NOT_APPLICABLE), np.int8(1)
+    group = ref.open_group("r+")
+    group["status"][...] = status
+    group["done"][...] = done
+    return int(lost.sum())
 
 
 def _consolidate(ref: StoreRef) -> None:

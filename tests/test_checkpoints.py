@@ -150,7 +150,10 @@ def test_workers_living_shorter_than_a_cell(tmp_path, long_reference):
     from distributed import Client, LocalCluster
 
     store = tmp_path / "w.zarr"
-    with dask.config.set({"distributed.scheduler.allowed-failures": 100}):
+    # a restarting worker may take more than the default 15 s to come back on a loaded machine;
+    # the cluster would then close its nanny and the sweep wait forever for workers
+    cfg = {"distributed.scheduler.allowed-failures": 100, "distributed.deploy.lost-worker-timeout": "600s"}
+    with dask.config.set(cfg):
         with (
             LocalCluster(
                 n_workers=2,

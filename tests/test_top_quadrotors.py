@@ -179,14 +179,14 @@ def test_rk4_ambient_drifts_off_the_constraints():
 
 
 def test_controller_singular_start_is_a_failure_without_nan():
-    """F_d(0) = 0 exactly: the first step fails with status domain (the controller_singular
-    condition 0, |F_d| < 1e-6) before any normalisation; the t = 0 sample is finite."""
+    """F_d(0) = 0 exactly: the first step fails with status controller_singular (condition 0,
+    |F_d| < 1e-6) before any normalisation; the t = 0 sample is finite."""
     m = two_quadrotors(initial="controller_singular")
     traj = start(m, "quad_rkmk4", RunRequest(T=0.1, dt_out=0.01, h=0.01), {})
     traj.advance()
     res = collect(m, "quad_rkmk4", traj)
     v = res.values
-    assert res.status == int(Status.DOMAIN)
+    assert res.status == int(Status.CONTROLLER_SINGULAR)
     assert v["fail_step"] == 1 and v["fail_index"] == 0 and v["fail_time"] == 0.0 and v["steps"] == 0
     assert np.isfinite(v["final_state"]).all() and np.isfinite(v["snapshot_state"][0]).all()
     for key in ("e_y", "psi", "thrust", "tension", "unit_err", "energy"):

@@ -26,7 +26,7 @@ from kernels.status import Status
 
 N_ROWS = 8
 NWC = 1 + qm.N_CL  # flag + closed-loop scratch
-_DOMAIN = int(Status.DOMAIN)
+_SINGULAR = int(Status.CONTROLLER_SINGULAR)  # the control law is undefined: its own status
 _NONFINITE = int(Status.NONFINITE)
 
 
@@ -37,7 +37,7 @@ def quad_f(y, p, work, out):
     code = qm.closed_loop(y, p, cl)
     if code >= 0:
         work[0] = 1.0 + code
-        return _DOMAIN
+        return _SINGULAR
     for r in range(N_ROWS):
         for c in range(6):
             out[r, c] = 0.0
@@ -77,7 +77,7 @@ def quad_F(y, p, work, out):
     code = qm.closed_loop(y, p, cl)
     if code >= 0:
         work[0] = 1.0 + code
-        return _DOMAIN
+        return _SINGULAR
     for r in range(N_ROWS):
         for c in range(6):
             out[r, c] = 0.0
@@ -122,14 +122,14 @@ def quad_diag(y, p, work, out):
 @kjit(_STEP_SIG)
 def quad_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     """``lie_step``; a singular controller (spec D17) at any stage ends the run with status
-    ``domain`` and the violated condition (0: |F_d|, 1: |s_d × F_d|, 2: |a|) as both
+    ``controller_singular`` and the violated condition (0: |F_d|, 1: |s_d × F_d|, 2: |a|) as both
     ``fail_index`` and ``fail_value`` (the Lie stepper itself would report ``nonfinite``)."""
     work[0] = 0.0
     st = lie_step(cb, meth, h, S, Sn, p, work, iwork, info, sio)
     if st != 0 and work[0] > 0.0:
         sio[S_FAIL_INDEX] = work[0] - 1.0
         sio[S_FAIL_VALUE] = work[0] - 1.0
-        return _DOMAIN
+        return _SINGULAR
     return st
 
 
