@@ -14,7 +14,9 @@
    max |‖q_i‖ − 1| and max |q_i·ω_i| of both over every accepted step. Target: ≥ 3×.
    The ambient DOP853 on our driver (``dop853_ambient``) is shown for reference.
 
-``python benchmarks/bench_chain.py [--only cost|wp|order8] [--repeats R]``
+4. The fixed cost of one driver call (``Trajectory.advance``), fast call against dispatcher.
+
+``python benchmarks/bench_chain.py [--only cost|wp|order8|fixed] [--repeats R]``
 """
 
 from __future__ import annotations
@@ -154,6 +156,41 @@ def _constraints(y: np.ndarray, n: int) -> tuple[float, float]:
     return float(np.abs(np.linalg.norm(q, axis=2) - 1.0).max()), float(np.abs((q * w).sum(2)).max())
 
 
+def fixed_cost(n: int = 20, calls: int = 300, rounds: int = 9) -> None:
+    """Fixed cost of one driver call: many ``Trajectory.advance(0)`` (no step) and
+    ``advance(1)`` (one rkmk853 step) calls, through the fast call (functions typed once per
+    stepper, :mod:`kernels.core.fastcall`) and through the Numba dispatcher
+    (``GEOSWEEP_CHECKED_CALLS=1``), alternating; medians over rounds of the mean per call."""
+    import os
+
+    from kernels.chain.integrate import chain_stepper
+    from kernels.core.fastcall import CHECKED_ENV
+    from kernels.core.trajectory import Trajectory
+    from kernels.lie.stepper import initial_state
+
+    print(f"\n== fixed cost per Trajectory.advance() (rkmk853, N = {n}, {calls} calls per round) ==")
+    model = build_chain(n)
+    st = chain_stepper(model, "rkmk853", adaptive=True)
+
+    def per_call(checked: bool, steps: int) -> float:
+        os.environ[CHECKED_ENV] = "1" if checked else "0"
+        tr = Trajectory(st, initial_state(model.y0), T=3.0, dt_out=3.0, tol=1e-8)
+        tr.advance(1)
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            tr.advance(steps)
+        return (time.perf_counter() - t0) / calls
+
+    res: dict[tuple[bool, int], list[float]] = {(c, k): [] for c in (True, False) for k in (0, 1)}
+    for _ in range(rounds + 1):
+        for key in res:
+            res[key].append(per_call(*key))
+    os.environ.pop(CHECKED_ENV, None)
+    for (checked, steps), v in res.items():
+        label = "dispatcher" if checked else "fast call "
+        print(f"{label} advance({steps}): median {np.median(v[1:]) * 1e6:8.1f} µs, min {min(v[1:]) * 1e6:8.1f} µs")
+
+
 def order8_vs_scipy(n: int = 20, T: float = 3.0, repeats: int = 7, ic: str = "paper") -> None:
     """``ic = "paper"`` (the E3 setting) moves in a vertical plane, so q_i·ω_i vanishes
     identically for every method; ``ic = "twisted"`` is a 3-D motion where it does not."""
@@ -251,7 +288,7 @@ def order8_vs_scipy(n: int = 20, T: float = 3.0, repeats: int = 7, ic: str = "pa
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=("cost", "wp", "order8"), default=None)
+    ap.add_argument("--only", choices=("cost", "wp", "order8", "fixed"), default=None)
     ap.add_argument("--repeats", type=int, default=7, help="timed repeats per point of the order-8 comparison")
     ap.add_argument("--ic", default="paper", help="initial condition of the order-8 comparison (paper, twisted)")
     args = ap.parse_args()
@@ -261,3 +298,5 @@ if __name__ == "__main__":
         work_precision()
     if args.only in (None, "order8"):
         order8_vs_scipy(repeats=args.repeats, ic=args.ic)
+    if args.only in (None, "fixed"):
+        fixed_cost()

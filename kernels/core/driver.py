@@ -14,7 +14,11 @@ slope. Snapshots store the state prefix ``S[:n_check]`` at every ``snap_every``-
 
 Failures (one convention for every family): a step returning a non-zero status, a non-finite
 observation or state prefix, a non-finite sample, or (adaptive) a step below ``h_min`` or more
-than ``max_steps`` trials ends the run; ``fail_step`` is the number of the failing step counted
+than ``max_steps`` trials ends the run. Adaptive exception: a trial step that returns NONFINITE,
+or whose error estimate or state prefix is non-finite (e.g. a first step too large for the
+method's domain), is rejected and retried with ``h ← fac_min·h``, up to
+``MAX_NONFINITE_REJECTS`` in a row (counted in ``acc``, so resumable) and while ``h ≥ h_min``;
+then it ends the run as above; ``fail_step`` is the number of the failing step counted
 from 1 (0: the initial state is invalid), the state keeps its last valid value, and samples not
 reached stay as the caller filled them (NaN). The energy guard ``|E − E0| > blowup·|E0|`` is
 checked after every accepted step (the state is finite and kept) and ends the run with
@@ -32,6 +36,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels._jit import kjit
+from kernels.core.fastcall import register_driver
 from kernels.core.layout import (
     A_E0,
     A_ERRMAX,
@@ -40,6 +45,7 @@ from kernels.core.layout import (
     A_HMAX,
     A_HMIN,
     A_MAX_ABS,
+    A_NFREJ,
     A_OBS,
     A_SE,
     A_ST,
@@ -89,6 +95,9 @@ _OK = int(Status.OK)
 _NONFINITE = int(Status.NONFINITE)
 _NONCONV = int(Status.NONCONVERGED)
 _BLOWUP = int(Status.ENERGY_BLOWUP)
+#: adaptive: consecutive non-finite trial steps rejected (each cutting h by fac_min) before the
+#: run fails as non-finite
+MAX_NONFINITE_REJECTS = 10
 
 
 @kjit
@@ -320,11 +329,23 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop, t_stop,
         sio[S_FAIL_VALUE] = np.nan
         sio[S_ERR] = 0.0
         st = step(cb, meth, hstep, S, Sn, p, work, iwork, info, sio)
+        err = sio[S_ERR]
+        if adaptive:
+            # a non-finite trial (status, estimate or state) is rejected with the smallest factor,
+            # up to MAX_NONFINITE_REJECTS in a row; after that it fails as below
+            if st == _NONFINITE or not np.isfinite(err) or (st == _OK and not _finite_prefix(Sn, n_check)):
+                acc[A_NFREJ] += 1.0
+                hcut = fctl[F_FAC_MIN] * hstep
+                if acc[A_NFREJ] <= MAX_NONFINITE_REJECTS and hcut >= fctl[F_H_MIN]:
+                    info[I_REJECTED] += 1
+                    acc[A_H] = hcut
+                    continue
+            else:
+                acc[A_NFREJ] = 0.0
         if st != _OK:
             status = _fail(info, acc, st, k + 1, int(sio[S_FAIL_INDEX]), sio[S_FAIL_VALUE])
             break
         if adaptive:
-            err = sio[S_ERR]
             if not np.isfinite(err):
                 status = _fail(info, acc, _NONFINITE, k + 1, -1, err)
                 break
@@ -430,4 +451,5 @@ def compile_driver(cb_type):
     key = str(cb_type)
     if key not in _DRIVERS:
         _DRIVERS[key] = kjit(contract_types(cb_type)[3])(drive)
+        register_driver(_DRIVERS[key], cb_type)
     return _DRIVERS[key]

@@ -60,6 +60,7 @@ A_H = 9  # adaptive: next trial step (controller state)
 A_HMIN = 10  # smallest / largest accepted step
 A_HMAX = 11
 A_ERRMAX = 12  # largest accepted error estimate (adaptive)
+A_NFREJ = 13  # adaptive: consecutive trial steps rejected as non-finite (a count, stored as float)
 A_OBS = 16  # per observation column j: [A_OBS+3j] sum, [+1] max/first, [+2] initial value (or last)
 N_ACC_FIXED = A_OBS
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels.core import fastcall
 from kernels.core import layout as L
 from kernels.status import Status
 
@@ -155,6 +156,7 @@ class Trajectory:
         self.sio = np.zeros(L.N_SIO)
         self.obs = np.zeros(m)
         self.obs2 = np.zeros(m)
+        self._call: tuple | None = None  # the driver call, built at the first advance()
 
     # ---- running ------------------------------------------------------------------------
     @property
@@ -196,14 +198,35 @@ class Trajectory:
         k_stop = np.iinfo(np.int64).max if steps is None else int(self.info[L.I_K]) + int(steps)
         t_stop = np.inf if until is None else float(until)
         sp = self.stepper
+        call = self._call
+        if call is None:
+            call = self._call = self._driver_call()
+        drive, step, observe, dense, cb = call
         t0 = time.perf_counter()
-        sp.drive(
-            sp.step, sp.observe, sp.dense, sp.cb, sp.meth, self.ictl, self.fctl, k_stop, t_stop,
+        drive(
+            step, observe, dense, cb, sp.meth, self.ictl, self.fctl, k_stop, t_stop,
             self.S, self.Sn, self.Sd, sp.p, self.work, self.iwork,
             sp.red, self.acc, self.info, self.sio, self.obs, self.obs2, self.out, self.env, self.snaps,
         )  # fmt: skip
         self.wall_time += time.perf_counter() - t0
         return self.status
+
+    def _driver_call(self) -> tuple:
+        """(driver, step, observe, dense, cb): the stepper's compiled entry point with its
+        functions typed once (:mod:`kernels.core.fastcall`) when this trajectory's arrays fit
+        the compiled signature, else the dispatcher and the stepper's own values."""
+        sp = self.stepper
+        b = fastcall.binding(sp)
+        arrays = (self.ictl, self.fctl, self.S, self.Sn, self.Sd, self.work, self.iwork, self.acc, self.info,
+                  self.sio, self.obs, self.obs2, self.out, self.env, self.snaps)  # fmt: skip
+        if b is not None and b.accepts(arrays):
+            return b.entry, b.step, b.observe, b.dense, b.cb
+        return sp.drive, sp.step, sp.observe, sp.dense, sp.cb
+
+    def __getstate__(self) -> dict:
+        d = dict(self.__dict__)
+        d["_call"] = None  # compiled entry points and addresses are per process
+        return d
 
     # ---- persistence --------------------------------------------------------------------
     def checkpoint(self) -> dict[str, np.ndarray]:

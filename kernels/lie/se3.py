@@ -6,7 +6,9 @@ part ``A``, translation part ``a``); a state of (TS²)^N is an (N, 6) array with
 ``ψ((R, r), (q, ω)) = (R q, R ω + r × R q)``; the bracket is the matrix commutator,
 ``[(A, a), (B, b)] = (A × B, A × b − B × a)``; ``dexp⁻¹`` is the right-trivialised inverse,
 i.e. ``σ̇ = dexp⁻¹_σ(v)`` ⇔ ``d/dt e^σ = v e^σ``. Group elements are never stored: products
-``e^{X_J}···e^{X_1}·y`` are applied as successive actions.
+``e^{X_J}···e^{X_1}·y`` are applied as successive actions. :func:`exp_act_keep` and
+:func:`dexpinv_kept` are the fused pair an RKMK stage uses (one sin/cos pair of |A|/2 per link
+for both).
 """
 
 from __future__ import annotations
@@ -222,3 +224,129 @@ def generator(X, y, out):
         out[i, 3] = (u1 * w2 - u2 * w1) + (v1 * q2 - v2 * q1)
         out[i, 4] = (u2 * w0 - u0 * w2) + (v2 * q0 - v0 * q2)
         out[i, 5] = (u0 * w1 - u1 * w0) + (v0 * q1 - v1 * q0)
+
+
+# ---- fused exp action + exact dexp⁻¹ (RKMK stages: act with U, evaluate f, dexp⁻¹ at the same U)
+@kjit
+def _fused_coeffs(al):
+    """(c1, c2, c3) of :func:`exp_coeffs` and (g₂, g̃₂) of :func:`_g2_coeffs` at α, the same
+    functions up to round-off: one sin/cos pair of α/2 for all five (sin α = 2 sin(α/2) cos(α/2),
+    1 − cos α = 2 sin²(α/2)); below α = 0.1 the same Taylor polynomials in Horner form with
+    constant coefficients (no division)."""
+    a2 = al * al
+    if al < 0.1:  # the Taylor polynomials of exp_coeffs and _g2_coeffs in Horner form, no division
+        c1 = 1.0 + a2 * (-1.0 / 6.0 + a2 * (1.0 / 120.0 + a2 * (-1.0 / 5040.0 + a2 * (1.0 / 362880.0))))
+        c2 = 0.5 + a2 * (-1.0 / 24.0 + a2 * (1.0 / 720.0 + a2 * (-1.0 / 40320.0 + a2 * (1.0 / 3628800.0))))
+        c3 = 1.0 / 6.0 + a2 * (-1.0 / 120.0 + a2 * (1.0 / 5040.0 + a2 * (-1.0 / 362880.0 + a2 * (1.0 / 39916800.0))))
+        g2 = 1.0 / 12.0 + a2 * (1.0 / 720.0 + a2 * (1.0 / 30240.0 + a2 * (1.0 / 1209600.0 + a2 * (1.0 / 47900160.0))))
+        gt = 1.0 / 360.0 + a2 * (
+            1.0 / 7560.0
+            + a2 * (1.0 / 201600.0 + a2 * (1.0 / 5987520.0 + a2 * (691.0 / 130767436800.0 + a2 * (1.0 / 6227020800.0))))
+        )
+        return c1, c2, c3, g2, gt
+    half = 0.5 * al
+    sn = np.sin(half)
+    cs = np.cos(half)
+    sa = 2.0 * sn * cs
+    c1 = sa / al
+    c2 = 2.0 * sn * sn / a2
+    c3 = (al - sa) / (a2 * al)
+    cot = cs / sn
+    g2 = (1.0 - half * cot) / a2
+    if al < 0.5:
+        gt = 1.0 / 360.0 + a2 * (
+            1.0 / 7560.0
+            + a2 * (1.0 / 201600.0 + a2 * (1.0 / 5987520.0 + a2 * (691.0 / 130767436800.0 + a2 / 6227020800.0)))
+        )
+    else:
+        gt = (0.25 * al / (sn * sn) - 0.5 * cot) / (a2 * al) - 2.0 * g2 / a2
+    return c1, c2, c3, g2, gt
+
+
+@kjit
+def exp_act_keep(X, y, out, C):
+    """:func:`exp_act` that also keeps, per link, the dexp⁻¹ coefficients of the same ``X`` in
+    ``C[i, 0:2]`` = (g₂, g̃₂) for :func:`dexpinv_kept` (``out`` may alias ``y``, not ``C``)."""
+    for i in range(X.shape[0]):
+        A0 = X[i, 0]
+        A1 = X[i, 1]
+        A2 = X[i, 2]
+        al = np.sqrt(A0 * A0 + A1 * A1 + A2 * A2)
+        c1, c2, c3, g2, gt = _fused_coeffs(al)
+        C[i, 0] = g2
+        C[i, 1] = gt
+        q0 = y[i, 0]
+        q1 = y[i, 1]
+        q2 = y[i, 2]
+        w0 = y[i, 3]
+        w1 = y[i, 4]
+        w2 = y[i, 5]
+        x0 = A1 * q2 - A2 * q1
+        x1 = A2 * q0 - A0 * q2
+        x2 = A0 * q1 - A1 * q0
+        xx0 = A1 * x2 - A2 * x1
+        xx1 = A2 * x0 - A0 * x2
+        xx2 = A0 * x1 - A1 * x0
+        Rq0 = q0 + c1 * x0 + c2 * xx0
+        Rq1 = q1 + c1 * x1 + c2 * xx1
+        Rq2 = q2 + c1 * x2 + c2 * xx2
+        x0 = A1 * w2 - A2 * w1
+        x1 = A2 * w0 - A0 * w2
+        x2 = A0 * w1 - A1 * w0
+        xx0 = A1 * x2 - A2 * x1
+        xx1 = A2 * x0 - A0 * x2
+        xx2 = A0 * x1 - A1 * x0
+        Rw0 = w0 + c1 * x0 + c2 * xx0
+        Rw1 = w1 + c1 * x1 + c2 * xx1
+        Rw2 = w2 + c1 * x2 + c2 * xx2
+        a0 = X[i, 3]
+        a1 = X[i, 4]
+        a2 = X[i, 5]
+        x0 = A1 * a2 - A2 * a1
+        x1 = A2 * a0 - A0 * a2
+        x2 = A0 * a1 - A1 * a0
+        xx0 = A1 * x2 - A2 * x1
+        xx1 = A2 * x0 - A0 * x2
+        xx2 = A0 * x1 - A1 * x0
+        r0 = a0 + c2 * x0 + c3 * xx0
+        r1 = a1 + c2 * x1 + c3 * xx1
+        r2 = a2 + c2 * x2 + c3 * xx2
+        out[i, 0] = Rq0
+        out[i, 1] = Rq1
+        out[i, 2] = Rq2
+        out[i, 3] = Rw0 + r1 * Rq2 - r2 * Rq1
+        out[i, 4] = Rw1 + r2 * Rq0 - r0 * Rq2
+        out[i, 5] = Rw2 + r0 * Rq1 - r1 * Rq0
+
+
+@kjit
+def dexpinv_kept(U, V, out, C):
+    """Exact ``dexp⁻¹_{U_i}(V_i)`` with (g₂, g̃₂) from ``C`` as :func:`exp_act_keep` left them
+    for this ``U``: the expressions of :func:`dexpinv` (mode −1), bit for bit."""
+    for i in range(U.shape[0]):
+        A0, A1, A2, a0, a1, a2 = U[i, 0], U[i, 1], U[i, 2], U[i, 3], U[i, 4], U[i, 5]
+        B0, B1, B2, b0, b1, b2 = V[i, 0], V[i, 1], V[i, 2], V[i, 3], V[i, 4], V[i, 5]
+        rho = A0 * a0 + A1 * a1 + A2 * a2
+        g2 = C[i, 0]
+        gt = C[i, 1]
+        AB0 = A1 * B2 - A2 * B1
+        AB1 = A2 * B0 - A0 * B2
+        AB2 = A0 * B1 - A1 * B0
+        AAB0 = A1 * AB2 - A2 * AB1
+        AAB1 = A2 * AB0 - A0 * AB2
+        AAB2 = A0 * AB1 - A1 * AB0
+        aB0 = a1 * B2 - a2 * B1
+        aB1 = a2 * B0 - a0 * B2
+        aB2 = a0 * B1 - a1 * B0
+        Ab0 = A1 * b2 - A2 * b1
+        Ab1 = A2 * b0 - A0 * b2
+        Ab2 = A0 * b1 - A1 * b0
+        t0 = (a1 * AB2 - a2 * AB1) + (A1 * aB2 - A2 * aB1) + (A1 * Ab2 - A2 * Ab1)
+        t1 = (a2 * AB0 - a0 * AB2) + (A2 * aB0 - A0 * aB2) + (A2 * Ab0 - A0 * Ab2)
+        t2 = (a0 * AB1 - a1 * AB0) + (A0 * aB1 - A1 * aB0) + (A0 * Ab1 - A1 * Ab0)
+        out[i, 0] = B0 - 0.5 * AB0 + g2 * AAB0
+        out[i, 1] = B1 - 0.5 * AB1 + g2 * AAB1
+        out[i, 2] = B2 - 0.5 * AB2 + g2 * AAB2
+        out[i, 3] = b0 - 0.5 * (aB0 + Ab0) + rho * gt * AAB0 + g2 * t0
+        out[i, 4] = b1 - 0.5 * (aB1 + Ab1) + rho * gt * AAB1 + g2 * t1
+        out[i, 5] = b2 - 0.5 * (aB2 + Ab2) + rho * gt * AAB2 + g2 * t2

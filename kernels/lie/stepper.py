@@ -5,7 +5,11 @@ its ambient field ``F`` (``AMBIENT`` kind), its sample diagnostics, and the grou
 ``act(X, y, out)`` (``out = exp(X)·y``), ``dexpinv(U, V, out, mode)`` and the bracket
 ``bracket(U, V, out)`` of the algebra — SE(3)ᴺ acting on (TS²)ᴺ for the pendulum chain, any
 group whose algebra elements and states are (N, 6) arrays otherwise. Each has the explicit
-signature of :mod:`kernels.lie.signatures`, so one cached binary serves every system.
+signature of :mod:`kernels.lie.signatures`, so one cached binary serves every system. With the
+built-in SE(3)ᴺ (``P_SE3`` in ``p``) and the exact dexp⁻¹, RKMK stages call the fused pair
+:func:`kernels.lie.se3.exp_act_keep` / :func:`kernels.lie.se3.dexpinv_kept` directly: the
+stage's exponential action keeps the dexp⁻¹ coefficients of the same U (one sin/cos pair of
+|A|/2 per link for both; equal to the separate operations up to round-off).
 
 The method is data (:meth:`kernels.lie.tableaux.Method`, packed by :func:`method_record`):
 a kind, Butcher arrays, embedded weights, dense-output polynomials and the commutator-free
@@ -35,7 +39,7 @@ from kernels.core.layout import I_EVALS, S_ERR, S_FAIL_VALUE
 from kernels.core.signatures import F2, contract_types
 from kernels.core.trajectory import Reductions, StepperSpec
 from kernels.core.views import _ptr, view2, view3
-from kernels.lie.se3 import bracket, dexpinv, exp_act
+from kernels.lie.se3 import DEXPINV_EXACT, bracket, dexpinv, dexpinv_kept, exp_act, exp_act_keep
 from kernels.lie.signatures import DiagType, FieldType
 from kernels.lie.tableaux import AMBIENT, CF, RKMK, RKMK4_2COMM, Method
 from kernels.linalg import all_finite as _finite
@@ -140,7 +144,7 @@ def _lazy(meth):
 
 
 # ---- model vector and work layout ---------------------------------------------------------
-P_NWC, P_N = 0, 1
+P_NWC, P_N, P_SE3 = 0, 1, 2  # P_SE3: 1 if the group is the built-in SE(3)ᴺ (fused RKMK stages)
 P_HEAD = 4
 
 
@@ -249,9 +253,11 @@ def _dist(a, b):
 
 @kjit
 def _rkmk_step(fmap, act, dexpinv_, p, wc, A, b, bhat, dmode, fsal, have_k1, want_err, y, h, kraw, kt, U, Y, sig, sh,
-               yn, s, bhat3, est):  # fmt: skip
+               yn, s, bhat3, est, fused):  # fmt: skip
     """One RKMK step over the first ``s`` stages; returns (status, error estimate, f evaluations).
-    ``est = 1``: DOP853's combination of the 5th- (``bhat``) and 3rd-order (``bhat3``) estimates."""
+    ``est = 1``: DOP853's combination of the 5th- (``bhat``) and 3rd-order (``bhat3``) estimates.
+    ``fused``: the group is SE(3)ᴺ with the exact dexp⁻¹, and each stage's exponential action
+    keeps its dexp⁻¹ coefficients in ``sh`` (free until the error estimate) for the same U."""
     nev = 0
     if not have_k1:
         nev += 1
@@ -260,11 +266,17 @@ def _rkmk_step(fmap, act, dexpinv_, p, wc, A, b, bhat, dmode, fsal, have_k1, wan
     _copy(kraw[0], kt[0])
     for i in range(1, s):
         _lincomb(A[i], kt, i, h, U)
-        act(U, y, Y)
+        if fused:
+            exp_act_keep(U, y, Y, sh)
+        else:
+            act(U, y, Y)
         nev += 1
         if fmap(Y, p, wc, kraw[i]) != 0:
             return _NONFINITE, 0.0, nev
-        dexpinv_(U, kraw[i], kt[i], dmode)
+        if fused:
+            dexpinv_kept(U, kraw[i], kt[i], sh)
+        else:
+            dexpinv_(U, kraw[i], kt[i], dmode)
     if fsal:
         _copy(U, sig)
         _copy(Y, yn)
@@ -425,7 +437,7 @@ def lie_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     if kind == RKMK:
         st, err, ev = _rkmk_step(
             fmap, act, dexpinv_, pp, wc, A, b, bhat, int(meth[M_DMODE]), fsal, have_k1, adaptive, y, h, kraw, kt, U,
-            Y, sig, sh, yn, sm, bhat3, est,
+            Y, sig, sh, yn, sm, bhat3, est, p[P_SE3] != 0.0 and int(meth[M_DMODE]) == DEXPINV_EXACT,
         )  # fmt: skip
     elif kind == CF:
         nst = s if adaptive else int(meth[M_SMAIN])
@@ -479,6 +491,7 @@ def lie_dense(cb, meth, theta, h, S, Sn, work, Sd):
     if lazy and work[mw - 1] == 0.0:  # the dense-only stages, once per step
         pp = work[mw - tail + P_HEAD : mw - 2]
         wc = work[0:nwc]
+        fused = work[mw - tail + P_SE3] != 0.0 and int(meth[M_DMODE]) == DEXPINV_EXACT
         for i in range(int(meth[M_SMAIN]), s):
             _lincomb(A[i], kt if not ambient else kraw, i, h, U)
             if ambient:
@@ -486,6 +499,10 @@ def lie_dense(cb, meth, theta, h, S, Sn, work, Sd):
                     for c in range(6):
                         Y[r, c] = y[r, c] + U[r, c]
                 bad = ffield(Y, pp, wc, kraw[i]) != 0
+            elif fused:
+                exp_act_keep(U, y, Y, sh)
+                bad = fmap(Y, pp, wc, kraw[i]) != 0
+                dexpinv_kept(U, kraw[i], kt[i], sh)
             else:
                 act(U, y, Y)
                 bad = fmap(Y, pp, wc, kraw[i]) != 0
@@ -533,6 +550,7 @@ def make_stepper(
     head = np.zeros(P_HEAD)
     head[P_NWC] = nwc
     head[P_N] = n
+    head[P_SE3] = float(group is SE3_GROUP)
     p = np.ascontiguousarray(np.concatenate([head, params]))
     lazy = method.kind in (RKMK, AMBIENT) and method.s_main < method.stages
     return StepperSpec(

@@ -1,0 +1,158 @@
+"""Calling the compiled driver without Numba's per-call typing of first-class functions.
+
+Passing Numba dispatchers (``step``/``observe``/``dense`` and the callbacks in ``cb``) to the
+driver's dispatcher costs 0.6–1.5 ms per call on this machine: each call types every
+dispatcher, converts the tuple to the signature's function types and, while unboxing, looks up
+every function's compile result twice. A run is one call per :meth:`Trajectory.advance`, so
+short runs and segmented runs paid it every time.
+
+:func:`binding` does that work once per stepper: every function value becomes a
+:class:`TypedFunction` (Numba's wrapper-address protocol: typed as its ``FunctionType`` at
+once, its address looked up once per process and function), and the driver's compiled entry point for the family's
+signature is called directly. The arrays are checked once per trajectory against the
+signature (:meth:`Binding.accepts`); anything unexpected falls back to the ordinary dispatcher
+call. The compiled driver and the callees are the same machine code either way, so results
+are bitwise identical; only the call of a callee goes through its C wrapper.
+
+One difference: a Python exception raised inside a callee (in this code base only the bounds
+checks of :mod:`kernels.core.views`, i.e. a bug) cannot cross the C wrapper: Numba prints it
+("Exception ignored in …") instead of raising it from ``advance``. Set
+``GEOSWEEP_CHECKED_CALLS=1`` to use the dispatcher call (exceptions propagate) when debugging.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import Any
+
+import numpy as np
+from numba import types
+from numba.core.ccallback import CFunc
+from numba.core.dispatcher import Dispatcher
+from numba.core.types.function_type import WrapperAddressProtocol
+from numba.experimental.function_type import _get_wrapper_address
+from numba.np.numpy_support import as_dtype
+
+CHECKED_ENV = "GEOSWEEP_CHECKED_CALLS"
+
+
+class TypedFunction(WrapperAddressProtocol):
+    """A compiled function with one fixed signature: typed and addressed without a lookup."""
+
+    __slots__ = ("func", "_sig", "_addr")
+
+    def __init__(self, func: Any, sig: Any) -> None:
+        self.func = func  # keeps the compiled code alive
+        self._sig = sig
+        self._addr = _get_wrapper_address(func, sig)  # compiles/loads the overload if needed
+
+    def __wrapper_address__(self) -> int:
+        return self._addr
+
+    def signature(self) -> Any:
+        return self._sig
+
+    def __reduce__(self):  # an address is only valid in this process: rebuild from the function
+        return (TypedFunction, (self.func, self._sig))
+
+
+def _typed_value(value: Any, ty: Any) -> Any:
+    """``value`` with every function of type ``ty`` wrapped; raises TypeError if it does not fit."""
+    if isinstance(ty, types.FunctionType):
+        if isinstance(value, (TypedFunction, CFunc)) or (
+            isinstance(value, WrapperAddressProtocol) and value.signature() == ty.signature
+        ):
+            return value
+        if isinstance(value, Dispatcher):
+            key = (id(value), id(ty))  # both kept alive by the cache entry and the registered driver
+            tf = _TYPED.get(key)
+            if tf is None:
+                tf = _TYPED[key] = TypedFunction(value, ty.signature)
+            return tf
+        raise TypeError(f"{type(value).__name__} is not a compiled function of type {ty}")
+    if isinstance(ty, types.BaseTuple):
+        if not isinstance(value, tuple) or len(value) != len(ty.types):
+            raise TypeError(f"expected a tuple of {len(ty.types)}")
+        return tuple(_typed_value(v, t) for v, t in zip(value, ty.types))
+    if isinstance(ty, types.Array):
+        if not _array_fits(value, ty):
+            raise TypeError(f"array does not fit {ty}")
+        return value
+    raise TypeError(f"unsupported callback type {ty}")
+
+
+def _array_spec(ty: Any) -> tuple:
+    return (as_dtype(ty.dtype), ty.ndim, ty.layout, ty.mutable) if isinstance(ty, types.Array) else (None,)
+
+
+def _array_fits(a: Any, ty: Any, spec: tuple | None = None) -> bool:
+    """``a`` is an ndarray the driver's entry point unboxes as ``ty`` (what typeof would say)."""
+    dtype, ndim, layout, mutable = spec or _array_spec(ty)
+    return (
+        type(a) is np.ndarray
+        and a.ndim == ndim
+        and a.dtype == dtype
+        and (layout != "C" or a.flags.c_contiguous)
+        and (layout != "F" or a.flags.f_contiguous)
+        and (not mutable or a.flags.writeable)
+    )
+
+
+class Binding:
+    """The driver of one stepper with its functions typed once (see the module docstring)."""
+
+    def __init__(self, spec: Any, entry: Any, sig_args: tuple) -> None:
+        self.entry = entry
+        step_t, observe_t, dense_t, cb_t = sig_args[:4]
+        self.step = _typed_value(spec.step, step_t)
+        self.observe = _typed_value(spec.observe, observe_t)
+        self.dense = _typed_value(spec.dense, dense_t)
+        self.cb = _typed_value(spec.cb, cb_t)
+        self._arr_types = sig_args[4:]  # meth, ictl, fctl, k_stop, t_stop, S, … (positions 4.. of drive)
+        pos = (1, 2, 5, 6, 7, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19)  # the trajectory's arrays
+        self._traj_specs = tuple(_array_spec(self._arr_types[i]) for i in pos)
+        for name, i in (("meth", 0), ("p", 8), ("red", 11)):
+            if not _array_fits(getattr(spec, name), self._arr_types[i]):
+                raise TypeError(f"stepper.{name} does not fit {self._arr_types[i]}")
+
+    def accepts(self, arrays: tuple) -> bool:
+        """The trajectory's arrays in driver order (ictl, fctl, S, Sn, Sd, work, iwork, acc, info,
+        sio, obs, obs2, out, env, snaps) have exactly the compiled signature's types."""
+        return all(_array_fits(a, None, sp) for a, sp in zip(arrays, self._traj_specs, strict=True))
+
+
+_DRIVERS: dict[int, Any] = {}  # id(driver dispatcher) -> (the dispatcher, its signature's argument types)
+_TYPED: dict[tuple[int, int], TypedFunction] = {}  # (id(function), id(its FunctionType)) -> wrapper
+_BINDINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_UNBOUND = object()
+
+
+def register_driver(driver: Any, cb_type: Any) -> None:
+    """Record the callback type a compiled driver was built for (:func:`kernels.core.driver.compile_driver`)."""
+    from kernels.core.signatures import contract_types
+
+    _DRIVERS[id(driver)] = (driver, tuple(contract_types(cb_type)[3].args))
+
+
+def binding(spec: Any) -> Binding | None:
+    """The fast call of ``spec``'s driver (built once per stepper), or None: the stepper's
+    functions or arrays do not have the compiled signature's types, the driver is not one of
+    :func:`kernels.core.driver.compile_driver`'s, or ``GEOSWEEP_CHECKED_CALLS`` is set."""
+    if os.environ.get(CHECKED_ENV, "") not in ("", "0"):
+        return None
+    b = _BINDINGS.get(spec, None)
+    if b is None:
+        b = _UNBOUND
+        reg = _DRIVERS.get(id(spec.drive))
+        if reg is not None and reg[0] is spec.drive:
+            sig_args = reg[1]
+            cres = spec.drive.overloads.get(sig_args)
+            entry = getattr(cres, "entry_point", None)
+            if entry is not None:
+                try:
+                    b = Binding(spec, entry, sig_args)
+                except Exception:  # e.g. no such overload: the dispatcher call reports it as before
+                    b = _UNBOUND
+        _BINDINGS[spec] = b
+    return None if b is _UNBOUND else b
