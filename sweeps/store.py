@@ -666,7 +666,10 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
     stored: dict[Cell, dict[str, np.ndarray]] = {c: {} for c in cells}
     names = list(dict.fromkeys(name for c in cells for name in outputs[c][0]))
     for name in names:
-        arr = group[name]
+        try:
+            arr = group[name]
+        except KeyError:  # a value this store was not created with (a newer diagnostic): not stored
+            continue
         data = block(arr)
         for c in cells:
             if name in outputs[c][0]:

@@ -37,6 +37,8 @@ from kernels.lie.stepper import dense_evals
 from kernels.lie.stepper import initial_state as lie_initial_state
 from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
 
+#: the dg family's integrators that also run here (on the chain's Lie–Poisson form, kernels.chain.dg_bridge)
+DG_ON_CHAIN = ("dg_avf", "dg_gonzalez", "dg_itoh_abe", "implicit_midpoint")
 _E = "energy"
 _EVERY = "every step"
 STATE_LABELS = ("q_x", "q_y", "q_z", "w_x", "w_y", "w_z")
@@ -53,6 +55,20 @@ OWN = (
     Diagnostic("max_J_error", (), "angular momentum", "max |J − J0| (J = e3·L)", computed_over=_EVERY),
     Diagnostic(
         "max_momentum_error", (), "angular momentum", "max |L − L0| when g = 0 (L conserved); NaN otherwise",
+        computed_over=_EVERY,
+    ),
+    Diagnostic(
+        "casimir_error", ("time",), "1",
+        "discrete gradients on the (q, π) form: max over the Casimirs |q_i|² − 1 and q_i·π_i of |C(t) − C(0)| "
+        "(max over links); NaN for the other methods",
+    ),
+    Diagnostic(
+        "max_casimir_error", (), "1", "max of casimir_error over every step; NaN for the non-dg methods",
+        computed_over=_EVERY,
+    ),
+    Diagnostic(
+        "newton_iterations_mean", (), "1",
+        "mean nonlinear iterations per step (dg Newton, implicit_vi fixed point; 0 for explicit methods)",
         computed_over=_EVERY,
     ),
     Diagnostic(
@@ -93,7 +109,12 @@ def reference_solution(model: ChainModel, T: float, tol: float = 1e-13) -> np.nd
 
 def start(model: ChainModel, integrator: str, request: RunRequest, options: dict) -> Trajectory:
     """A resumable trajectory of one cell. Lie group and ambient methods run on (TS²)ᴺ with
-    SE(3)ᴺ acting; ``implicit_vi`` runs the (S²)ⁿ variational integrator on the chain's (S²)ⁿ form."""
+    SE(3)ᴺ acting; ``implicit_vi`` runs the (S²)ⁿ variational integrator on the chain's (S²)ⁿ form;
+    the discrete gradients of the dg family run on its Lie–Poisson form (:mod:`kernels.chain.dg_bridge`)."""
+    if integrator in DG_ON_CHAIN:
+        from kernels.chain import dg_bridge
+
+        return dg_bridge.start(model, integrator, request, options)
     if integrator == "implicit_vi":
         from kernels.chain.s2_bridge import chain_as_s2
         from kernels.s2 import stepper as s2
@@ -119,7 +140,16 @@ def collect(model: ChainModel, integrator: str, traj: Trajectory, options: dict 
     options = options or {}
     n = model.n
     obs = traj.stepper.obs_names
-    if integrator == "implicit_vi":  # the (S²)ⁿ stepper's observation columns
+    dg = integrator in DG_ON_CHAIN
+    if dg:  # the (q, π) form's columns, observed like the Lie group methods' (kernels.chain.dg_bridge)
+        from kernels.chain import dg_bridge
+
+        values = common_values(traj, dg_bridge.to_bodies(model, traj.stepper.p[dg_bridge.P_HEAD :]))
+        values.update(dg_bridge.casimir_values(traj))
+        L = traj.out[:, obs.index("L_x") : obs.index("L_x") + 3].copy()
+        max_J = traj.reduced("L_z")
+        max_L = traj.reduced("L_x")
+    elif integrator == "implicit_vi":  # the (S²)ⁿ stepper's observation columns
         values = common_values(traj, blocks_to_bodies(n, 2))
         L = traj.out[:, obs.index("J_x") : obs.index("J_x") + 3].copy()
         max_J = traj.reduced("J_axis")
@@ -137,7 +167,11 @@ def collect(model: ChainModel, integrator: str, traj: Trajectory, options: dict 
     if bool(options.get("global_error", False)) and traj.status == 0:
         y = values["final_state"]
         gerr = float(np.linalg.norm(y - reference_solution(model, traj.time, float(options.get("ref_tol", 1e-13)))))
-    if integrator != "implicit_vi":  # DOP853's dense-only stages are counted in the state
+    if not dg:
+        values["casimir_error"] = np.full(traj.out.shape[0], np.nan)
+        values["max_casimir_error"] = np.float64(np.nan)
+    values["newton_iterations_mean"] = np.float64(values["solver_iterations"] / max(int(values["steps"]), 1))
+    if integrator != "implicit_vi" and not dg:  # DOP853's dense-only stages are counted in the state
         values["f_evals"] = np.int64(values["f_evals"] + dense_evals(traj.S))
     values.update(unit_sphere_values(traj))
     values.update(
@@ -185,6 +219,10 @@ def cost_per_step(model: ChainModel, integrator: str) -> float:
     """Rough seconds per step on one core (for slicing). Adaptive: per output interval, assuming
     about 4 steps per interval."""
     n = model.n
+    if integrator in DG_ON_CHAIN:
+        from kernels.chain import dg_bridge
+
+        return dg_bridge.cost_per_step(model, integrator)
     if integrator == "implicit_vi":
         return 6 * (3 * n) ** 3 / 3 * 1.5e-9 + 1e-6
     ev = _EVALS.get(integrator, 6)

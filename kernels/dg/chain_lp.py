@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels._jit import kjit
-from kernels.chain.model import IC_FAMILIES, LENGTH_MODES, build_chain, dense_R
+from kernels.chain.model import IC_FAMILIES, LENGTH_MODES, ChainModel, build_chain, dense_R
 from kernels.dg.gradients import lu_factor, lu_solve
 from kernels.dg.model import SkewSystem, dg_energy, dg_extra, dg_grad, dg_skew
 from kernels.registry import Param, SystemDef
@@ -241,6 +241,12 @@ def chain_lp(
         N, masses=masses, length_mode=length_mode, L_tot=L_tot, g=g, ic=ic, kappa=kappa, seed=seed,
         mass_seed=mass_seed,
     )  # fmt: skip
+    return from_chain(model)
+
+
+def from_chain(model: ChainModel) -> SkewSystem:
+    """``model`` (a :class:`kernels.chain.model.ChainModel`) in (q, π) coordinates, π = R(q)ω."""
+    N = model.n
     q, w = model.y0[:, :3], model.y0[:, 3:]
     pi = (dense_R(model, q) @ w.ravel()).reshape(N, 3)
     mu = np.cumsum(model.m[::-1])[::-1]

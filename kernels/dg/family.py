@@ -2,7 +2,9 @@
 
 One body whose state is the system's vector x ∈ Rᴺ (``final_state`` (1, N)). Besides the common
 diagnostics every cell stores the constraint residual and the Casimir errors (NaN where the
-system has none) and the nonlinear-solver statistics of the implicit methods.
+system has none) and the nonlinear-solver statistics of the implicit methods. The discrete
+Lagrange–d'Alembert integrators ``si_dla``/``i_dla`` (:mod:`kernels.dg.dla`) run on a system's
+Lagrangian form (q, p) and hand back states in the system's own coordinates.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from kernels.core.cells import (
     start_trajectory,
 )
 from kernels.core.trajectory import Trajectory
+from kernels.dg import dla
 from kernels.dg.chain_lp import SYSTEM as CHAIN_LP
 from kernels.dg.model import SkewSystem
 from kernels.dg.steppers import METHODS, make_stepper
@@ -56,6 +59,10 @@ def sizes(model: SkewSystem) -> dict[str, int]:
 
 
 def _stepper(model: SkewSystem, integrator: str, options: dict):
+    if integrator in dla.METHODS:
+        return dla.make_stepper(
+            model, integrator, tol=float(options.get("nl_tol", 1e-14)), maxit=int(options.get("maxit", 50))
+        )
     return make_stepper(
         model,
         integrator,
@@ -75,12 +82,17 @@ def start(model: SkewSystem, integrator: str, request: RunRequest, options: dict
         # the shared default T/100 can overflow a first trial step of a long run (an inf error
         # estimate fails the cell); start from at most one output interval instead
         options = {**options, "h0": min(request.T / 100.0, request.dt_out)}
-    return start_trajectory(_stepper(model, integrator, options), model.x0, request, options)
+    x0 = dla.initial_state(model) if integrator in dla.METHODS else model.x0
+    return start_trajectory(_stepper(model, integrator, options), x0, request, options)
 
 
 def collect(model: SkewSystem, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
     """The stored values of a finished (or failed) trajectory."""
-    values = common_values(traj, lambda x: np.ascontiguousarray(x.reshape(1, -1)))
+    if integrator in dla.METHODS:  # (q, p) → the system's coordinates
+        lag = dla.lagrangian(model)
+        values = common_values(traj, lambda z: np.ascontiguousarray(lag.from_canonical(z).reshape(1, -1)))
+    else:
+        values = common_values(traj, lambda x: np.ascontiguousarray(x.reshape(1, -1)))
     names = traj.stepper.obs_names
     nan_t = np.full(traj.out.shape[0], np.nan)
     if model.has_constraint:
@@ -99,7 +111,8 @@ def collect(model: SkewSystem, integrator: str, traj: Trajectory, options: dict 
         values["max_casimir_error"] = np.float64(np.nan)
     c = traj.costs()
     steps = max(c["steps"], 1)
-    failed = traj.status == Status.NONCONVERGED and METHODS[integrator][0] == 0
+    implicit = integrator in dla.METHODS or METHODS[integrator][0] == 0
+    failed = traj.status == Status.NONCONVERGED and implicit
     values.update(
         newton_iterations_mean=np.float64(c["solver_iterations"] / steps),
         newton_iterations_max=np.int64(c["solver_iterations_max"]),
@@ -118,12 +131,18 @@ def warmup() -> None:
     for name in METHODS:
         req = RunRequest(T=0.2, dt_out=0.1, tol=1e-6) if name == "dopri5_skew" else RunRequest(T=0.2, dt_out=0.1, h=0.1)
         run(model, name, req, {})
+    from kernels.dg.systems import gearbox
+
+    for name in dla.METHODS:
+        run(gearbox("canonical"), name, RunRequest(T=0.2, dt_out=0.1, h=0.1), {})
 
 
 def cost_per_step(model: SkewSystem, integrator: str) -> float:
     """Rough single-core seconds per step (slicing only): implicit steps pay a finite-difference
     Jacobian, an LU and ~6 iterations."""
     n = model.N
+    if integrator in dla.METHODS:
+        return 2e-7 + 5e-8 * n * (n if integrator == "i_dla" else 1)
     field = 5e-9 * n * n + 5e-8
     if integrator == "rk4_skew":
         return 4 * field
@@ -150,27 +169,63 @@ _SOLVE = (
     Param("maxit", int, 50, "1", "iterations before status nonconverged", ge=1, le=10_000),
     BLOWUP,
 )  # fmt: skip
+#: the links a ts2 chain may have for the discrete gradients (dense (6N)² Jacobian and LU per step)
+CHAIN_MAX_LINKS = 60
+
+
+def _chain_size(model) -> str | None:
+    """On the ts2 chain (through kernels.chain.dg_bridge): at most CHAIN_MAX_LINKS links."""
+    from kernels.chain.model import ChainModel
+
+    if isinstance(model, ChainModel) and model.n > CHAIN_MAX_LINKS:
+        return (
+            f"the discrete gradients run the chain with a dense (6N)² Jacobian: N ≤ {CHAIN_MAX_LINKS} "
+            f"(got N = {model.n})"
+        )
+    return None
+
+
+def _needs_lagrangian(model) -> str | None:
+    if isinstance(model, SkewSystem) and "lagrangian" not in model.info:
+        return f"the DLA integrators need a Lagrangian form (q, p) with constraints; {model.name} has none"
+    return None
+
+
+_ON_CHAIN = {"also": ("ts2",), "applicable": _chain_size}
 _S = Param("quad_points", int, 6, "1", "Gauss–Legendre points s (exact for polynomial H of degree ≤ 2s)", ge=1, le=32)
 
 INTEGRATORS = (
     IntegratorDef(
         "dg_avf", "dg", 2,
         "Mean-value (AVF) discrete gradient with S(x̄) (004 eqs. (11), (14)); energy exact up to quadrature.",
-        params=(_S,) + _SOLVE,
+        params=(_S,) + _SOLVE, **_ON_CHAIN,
     ),
     IntegratorDef(
         "dg_gonzalez", "dg", 2,
         "Gonzalez midpoint discrete gradient with S(x̄) (004 eqs. (12), (14)); GONZALEZ-R on a reduced form, "
-        "GONZALEZ-F (multipliers, eq. (15)) on a canonical one.",
-        params=_SOLVE,
+        "GONZALEZ-F (multipliers, eq. (15)) on a canonical one. Also runs pendulum_chain (ts2) on its (q, π) form.",
+        params=_SOLVE, **_ON_CHAIN,
     ),
     IntegratorDef(
         "dg_itoh_abe", "dg", 1, "Itoh–Abe coordinate-increment discrete gradient with S(x̄) (004 eq. (13)).",
-        params=_SOLVE,
+        params=_SOLVE, **_ON_CHAIN,
     ),
     IntegratorDef(
         "implicit_midpoint", "dg", 2, "Implicit midpoint rule on ẋ = S(x)∇H(x) (baseline; a discrete gradient "
-        "method when H is quadratic).", params=_SOLVE,
+        "method when H is quadratic).", params=_SOLVE, **_ON_CHAIN,
+    ),
+    IntegratorDef(
+        "si_dla", "dg", 2,
+        "Semi-implicit reversible discrete Lagrange–d'Alembert integrator (004's SI-DLA, our derivation, "
+        "kernels.dg.dla): trapezoidal discrete Lagrangian, constraint A(q̄)(q' − q)/h = 0 at the midpoint, only "
+        "the multipliers implicit; needs the system's Lagrangian form (nh_quartic, gearbox).",
+        params=_SOLVE[1:], applicable=_needs_lagrangian,
+    ),
+    IntegratorDef(
+        "i_dla", "dg", 2,
+        "Implicit discrete Lagrange–d'Alembert integrator (004's I-DLA): midpoint discrete Lagrangian, constraint "
+        "at the midpoint, Newton on (v, λ); needs the system's Lagrangian form (nh_quartic, gearbox).",
+        params=_SOLVE[1:], applicable=_needs_lagrangian,
     ),
     IntegratorDef("rk4_skew", "dg", 4, "Classical RK4 on ẋ = S(x)∇H(x) (baseline).", params=(BLOWUP,)),
     IntegratorDef(

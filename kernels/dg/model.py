@@ -143,3 +143,42 @@ class SkewSystem:
             e[i] = eps
             fd[i] = (self.H(x + e) - self.H(x - e)) / (2 * eps)
         return float(np.abs(g - fd).max() / max(1.0, np.abs(g).max()))
+
+
+@dataclass(frozen=True, eq=False)
+class LagrangianForm:
+    """The Lagrangian description of a nonholonomic system with a unit mass matrix, for the
+    discrete Lagrange–d'Alembert integrators of :mod:`kernels.dg.dla`:
+    L(q, q̇) = ½|q̇|² − V(q) on Q = Rⁿ with k linear velocity constraints A(q)q̇ = 0.
+
+    Compiled callbacks on q (n,) and the parameter vector ``params``: ``potential(q, p) -> V``
+    (:func:`dg_energy`), ``potential_grad(q, p, g)`` writes ∇V (:func:`dg_grad`),
+    ``constraint(q, p, mode, out)`` (:func:`dg_extra`) writes the k rows of A(q) (row after row)
+    for ``mode = 1``. ``basis(q) -> X`` (n, n − k) maps the system's state when it is in adapted
+    coordinates x = (q, ρ), ρ = Xᵀp (None: the state is canonical, x = (q, p)).
+    """
+
+    n: int
+    k: int
+    potential: object
+    potential_grad: object
+    constraint: object
+    params: np.ndarray
+    basis: object = None
+
+    def to_canonical(self, x: np.ndarray) -> np.ndarray:
+        """The system's state x → z = (q, p), p = q̇ (p = X(XᵀX)⁻¹ρ from adapted coordinates)."""
+        x = np.asarray(x, dtype=np.float64)
+        if self.basis is None:
+            return x.copy()
+        q = x[: self.n]
+        X = self.basis(q)
+        return np.concatenate([q, X @ np.linalg.solve(X.T @ X, x[self.n :])])
+
+    def from_canonical(self, z: np.ndarray) -> np.ndarray:
+        """z = (q, p) → the system's state (ρ = X(q)ᵀp in adapted coordinates)."""
+        z = np.asarray(z, dtype=np.float64)
+        if self.basis is None:
+            return z.copy()
+        q = z[: self.n]
+        return np.concatenate([q, self.basis(q).T @ z[self.n :]])

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from kernels._jit import kjit
-from kernels.dg.model import SkewSystem, dg_energy, dg_extra, dg_grad, dg_skew
+from kernels.dg.model import LagrangianForm, SkewSystem, dg_energy, dg_extra, dg_grad, dg_skew
 from kernels.registry import Param, SystemDef
 
 
@@ -112,6 +112,54 @@ def quartic_extra(x, p, mode, out):
     out[0] = abs(xd + wzd)
 
 
+# Lagrangian form (DLA integrators): q = (x, w_1..w_n, z_1..z_n), L = ½|q̇|² − V,
+# constraint ẋ + Σ w_i ż_i = 0, i.e. A(q) = (1, 0, …, 0, w_1, …, w_n); p = [n]
+@dg_energy
+def quartic_V(q, p):
+    n = int(p[0])
+    V = q[0] ** 2 + q[1 + n] ** 2 * q[2 + n] ** 2
+    for i in range(n):
+        w, z = q[1 + i], q[1 + n + i]
+        V += w * w + z * z + w * w * z * z
+    return 0.5 * V
+
+
+@dg_grad
+def quartic_dV(q, p, g):
+    n = int(p[0])
+    g[0] = q[0]
+    for i in range(n):
+        w, z = q[1 + i], q[1 + n + i]
+        g[1 + i] = w + w * z * z
+        g[1 + n + i] = z + w * w * z
+    z1, z2 = q[1 + n], q[2 + n]
+    g[1 + n] += z1 * z2 * z2
+    g[2 + n] += z1 * z1 * z2
+
+
+@dg_extra
+def quartic_A(q, p, mode, out):
+    """mode 1: the constraint row A(q) = (1, 0_n, w)."""
+    if mode != 1:
+        return
+    n = int(p[0])
+    out[0] = 1.0
+    for i in range(n):
+        out[1 + i] = 0.0
+        out[1 + n + i] = q[1 + i]
+
+
+def quartic_basis(q: np.ndarray) -> np.ndarray:
+    """The adapted basis of D as columns: X_i = ∂w_i, X_{n+i} = w_i ∂x − ∂z_i."""
+    n = (q.shape[0] - 1) // 2
+    X = np.zeros((2 * n + 1, 2 * n))
+    for i in range(n):
+        X[1 + i, i] = 1.0
+        X[0, n + i] = q[1 + i]
+        X[1 + n + i, n + i] = -1.0
+    return X
+
+
 def quartic(n: int = 3, energy: float = 3.06, seed: int = 0) -> SkewSystem:
     """Random N(0, 1) state (seed) with q scaled until V < energy/2, ρ rescaled to H = energy."""
     rng = np.random.default_rng(seed)
@@ -127,7 +175,11 @@ def quartic(n: int = 3, energy: float = 3.06, seed: int = 0) -> SkewSystem:
     x[nq:] *= math.sqrt((energy - V) / (quartic_energy(x, p) - V))
     labels = ("x",) + tuple(f"w{i + 1}" for i in range(n)) + tuple(f"z{i + 1}" for i in range(n))
     labels += tuple(f"rho{i + 1}" for i in range(2 * n))
-    return SkewSystem("quartic", quartic_skew, quartic_energy, quartic_grad, x, p, labels, quartic_extra, True)
+    lag = LagrangianForm(nq, 1, quartic_V, quartic_dV, quartic_A, p, quartic_basis)
+    return SkewSystem(
+        "quartic", quartic_skew, quartic_energy, quartic_grad, x, p, labels, quartic_extra, True,
+        info={"lagrangian": lag},
+    )  # fmt: skip
 
 
 # ---- Chaplygin sleigh (004 §4.2); x = (x1, x2, θ, ρ1, ρ2), p = [J, a, m] --------------------
@@ -389,6 +441,34 @@ def gear_qr_extra(x, p, mode, out):
     out[0] = abs(p1 + math.sin(x[2]) * p2)
 
 
+# Lagrangian form (DLA integrators): q ∈ R³, L = ½|q̇|² − V, A(q) = μ(q) = (1, sin q3, 0)
+@dg_grad
+def gear_dV(q, p, g):
+    _gear_dV(q, g)
+
+
+@dg_extra
+def gear_A(q, p, mode, out):
+    """mode 1: the constraint row μ(q) = (1, sin q3, 0)."""
+    if mode != 1:
+        return
+    out[0] = 1.0
+    out[1] = math.sin(q[2])
+    out[2] = 0.0
+
+
+def _gear_basis_reduced(q: np.ndarray) -> np.ndarray:
+    s = math.sin(q[2])
+    r = math.sqrt(1.0 + s * s)
+    return np.array([[0.0, -s / r], [0.0, 1.0 / r], [1.0, 0.0]])
+
+
+def _gear_basis_qr(q: np.ndarray) -> np.ndarray:
+    X = np.empty((3, 2))
+    _gear_X(float(q[2]), X)
+    return X
+
+
 def gearbox_state(seed: int = 0) -> np.ndarray:
     """Canonical (q, p): N(0, 1) draws (seed), p projected onto the constraint p1 + sin(q3) p2 = 0."""
     rng = np.random.default_rng(seed)
@@ -397,6 +477,10 @@ def gearbox_state(seed: int = 0) -> np.ndarray:
     mu = np.array([1.0, np.sin(q[2]), 0.0])
     pm = pm - mu * (mu @ pm) / (mu @ mu)
     return np.concatenate([q, pm])
+
+
+def _gear_lagrangian(basis) -> LagrangianForm:
+    return LagrangianForm(3, 1, gear_V, gear_dV, gear_A, np.zeros(1), basis)
 
 
 def gearbox(form: str = "reduced", seed: int = 0) -> SkewSystem:
@@ -408,6 +492,7 @@ def gearbox(form: str = "reduced", seed: int = 0) -> SkewSystem:
         return SkewSystem(
             "gearbox_reduced", gear_r_skew, gear_r_energy, gear_r_grad, np.concatenate([z[:3], rho]), np.zeros(1),
             ("q1", "q2", "q3", "rho1", "rho2"), gear_r_extra, True, "momentum",
+            info={"lagrangian": _gear_lagrangian(_gear_basis_reduced)},
         )  # fmt: skip
     if form == "qr":
         X = np.empty((3, 2))
@@ -415,11 +500,13 @@ def gearbox(form: str = "reduced", seed: int = 0) -> SkewSystem:
         return SkewSystem(
             "gearbox_qr", gear_qr_skew, gear_r_energy, gear_r_grad, np.concatenate([z[:3], X.T @ z[3:]]),
             np.zeros(1), ("q1", "q2", "q3", "rho1", "rho2"), gear_qr_extra, True, "momentum",
+            info={"lagrangian": _gear_lagrangian(_gear_basis_qr)},
         )  # fmt: skip
     if form == "canonical":
         return SkewSystem(
             "gearbox_canonical", gear_c_skew, gear_c_energy, gear_c_grad, z, np.zeros(1),
             ("q1", "q2", "q3", "p1", "p2", "p3"), gear_c_extra, True, "momentum", n_multipliers=1,
+            info={"lagrangian": _gear_lagrangian(None)},
         )  # fmt: skip
     raise ValueError(f"form must be 'reduced', 'qr' or 'canonical', got {form!r}")
 
