@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,12 @@ ORDER_ERROR_VARS = {
     "s2": ("mean_abs_energy_error", "max_abs_energy_error"),
     "se3": ("energy_error_38", "max_rel_energy_error"),
     "ts2": ("global_error", "max_rel_energy_error"),
+    "top": ("global_error", "max_rel_energy_error"),
+    "quad": ("global_error",),  # the controlled system's energy is not conserved: no energy error
+    "dg": ("max_rel_energy_error",),
 }
+#: Per-cell dims of an error variable that are reduced by taking one label (``block`` 0: the whole state).
+ERROR_BLOCK = {"block": 0}
 #: The cost variable counting potential/force/vector-field evaluations (every family).
 EVAL_VAR = "f_evals"
 #: Coordinates along ``integrator`` that describe each method.
@@ -50,6 +56,70 @@ warnings.simplefilter("always", CellsDroppedWarning)
 
 def _say(msg: str) -> None:
     warnings.warn(msg, CellsDroppedWarning, stacklevel=3)
+
+
+def _fillers(labels: dict[int, str]) -> list[int]:
+    """Status codes that mark filler cells (``not_applicable``): never computed, never a lost result."""
+    return [c for c, lab in labels.items() if lab == "not_applicable"]
+
+
+def _lost(status: np.ndarray, keep: np.ndarray, labels: dict[int, str]) -> bool:
+    """True if a left-out cell is a real loss (failed or not run), not only not-applicable filler."""
+    return bool((~keep & ~np.isin(status, _fillers(labels))).any())
+
+
+def per_unit(units: str, per: str) -> str:
+    """UDUNITS-parsable ``units / per`` (``"J s-1"``, ``"s-1"``; ``"1"`` stays dimensionless)."""
+    if per in ("", "1"):
+        return units or "1"
+    inv = f"({per})-1" if " " in per or "/" in per else f"{per}-1"
+    return inv if units in ("", "1") else f"{units} {inv}"
+
+
+def parse_selection(ds: xr.Dataset, select: dict[str, Any] | None) -> dict[str, Any]:
+    """Validate ``{axis: label}`` against the swept parameters of ``ds``; labels given as text
+    (``--sel omega=3.25``) are converted to the axis's type and matched to the nearest float label.
+    Raises ``ValueError`` naming the offending field."""
+    out: dict[str, Any] = {}
+    extra = [str(d) for d in sweep_dims(ds) if d not in METHOD_DIMS]
+    for name, value in (select or {}).items():
+        if name not in extra:
+            fixed = name in ds.coords and ds[name].ndim == 0
+            what = f"fixed at {ds[name].values.item()!r}" if fixed else "not an axis"
+            raise ValueError(
+                f"sel.{name}: not a swept parameter of this store ({what}; swept: {', '.join(extra) or 'none'})"
+            )
+        labels = ds[name].values
+        if np.issubdtype(labels.dtype, np.number):
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"sel.{name}: {value!r} is not a number") from None
+            k = int(np.argmin(np.abs(labels.astype(np.float64) - v)))
+            if not np.isclose(float(labels[k]), v, rtol=1e-9, atol=0.0):
+                raise ValueError(f"sel.{name}: {value} is not one of the swept values {labels.tolist()}")
+            out[name] = labels[k].item()
+        else:
+            if str(value) not in [str(x) for x in labels]:
+                raise ValueError(f"sel.{name}: {value!r} is not one of the swept values {labels.tolist()}")
+            out[name] = str(value)
+    return out
+
+
+def declared_selection(system: str) -> dict[str, Any]:
+    """The default report slice a system declares: its ``SystemDef.report_sel`` over the declared
+    parameter defaults (the papers' values); {} for an unknown (e.g. plugin) system."""
+    try:
+        from kernels.registry import SYSTEMS, load_for
+
+        if system not in SYSTEMS:
+            load_for(system)
+        sysdef = SYSTEMS[system]
+    except Exception:  # noqa: BLE001 - an unknown system simply declares no slice
+        return {}
+    out = {p.name: p.default for p in sysdef.params if p.default is not None}
+    out.update(getattr(sysdef, "report_sel", None) or {})
+    return out
 
 
 def sweep_dims(ds: xr.Dataset) -> tuple[Hashable, ...]:
@@ -176,6 +246,31 @@ class GeosweepAccessor:
         ``snapshot_state`` with ``snapshots``), selected by the ``state`` labels, on ``component``."""
         return state_part(self._ds["snapshot_state" if snapshots else "final_state"], part)
 
+    def default_selection(self) -> dict[str, Any]:
+        """The slice figures show by default: store attr ``report_sel`` (a dict), else the system's
+        declared ``report_sel`` (e.g. the sphere's vortex case ``omega = 3.25``) and parameter
+        defaults, where swept; every other swept parameter at its first label."""
+        declared = self._ds.attrs.get("report_sel") or declared_selection(self.system)
+        extra = [str(d) for d in self.sweep_dims if d not in METHOD_DIMS]
+        picks = {d: self._ds[d].values[0].item() for d in extra}
+        for name, value in dict(declared).items():
+            if name in extra:
+                try:
+                    picks.update(parse_selection(self._ds, {name: value}))
+                except ValueError:
+                    pass  # the declared value was not swept here: keep the first label
+        return picks
+
+    def slice(self, select: dict[str, Any] | None = None, **labels: Any) -> tuple[xr.Dataset, str]:
+        """The Dataset at one label of every swept parameter (integrator, h, tol stay), and its
+        description (``"omega = 3.25"``). Unspecified axes take :meth:`default_selection`;
+        ``select``/``labels`` may be text (CLI ``--sel omega=3.25``). Bad names or values raise
+        ``ValueError`` naming the field."""
+        picks = self.default_selection()
+        picks.update(parse_selection(self._ds, {**(select or {}), **labels}))
+        sub = self._ds.sel(picks) if picks else self._ds
+        return sub, ", ".join(f"{d} = {v:g}" if isinstance(v, float) else f"{d} = {v}" for d, v in picks.items())
+
     def _selection_message(self, keep: xr.DataArray, what: str) -> str:
         st = self.status().values
         kept = int(keep.values.sum())
@@ -202,7 +297,7 @@ class GeosweepAccessor:
             if dropped:
                 msg += "; dropped labels with no kept cell: " + ", ".join(dropped)
         out.attrs["geosweep_selection"] = msg
-        if report and int(keep.values.sum()) < keep.size:
+        if report and _lost(self.status().values, keep.values, self.status_labels()):
             _say(msg)
         return out
 
@@ -252,7 +347,7 @@ class GeosweepAccessor:
         if not only_ok or "status" not in self._ds:
             return da
         keep = self.status() == 0
-        if int(keep.values.sum()) < keep.size:
+        if _lost(self.status().values, keep.values, self.status_labels()):
             _say(self._selection_message(keep, what))
         return da.where(keep)
 
@@ -291,14 +386,15 @@ class GeosweepAccessor:
             dask="parallelized",
             output_dtypes=[np.float64, np.float64, np.float64, np.float64, np.int64],
         )
-        units = str(da.attrs.get("units", ""))
+        units = str(da.attrs.get("units", "") or "1")
+        rate = per_unit(units, str(da[dim].attrs.get("units", "") or "1"))
         out = xr.Dataset(
             {
-                "slope": b.assign_attrs(units=f"({units}) / time", long_name=f"least-squares slope of {da.name}"),
-                "slope_stderr": se.assign_attrs(units=f"({units}) / time", long_name="standard error of the slope"),
+                "slope": b.assign_attrs(units=rate, long_name=f"least-squares slope of {da.name}"),
+                "slope_stderr": se.assign_attrs(units=rate, long_name="standard error of the slope"),
                 "intercept": a.assign_attrs(units=units, long_name="intercept at t = 0"),
                 "rms_residual": rms.assign_attrs(units=units, long_name="RMS of residuals about the line"),
-                "n_points": n.assign_attrs(long_name="finite samples in the window"),
+                "n_points": n.assign_attrs(long_name="finite samples in the window", units="1"),
             }
         )
         tv = t.values
@@ -345,7 +441,7 @@ class GeosweepAccessor:
         label = xr.where(~determined, "undetermined", xr.where(drifting, "drifting", "bounded"))
         out = fit.assign(
             change=change.assign_attrs(long_name="|slope|·(t1 − t0)", units=fit.intercept.attrs.get("units", "")),
-            ratio=ratio.assign_attrs(long_name="|slope|·(t1 − t0) / rms_residual"),
+            ratio=ratio.assign_attrs(long_name="|slope|·(t1 − t0) / rms_residual", units="1"),
             drifting=drifting,
             classification=label,
         )
@@ -382,6 +478,7 @@ class GeosweepAccessor:
             raise ValueError("no h or tol axis in this Dataset")
         name = error_var if error_var is not None else self.default_error_var()
         da = name if isinstance(name, xr.DataArray) else self._ds[name]
+        da = da.isel({d: i for d, i in ERROR_BLOCK.items() if d in da.dims}, drop=True)
         extra = [d for d in da.dims if d not in self.sweep_dims]
         if extra:
             raise ValueError(f"{da.name} has per-cell dims {extra}; reduce them first (e.g. .max({extra[0]!r}))")
@@ -400,9 +497,9 @@ class GeosweepAccessor:
         )
         out = xr.Dataset(
             {
-                "order": p.assign_attrs(long_name=f"observed order d log({da.name}) / d log {dim}"),
-                "order_stderr": se.assign_attrs(long_name="standard error of the order"),
-                "log10_C": c.assign_attrs(long_name="log10 of the constant C in error ≈ C·x^p"),
+                "order": p.assign_attrs(long_name=f"observed order d log({da.name}) / d log {dim}", units="1"),
+                "order_stderr": se.assign_attrs(long_name="standard error of the order", units="1"),
+                "log10_C": c.assign_attrs(long_name="log10 of the constant C in error ≈ C·x^p", units="1"),
                 "n_points": n,
                 "used": used.transpose(*da.dims),
                 "error": da.where(used.transpose(*da.dims)),
@@ -426,11 +523,13 @@ class GeosweepAccessor:
         error_var = error_var or self.default_error_var()
         if cost_var == "evals":
             cost_var = EVAL_VAR
-        sub = ds[[error_var, cost_var]].assign(status=self.status()).compute()
+        sub = ds[[error_var, cost_var]].assign(status=self.status())
+        sub = sub.isel({d: i for d, i in ERROR_BLOCK.items() if d in sub.dims}, drop=True).compute()
         df = sub.to_dataframe().reset_index()
         df = df[[*map(str, self.sweep_dims), error_var, cost_var, "status"]]
         good = (df["status"] == 0) & np.isfinite(df[error_var].astype(float)) & np.isfinite(df[cost_var].astype(float))
-        if (~good).any():
+        lost = ~good & ~df["status"].isin(_fillers(self.status_labels()))
+        if lost.any():
             counts = describe_status(df.loc[~good, "status"].to_numpy(), self.status_labels())
             if "ok" in counts:
                 counts["ok_with_nonfinite_value"] = counts.pop("ok")

@@ -1,11 +1,17 @@
 """Generic figures of a geosweep Dataset (any family). Each returns a ``Figure`` or ``None``.
 
-Time-series figures show one line per (integrator, h or tol) at a *representative* value of
-every other sweep axis (its first label unless chosen, see :func:`representative`).
+Time-series figures show one line per (integrator, h or tol) at one slice of every other sweep
+axis (``ds.geosweep.slice()``: the system's declared default, e.g. the sphere's vortex case, or
+the labels chosen with ``--sel``). Conventions for every figure: colour = integrator (a
+qualitative palette), line style / marker = step size or parameter combination; legends sit
+outside the axes; axis labels are ``long_name [units]`` from the data (dimensionless: no
+brackets), time carries the system's units; filler (not applicable) and failed cells are never
+drawn.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Hashable, Iterator
 from typing import Any
 
@@ -16,19 +22,19 @@ import analysis  # noqa: F401 - registers ds.geosweep
 from analysis.accessor import EVAL_VAR, status_label
 
 STEP_DIMS = ("h", "tol")
+STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+#: a jump of more than this many decades between two samples makes a log time axis misleading
+JUMP_DECADES = 2.0
 
 
 def representative(ds: xr.Dataset, select: dict[str, Any] | None = None) -> tuple[xr.Dataset, str]:
     """``ds`` at one label of every sweep axis other than integrator/h/tol, and a description.
 
-    ``select`` maps axis → label; unspecified axes take their first label.
+    ``select`` maps axis → label; unspecified axes take the system's default slice
+    (:meth:`GeosweepAccessor.default_selection`).
     """
-    select = dict(select or {})
-    extra = [d for d in ds.geosweep.sweep_dims if d not in ("integrator", *STEP_DIMS)]
-    picks = {d: select.get(d, ds[d].values[0]) for d in extra}
-    sub = ds.sel(picks) if picks else ds
-    desc = ", ".join(f"{d} = {v}" for d, v in picks.items())
-    return sub, desc
+    return ds.geosweep.slice(select)
 
 
 def cells(ds: xr.Dataset) -> Iterator[tuple[str, Hashable, float, xr.Dataset]]:
@@ -61,27 +67,101 @@ def _label(name: str, dim: Hashable, value: float) -> str:
     return f"{name}, {dim} = {value:g}" if dim else name
 
 
-def _axis_label(da: xr.DataArray) -> str:
-    """``long_name [units]`` of a variable (its name if it has no long_name)."""
-    units = da.attrs.get("units", "")
-    return f"{da.attrs.get('long_name', da.name)}" + (f" [{units}]" if units else "")
+def units_text(units: Any) -> str:
+    """``" [units]"``, or ``""`` for dimensionless (``"1"``) or missing units."""
+    u = str(units or "").strip()
+    return "" if u.replace(" ", "") in ("", "1", "1/1") else f" [{u}]"
+
+
+def short_name(text: str, limit: int = 60) -> str:
+    """A long_name cut before its explanatory tail (at ``"; "``, ``", "`` or ``" ("``) if longer
+    than ``limit``: the first cut that leaves balanced brackets and no dangling operator."""
+    if len(text) <= limit:
+        return text
+    cuts = sorted(i for sep in ("; ", ", ", " (") for i in range(12, len(text)) if text.startswith(sep, i))
+    for i in cuts:
+        head = text[:i].rstrip()
+        balanced = all(head.count(a) == head.count(b) for a, b in ("()", "[]"))
+        if balanced and head[-1] not in "/+−-*·=" and len(head) <= limit:
+            return head
+    return text[: limit - 1] + "…"
+
+
+def axis_label(da: xr.DataArray, width: int = 42) -> str:
+    """``long_name [units]`` of a variable (long names shortened), wrapped; never the raw variable
+    name if a long_name exists."""
+    name = short_name(str(da.attrs.get("long_name") or str(da.name).replace("_", " ")))
+    return textwrap.fill(name + units_text(da.attrs.get("units")), width)
+
+
+_axis_label = axis_label  # backwards-compatible name
+
+
+def time_label(ds: xr.Dataset) -> str:
+    """The time axis label with the system's time units (from the store's ``time`` coordinate)."""
+    units = str(ds["time"].attrs.get("units", "")).strip()
+    return "time (nondimensional)" if units in ("", "1") else f"time [{units}]"
+
+
+def step_label(ds: xr.Dataset, dim: str) -> str:
+    return f"{'step size h' if dim == 'h' else 'tolerance tol'}{units_text(ds[dim].attrs.get('units'))}"
+
+
+def integrator_colors(names: list[str]) -> dict[str, Any]:
+    """A distinct qualitative colour per integrator (tab10, then tab20)."""
+    import matplotlib as mpl
+
+    cmap = mpl.colormaps["tab10" if len(names) <= 10 else "tab20"]
+    return {n: cmap(k % cmap.N) for k, n in enumerate(names)}
 
 
 def _colors(n: int):
     import matplotlib as mpl
 
-    return [mpl.colormaps["viridis"](x) for x in np.linspace(0.0, 0.85, max(n, 1))]
+    return [mpl.colormaps["viridis"](x) for x in np.linspace(0.0, 0.8, max(n, 1))]
 
 
-def _grid(n: int, width: float = 4.2, height: float = 3.3):
+def _grid(n: int, width: float = 4.0, height: float = 3.2, sharey: bool = False, ncols: int = 3):
     import matplotlib.pyplot as plt
 
-    ncols = min(n, 3)
+    ncols = min(n, ncols)
     nrows = int(np.ceil(n / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False)
+    fig, axes = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(width * ncols + 2.2, height * nrows + 0.4),
+        squeeze=False,
+        sharey=sharey,
+        layout="constrained",
+    )
     for ax in axes.ravel()[n:]:
         ax.set_visible(False)
-    return fig, axes.ravel()
+    return fig, list(axes.ravel()[:n])
+
+
+def legend_outside(fig, axes, title: str | None = None, fontsize: float = 7) -> None:
+    """One legend for the figure, right of every axes (unique labels, in drawing order)."""
+    seen: dict[str, Any] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    if seen:
+        ncol = min(4, len(seen)) if len(seen) > 6 else len(seen)
+        fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=ncol, fontsize=fontsize,
+                   title=title, title_fontsize=fontsize, frameon=False)  # fmt: skip
+
+
+def readable_log_ticks(ax, axis: str = "x") -> None:
+    """Log-axis ticks that do not overlap: no minor labels; 1-2-5 labels in plain ``%g`` when the
+    data span less than two decades (else one label per decade)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    a = ax.xaxis if axis == "x" else ax.yaxis
+    lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
+    a.set_minor_formatter(NullFormatter())
+    if lo > 0 and hi > 0 and np.log10(hi / lo) < 2.0:
+        a.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        a.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
 def _positive(y: np.ndarray) -> np.ndarray:
@@ -89,29 +169,71 @@ def _positive(y: np.ndarray) -> np.ndarray:
     return np.where(y > 0, y, np.nan)
 
 
+def jump_dominates(ys: list[np.ndarray]) -> bool:
+    """True if some curve jumps up by more than :data:`JUMP_DECADES` between two samples and stays
+    there (median level after vs before), past the first 5 % of samples: an event such as the
+    torus's wall impact. A linear time axis shows such an event; a log one squeezes it."""
+    for y in ys:
+        ly = np.log10(y[np.isfinite(y)]) if np.isfinite(y).any() else np.array([])
+        if ly.size < 10:
+            continue
+        for k in np.flatnonzero(np.diff(ly) > JUMP_DECADES):
+            if k >= 0.05 * ly.size and np.median(ly[k + 1 :]) - np.median(ly[: k + 1]) > JUMP_DECADES:
+                return True
+    return False
+
+
+def _step_styles(ds: xr.Dataset, runs: list[tuple[str, Hashable, float, xr.Dataset]]) -> dict[tuple, Any]:
+    keys = sorted({(str(d), v) for _, d, v, _ in runs}, key=lambda k: (k[0], -k[1]))
+    return {k: STYLES[i % len(STYLES)] for i, k in enumerate(keys)}
+
+
+def _title(ds: xr.Dataset, what: str, desc: str) -> str:
+    return f"{what} — {ds.attrs.get('system', '')}{'; ' + desc if desc else ''}"
+
+
 def energy_error_vs_time(ds: xr.Dataset, desc: str = ""):
-    """|E(t) − E0|/|E0| against t on log–log axes, one panel per integrator, a line per h/tol."""
+    """|E(t) − E0|/|E0| against t, one panel per integrator on one shared y scale, a line per h/tol.
+
+    Log–log, unless a jump of more than two decades dominates (then linear time, log error)."""
     rel = ds.geosweep.relative_energy_error()
-    ints = [str(n) for n in ds["integrator"].values]
-    fig, axes = _grid(len(ints))
+    runs = list(cells(ds))
+    ints = [n for n in (str(i) for i in ds["integrator"].values) if any(r[0] == n for r in runs)]
+    if not ints:
+        return None
     t = ds["time"].values
-    drawn = False
+    pos = t > 0
+    curves = []
+    for name, dim, value, cell in runs:
+        y = _positive(rel.sel({k: cell[k].values for k in ds["status"].dims}).values)
+        if np.isfinite(y[pos]).any():
+            curves.append((name, dim, value, y))
+    if not curves:
+        return None
+    linear_t = jump_dominates([c[3] for c in curves])
+    styles = _step_styles(ds, runs)
+    colors = _colors(len(styles))
+    color_of = {k: colors[i] for i, k in enumerate(styles)}
+    fig, axes = _grid(len(ints), sharey=True)
     for ax, name in zip(axes, ints):
-        runs = [(d, v, c) for n, d, v, c in cells(ds) if n == name]
-        for color, (dim, value, cell) in zip(_colors(len(runs)), runs):
-            y = _positive(rel.sel({k: cell[k].values for k in ds["status"].dims}).values)
-            if np.isfinite(y[t > 0]).any():
-                ax.loglog(t[t > 0], y[t > 0], color=color, lw=1, label=f"{dim} = {value:g}" if dim else name)
-                drawn = True
-        ax.set_title(name)
-        ax.set_xlabel(f"time [{ds['time'].attrs.get('units', '')}]")
-        ax.set_ylabel("|E − E0| / |E0|")
+        for n, dim, value, y in curves:
+            if n != name:
+                continue
+            k = (str(dim), value)
+            label = f"{dim} = {value:g}" if dim else name
+            if linear_t:
+                ax.semilogy(t[pos], y[pos], ls=styles[k], color=color_of[k], lw=1.1, label=label)
+            else:
+                ax.loglog(t[pos], y[pos], ls=styles[k], color=color_of[k], lw=1.1, label=label)
+                readable_log_ticks(ax, "x")
+        readable_log_ticks(ax, "y")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(time_label(ds) + (" (linear: a jump dominates)" if linear_t else ""), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-        if runs:
-            ax.legend(fontsize=7)
-    fig.suptitle(f"relative energy error ({ds.attrs.get('system', '')}{'; ' + desc if desc else ''})")
-    fig.tight_layout()
-    return fig if drawn else None
+    axes[0].set_ylabel("|E − E0| / |E0|")
+    legend_outside(fig, axes, "step")
+    fig.suptitle(_title(ds, "relative energy error", desc), fontsize=10)
+    return fig
 
 
 def energy_envelope(ds: xr.Dataset, desc: str = ""):
@@ -120,172 +242,287 @@ def energy_envelope(ds: xr.Dataset, desc: str = ""):
     what a plot of a 10⁶-step cell should show (bounded VI, drifting RK). None without envelopes."""
     if "energy_error_upper" not in ds or "E0" not in ds:
         return None
-    ints = [str(n) for n in ds["integrator"].values]
-    fig, axes = _grid(len(ints))
+    runs = list(cells(ds))
+    ints = [n for n in (str(i) for i in ds["integrator"].values) if any(r[0] == n for r in runs)]
     t = ds["time"].values
     pos = t > 0
-    drawn = False
+    curves = []
+    for name, dim, value, cell in runs:
+        scale = abs(float(cell["E0"].values)) or 1.0
+        lo = cell["energy_error_lower"].values / scale
+        hi = cell["energy_error_upper"].values / scale
+        env = _positive(np.maximum(np.abs(lo), np.abs(hi)))
+        pt = _positive(cell["energy_error"].values / scale)
+        if np.isfinite(env[pos]).any():
+            curves.append((name, dim, value, env, pt))
+    if not curves:
+        return None
+    linear_t = jump_dominates([c[3] for c in curves])
+    styles = _step_styles(ds, runs)
+    colors = _colors(len(styles))
+    color_of = {k: colors[i] for i, k in enumerate(styles)}
+    fig, axes = _grid(len(ints), sharey=True)
     for ax, name in zip(axes, ints):
-        runs = [(d, v, c) for n, d, v, c in cells(ds) if n == name]
-        for color, (dim, value, cell) in zip(_colors(len(runs)), runs):
-            scale = abs(float(cell["E0"].values)) or 1.0
-            lo = cell["energy_error_lower"].values / scale
-            hi = cell["energy_error_upper"].values / scale
-            env = _positive(np.maximum(np.abs(lo), np.abs(hi)))
-            pt = _positive(cell["energy_error"].values / scale)
-            if np.isfinite(env[pos]).any():
-                label = f"{dim} = {value:g}" if dim else name
-                ax.loglog(t[pos], env[pos], color=color, lw=1.2, label=f"{label}: max over each interval")
-                ax.loglog(t[pos], pt[pos], color=color, lw=0.6, alpha=0.45, ls=":", label=f"{label}: point samples")
-                drawn = True
-        ax.set_title(name)
-        ax.set_xlabel(f"time [{ds['time'].attrs.get('units', '')}]")
-        ax.set_ylabel("|E − E0| / |E0|")
+        plot = ax.semilogy if linear_t else ax.loglog
+        for n, dim, value, env, pt in curves:
+            if n != name:
+                continue
+            k = (str(dim), value)
+            label = f"{dim} = {value:g}" if dim else name
+            plot(t[pos], env[pos], ls=styles[k], color=color_of[k], lw=1.2, label=f"{label}: max over each interval")
+            plot(t[pos], pt[pos], color=color_of[k], lw=0.6, alpha=0.5, ls=":", label=f"{label}: point samples")
+            if not linear_t:
+                readable_log_ticks(ax, "x")
+        readable_log_ticks(ax, "y")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(time_label(ds), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-        if runs:
-            ax.legend(fontsize=6)
+    axes[0].set_ylabel("|E − E0| / |E0|")
+    legend_outside(fig, axes)
+    fig.suptitle(_title(ds, "energy error envelope", desc), fontsize=10)
+    return fig
+
+
+def order_comment(order: float, stderr: float, n: int, expected: float, dim: str) -> str:
+    """How to read an observed order: against the nominal order for ``h`` (fixed-step methods),
+    as a plain slope for ``tol`` (adaptive methods: there is no nominal value to match)."""
+    if not np.isfinite(order):
+        return "too few points"
+    parts = []
+    if n < 3 or not np.isfinite(stderr):
+        parts.append(f"{n} points: no standard error")
+    if dim == "tol":
+        parts.append("slope vs tol (≈ 1 for a tolerance-proportional controller; not an order in h)")
+    elif np.isfinite(expected):
+        gap = order - expected
+        if abs(gap) <= 0.3:
+            parts.append(f"matches the nominal order {expected:g}")
+        elif gap > 0:
+            parts.append(f"above the nominal {expected:g}: pre-asymptotic or error cancellation; refine h")
         else:
-            ax.text(0.5, 0.5, "no cell finished with status ok", ha="center", va="center", transform=ax.transAxes)
-    fig.suptitle(f"energy error envelope ({ds.attrs.get('system', '')}{'; ' + desc if desc else ''})")
-    fig.tight_layout()
-    return fig if drawn else None
+            parts.append(f"below the nominal {expected:g}: not in the asymptotic regime (or a non-smooth event)")
+    return "; ".join(parts)
 
 
-def error_vs_step(ds: xr.Dataset, error_var: str | None = None):
-    """Summary error against h (and against tol), log–log, with least-squares slopes."""
+def error_vs_step(ds: xr.Dataset, error_var: str | None = None, desc: str = ""):
+    """Summary error against h (fixed-step methods) and against tol (adaptive methods), log–log,
+    with least-squares slopes; a method appears only on the axis it was swept over."""
     acc = ds.geosweep
     error_var = error_var or acc.default_error_var()
     dims = [d for d in STEP_DIMS if d in acc.sweep_dims]
-    if not dims:
+    if not dims or error_var not in ds:
         return None
-    fig, axes = _grid(len(dims), 5.0, 3.8)
+    colors = integrator_colors([str(n) for n in ds["integrator"].values])
+    fig, axes = _grid(len(dims), 4.6, 3.6)
     drawn = False
+    import warnings
+
+    from analysis.accessor import CellsDroppedWarning
+
     for ax, dim in zip(axes, dims):
-        fit = acc.order(error_var, dim=dim).compute()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CellsDroppedWarning)
+            fit = acc.order(error_var, dim=dim).compute()
         other = [d for d in fit["order"].dims if d != "integrator"]
-        for color, name in zip(_colors(fit.sizes["integrator"]), fit["integrator"].values):
+        k = 0
+        for name in fit["integrator"].values:
             adaptive = acc.is_adaptive(str(name))
             if adaptive is not None and adaptive != (dim == "tol"):
-                continue  # a fixed-step method on the tol panel (or adaptive on h) is a filler point
+                continue  # a fixed-step method on the tol panel (or adaptive on h) would be a filler point
             f = fit.sel(integrator=name)
-            if other:  # pick the slice with the most points (e.g. the applicable tol of a fixed-step method)
-                best = f["n_points"].argmax(other)
-                f = f.isel(best)
-            x = f[dim].values
-            y = f["error"].values
-            if not np.isfinite(y).any():
+            if other:  # the slice with the most points (the applicable tol of a fixed-step method)
+                f = f.isel(f["n_points"].argmax(other))
+            x, y = f[dim].values, f["error"].values
+            good = np.isfinite(y) & (y > 0)
+            if not good.any():
                 continue
+            p, se, n = float(f["order"]), float(f["order_stderr"]), int(f["n_points"])
             exp = float(f["expected_order"]) if "expected_order" in f.coords else np.nan
-            lab = f"{name}: p = {float(f['order']):.2f}" if np.isfinite(f["order"]) else f"{name}"
-            if np.isfinite(exp) and dim == "h":
-                lab += f" (expected {exp:g})"
-            ax.loglog(x, y, "o", color=color, label=lab)
-            if np.isfinite(f["order"]):
-                xs = np.array([np.nanmin(x[np.isfinite(y)]), np.nanmax(x[np.isfinite(y)])])
-                ax.loglog(xs, 10 ** float(f["log10_C"]) * xs ** float(f["order"]), "-", color=color, lw=1)
+            lab = str(name)
+            if np.isfinite(p):
+                lab += f": {'slope' if dim == 'tol' else 'p'} = {p:.2f}" + (
+                    f" ± {se:.2f}" if n >= 3 and np.isfinite(se) else ""
+                )
+                lab += f" (nominal {exp:g})" if dim == "h" and np.isfinite(exp) else ""
+                lab += "" if n >= 3 else f" [{n} pts]"
+            m = MARKERS[k % len(MARKERS)]
+            ax.loglog(x[good], y[good], m, color=colors[str(name)], mfc="none", mew=1.4, ms=7 + 2 * (k % 3), label=lab)
+            if np.isfinite(p):
+                xs = np.array([x[good].min(), x[good].max()])
+                ax.loglog(xs, 10 ** float(f["log10_C"]) * xs**p, "--", color=colors[str(name)], lw=1)
+            k += 1
             drawn = True
-        ax.set_xlabel(f"{dim} [{ds[dim].attrs.get('units', '')}]")
-        ax.set_ylabel(_axis_label(ds[error_var]))
+        ax.set_xlabel(step_label(ds, dim))
+        ax.set_ylabel(axis_label(ds[error_var], 36), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-        ax.set_title(f"{error_var} vs {dim} (ok cells; line: least-squares fit)", fontsize=9)
-    fig.tight_layout()
+        steps = np.unique(ds[dim].values.astype(np.float64))
+        if 1 < len(steps) <= 6:  # label exactly the swept values
+            from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+            ax.xaxis.set_major_locator(FixedLocator(steps))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        else:
+            readable_log_ticks(ax, "x")
+        readable_log_ticks(ax, "y")
+        ax.set_title(f"{'fixed-step methods vs h' if dim == 'h' else 'adaptive methods vs tol'}", fontsize=9)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
+        else:
+            ax.text(0.5, 0.5, f"no ok cell with a finite {error_var}", transform=ax.transAxes, ha="center", fontsize=8)
+    fig.suptitle(_title(ds, "error against step size (ok cells; dashed: least-squares fit)", desc), fontsize=10)
     return fig if drawn else None
 
 
+def _combo(row, dims: list[str]) -> str:
+    return ", ".join(f"{d} = {row[d]:g}" if isinstance(row[d], float) else f"{d} = {row[d]}" for d in dims)
+
+
 def work_precision(ds: xr.Dataset, error_var: str | None = None):
-    """Error against wall time and against force evaluations, one line per integrator."""
+    """Error against wall time and against force evaluations: one curve per (integrator,
+    parameter combination), its points (step sizes or tolerances) sorted by cost, with markers."""
     import warnings
 
     acc = ds.geosweep
+    error_var = error_var or acc.default_error_var()
+    if error_var not in ds:
+        return None
     costs = ["wall_time"] + ([EVAL_VAR] if EVAL_VAR in ds else [])
-    fig, axes = _grid(len(costs), 5.0, 3.8)
+    params = [str(d) for d in acc.sweep_dims if d not in ("integrator", *STEP_DIMS)]
+    colors = integrator_colors([str(n) for n in ds["integrator"].values])
+    fig, axes = _grid(len(costs), 4.6, 3.6, sharey=True)
     drawn = False
     for ax, cost in zip(axes, costs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the report states the dropped cells once
             df = acc.work_precision(error_var, cost_var=cost)
-        ev = df.attrs["error_var"]
-        for color, (name, g) in zip(_colors(df["integrator"].nunique()), df.groupby("integrator", sort=False)):
+        df = df[(df[error_var] > 0) & (df[cost] > 0)]
+        groups = df.groupby(["integrator", *params], sort=False) if params else df.groupby("integrator", sort=False)
+        combos = sorted({_combo(g.iloc[0], params) for _, g in groups}) if params else [""]
+        for _, g in groups:
+            name = str(g["integrator"].iloc[0])
+            combo = _combo(g.iloc[0], params) if params else ""
+            k = combos.index(combo)
             g = g.sort_values(cost)
-            ok = (g[ev] > 0) & (g[cost] > 0)
-            if ok.any():
-                ax.loglog(g[cost][ok], g[ev][ok], "o-", color=color, lw=1, label=str(name))
-                drawn = True
-        ax.set_xlabel(f"{cost} [{ds[cost].attrs.get('units', '')}]")
-        ax.set_ylabel(ev)
+            ax.loglog(g[cost], g[error_var], marker=MARKERS[k % len(MARKERS)], ls=STYLES[k % len(STYLES)],
+                      color=colors[name], lw=1, ms=5, label=f"{name}{', ' + combo if combo else ''}")  # fmt: skip
+            drawn = True
+        ax.set_xlabel(axis_label(ds[cost], 36) if cost != "wall_time" else "wall time [s]", fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle("work–precision (ok cells)")
-    fig.tight_layout()
+        readable_log_ticks(ax, "x")
+        readable_log_ticks(ax, "y")
+    axes[0].set_ylabel(axis_label(ds[error_var], 36), fontsize=8)
+    legend_outside(fig, axes)
+    system = ds.attrs.get("system", "")
+    fig.suptitle(f"work–precision (ok cells; a curve per integrator and parameter set) — {system}", fontsize=10)
     return fig if drawn else None
 
 
-def _time_lines(ds: xr.Dataset, series: dict[str, xr.DataArray], title: str):
-    fig, axes = _grid(len(series))
+def _series_state(ds: xr.Dataset, da: xr.DataArray) -> str | None:
+    """None if ``da`` has finite, non-zero values in some ok cell; else why the panel is skipped."""
+    ok = ds["status"] == 0
+    vals = np.asarray(da.where(ok).values, dtype=np.float64)
+    fin = vals[np.isfinite(vals)]
+    if fin.size == 0:
+        return "NaN in every ok cell (not conserved or not defined here)"
+    if bool(np.all(fin == 0)):
+        return "identically 0 in every ok cell (exact by construction)"
+    return None
+
+
+def time_lines(ds: xr.Dataset, series: dict[str, xr.DataArray], title: str):
+    """Log-y panels of time series, colour = integrator, line style = step size; one shared legend.
+
+    Panels whose values are NaN or identically 0 in every ok cell are not drawn; returns
+    ``(figure or None, notes)`` with one note per skipped panel."""
+    notes, keep = [], {}
+    for label, da in series.items():
+        why = _series_state(ds, da)
+        if why:
+            notes.append(f"{label}: {why}; panel omitted")
+        else:
+            keep[label] = da
+    if not keep:
+        return None, notes
     runs = list(cells(ds))
+    order = [str(n) for n in ds["integrator"].values]
+    colors = integrator_colors(order)
+    styles = _step_styles(ds, runs)
     t = ds["time"].values
-    drawn = False
-    for ax, (label, da) in zip(axes, series.items()):
-        finite = zero = True
-        nfin = 0
-        for color, (name, dim, value, cell) in zip(_colors(len(runs)), runs):
+    fig, axes = _grid(len(keep))
+    for ax, (label, da) in zip(axes, keep.items()):
+        for name, dim, value, cell in runs:
             sel = {k: cell[k].values for k in ds["status"].dims if k in da.dims}
-            raw = np.asarray(da.sel(sel).values, dtype=np.float64)
-            finite &= not np.isfinite(raw).any()
-            zero &= bool(np.all(raw[np.isfinite(raw)] == 0))
-            nfin += int(np.isfinite(raw).sum())
-            y = _positive(raw)
+            sub = da.sel(sel)
+            if "time" not in sub.dims:
+                continue
+            extra = [d for d in sub.dims if d != "time"]
+            y = _positive(sub.max(extra).values if extra else sub.values)
             if np.isfinite(y).any():
-                ax.semilogy(t, y, color=color, lw=1, label=_label(name, dim, value))
-                drawn = True
-        if runs and (finite or zero):
-            msg = "NaN in every cell (not conserved by this system)" if finite else "identically 0 in every cell"
-            ax.text(0.5, 0.5, msg, transform=ax.transAxes, ha="center", va="center", fontsize=9)
-            drawn = drawn or (zero and nfin > 0)
-        ax.set_title(label, fontsize=9)
-        ax.set_xlabel(f"time [{ds['time'].attrs.get('units', '')}]")
+                width = max(0.8, 2.6 - 0.6 * order.index(name))  # earlier integrators wider: equal curves stay visible
+                ax.semilogy(
+                    t, y, color=colors[name], ls=styles[(str(dim), value)], lw=width, label=_label(name, dim, value)
+                )
+        ax.set_title(textwrap.fill(label.split(" [")[0], 48), fontsize=8)
+        readable_log_ticks(ax, "y")
+        ax.set_ylabel(units_text(da.attrs.get("units")).strip(" []") or "dimensionless", fontsize=8)
+        ax.set_xlabel(time_label(ds), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-    for ax in axes:
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6, ncol=2)
-            break
-    fig.suptitle(title)
-    fig.tight_layout()
-    return fig if drawn else None
+    legend_outside(fig, axes)
+    fig.suptitle(title, fontsize=10)
+    return fig, notes
 
 
-CONSTRAINT_VARS = ("unit_error", "tangency_error", "rho_norm_error", "rho_dot_Omega")
+_time_lines = time_lines
+
+
+CONSTRAINT_VARS = ("unit_error", "tangency_error", "rho_norm_error", "rho_dot_Omega", "constraint_error")
 
 
 def constraint_errors(ds: xr.Dataset, desc: str = ""):
-    """Constraint errors (|q| − 1, q·ω, …) against time, log y; None if the family stores none."""
-    series = {f"{v} [{ds[v].attrs.get('units', '')}]": ds[v] for v in CONSTRAINT_VARS if v in ds}
+    """Constraint errors (|q| − 1, q·ω, …) against time, log y: ``(figure or None, notes)``."""
+    series = {axis_label(ds[v], 200): ds[v] for v in CONSTRAINT_VARS if v in ds}
     if not series:
-        return None
-    return _time_lines(ds, series, f"constraint errors{' (' + desc + ')' if desc else ''}")
+        return None, []
+    return time_lines(ds, series, _title(ds, "constraint errors", desc))
 
 
 def momentum_series(ds: xr.Dataset) -> dict[str, xr.DataArray]:
-    """Momentum errors over time that the store holds or implies (family-dependent)."""
+    """Momentum errors over time, only where the momentum is conserved (family-dependent).
+
+    With wall contacts (torus: ``first_wall_contact_t``), |P − P0| and |L − L0| are shown only
+    before the first contact: the wall exerts a force and a torque, so P and L are not conserved
+    through contact (the store's ``P_drift_free``/``L_drift_free`` summarise the drift inside
+    every contact-free window)."""
     out: dict[str, xr.DataArray] = {}
     if "momentum_error" in ds:
-        out["momentum_error |J − J0| (or axial)"] = ds["momentum_error"]
+        out[axis_label(ds["momentum_error"], 200)] = ds["momentum_error"]
     if "J" in ds and "time" in ds["J"].dims:
-        out["|J − J0| (J = e3·L)"] = abs(ds["J"] - ds["J"].isel(time=0))
+        out["|J − J0| (J = e3·L, vertical angular momentum)"] = abs(ds["J"] - ds["J"].isel(time=0)).assign_attrs(
+            units=ds["J"].attrs.get("units", "")
+        )
+    if "dJ3" in ds and "time" in ds["dJ3"].dims:
+        out[axis_label(ds["dJ3"], 200)] = abs(ds["dJ3"]).assign_attrs(units=ds["dJ3"].attrs.get("units", ""))
     for v in ("P", "L"):
         if v in ds and "component" in ds[v].dims and "momentum_error" not in ds:
             d = ds[v] - ds[v].isel(time=0)
-            out[f"|{v} − {v}0|"] = np.sqrt((d**2).sum("component", min_count=1))
+            err = np.sqrt((d**2).sum("component", min_count=1))
+            what = "linear" if v == "P" else "angular"
+            label = f"|{v} − {v}0| ({what} momentum)"
+            if "first_wall_contact_t" in ds:
+                first = ds["first_wall_contact_t"]
+                err = err.where(first.isnull() | (ds["time"] < first))
+                label += ", before the first wall contact"
+            out[label] = err.assign_attrs(units=ds[v].attrs.get("units", ""))
     return out
 
 
 def momentum_errors(ds: xr.Dataset, desc: str = ""):
-    """Momentum-map errors against time, log y."""
+    """Momentum-map errors against time, log y, where conserved: ``(figure or None, notes)``."""
     series = momentum_series(ds)
     if not series:
-        return None
-    return _time_lines(ds, series, f"momentum errors{' (' + desc + ')' if desc else ''}")
+        return None, []
+    return time_lines(ds, series, _title(ds, "momentum errors (only where conserved)", desc))
 
 
 #: Colours of the non-failure codes (0 ok, −1 not run, −2 not applicable); failures (> 0) take
@@ -302,6 +539,45 @@ def status_colors(codes: list[int]) -> dict[int, str]:
     return out
 
 
+def _column_labels(ds: xr.Dataset, dims: list) -> list[str]:
+    idx = (
+        np.stack(np.meshgrid(*[np.arange(ds.sizes[d]) for d in dims], indexing="ij"), -1).reshape(-1, len(dims))
+        if dims
+        else np.zeros((1, 0), int)
+    )
+    return [
+        ", ".join(
+            f"{d}={ds[d].values[i]:g}" if np.issubdtype(ds[d].dtype, np.number) else f"{d}={ds[d].values[i]}"
+            for d, i in zip(dims, row)
+        )
+        for row in idx
+    ]
+
+
+def _mixed_status_rows(ds: xr.Dataset, other: list, filler: int):
+    """Mixed h/tol grid: each integrator's row along its own step axis (h for fixed-step, tol for
+    adaptive methods) at the label of the other axis where it ran, so that filler cells do not
+    fill the map. Returns (codes (n_int, n_cols), column labels, per-cell step texts)."""
+    st = ds["status"]
+    params = [d for d in other if d not in ("h", "tol")]
+    n_step = max(st.sizes["h"], st.sizes["tol"])
+    rows, texts = [], []
+    for name in ds["integrator"].values:
+        own = "tol" if ds.geosweep.is_adaptive(str(name)) else "h"
+        oth = "h" if own == "tol" else "tol"
+        r = st.sel(integrator=name)
+        k = int(np.argmax((r != filler).sum([d for d in r.dims if d != oth]).values))
+        a = r.isel({oth: k}).transpose(own, *params).values.reshape(r.sizes[own], -1).astype(int)
+        pad = np.full((n_step, a.shape[1]), filler, dtype=int)
+        pad[: a.shape[0]] = a
+        rows.append(pad.T.ravel())
+        vals = [f"{own}={v:g}" for v in ds[own].values] + [""] * (n_step - r.sizes[own])
+        texts.append([vals[j] for _ in range(a.shape[1]) for j in range(n_step)])
+    prefix = _column_labels(ds, params)
+    cols = [f"{p + ', ' if p else ''}step {j + 1}" for p in prefix for j in range(n_step)]
+    return np.array(rows), cols, texts
+
+
 def status_map(ds: xr.Dataset):
     """Every cell's status: rows integrators, columns the other sweep axes (flattened).
 
@@ -313,28 +589,29 @@ def status_map(ds: xr.Dataset):
 
     st = ds["status"]
     other = [d for d in st.dims if d != "integrator"]
-    arr = st.transpose("integrator", *other).values.reshape(st.sizes["integrator"], -1).astype(int)
-    idx = (
-        np.stack(np.meshgrid(*[np.arange(st.sizes[d]) for d in other], indexing="ij"), -1).reshape(-1, len(other))
-        if other
-        else np.zeros((1, 0), int)
-    )
-    cols = [
-        ", ".join(
-            f"{d}={ds[d].values[i]:g}" if np.issubdtype(ds[d].dtype, np.number) else f"{d}={ds[d].values[i]}"
-            for d, i in zip(other, row)
-        )
-        for row in idx
-    ]
+    filler = [c for c, lab in ds.geosweep.status_labels().items() if lab == "not_applicable"]
+    texts = None
+    if {"h", "tol"} <= set(other) and "integrator_adaptive" in ds.coords:
+        arr, cols, texts = _mixed_status_rows(ds, other, filler[0] if filler else -2)
+    else:
+        arr = st.transpose("integrator", *other).values.reshape(st.sizes["integrator"], -1).astype(int)
+        cols = _column_labels(ds, other)
+    live = ~np.isin(arr, filler).all(axis=0)  # columns where some integrator applies
+    arr, cols = arr[:, live], [c for c, keep in zip(cols, live) if keep]
+    texts = [[t for t, keep in zip(row, live) if keep] for row in texts] if texts is not None else None
+    hidden = int((~live).sum())
     labels = ds.geosweep.status_labels()
     colors = status_colors([*labels, *np.unique(arr).tolist()])
     codes = sorted(colors)
     lut = {c: k for k, c in enumerate(codes)}
     img = np.vectorize(lambda s: lut[s])(arr)
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * arr.shape[1] + 2.5), max(2.2, 0.45 * arr.shape[0] + 1.6)))
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.6 * arr.shape[1] + 2.5), max(3.2, 0.45 * arr.shape[0] + 1.8)))
     ax.imshow(img, cmap=ListedColormap([colors[c] for c in codes]), vmin=-0.5, vmax=len(codes) - 0.5, aspect="auto")
     for (r, c), s in np.ndenumerate(arr):
-        ax.text(c, r, str(s), ha="center", va="center", fontsize=7)
+        text = texts[r][c] if texts is not None and s not in filler else ""
+        text = f"{text}\n{s}" if s > 0 and text else (str(s) if s > 0 else text)  # failures carry their code
+        if text:
+            ax.text(c, r, text, ha="center", va="center", fontsize=6, color="w" if s > 0 else "k")
     ax.set_yticks(range(arr.shape[0]), [str(v) for v in ds["integrator"].values], fontsize=8)
     ax.set_xticks(range(arr.shape[1]), cols, rotation=60, ha="right", fontsize=7)
     ax.set_xticks(np.arange(arr.shape[1] + 1) - 0.5, minor=True)
@@ -348,6 +625,8 @@ def status_map(ds: xr.Dataset):
         loc="upper left",
         fontsize=7,
     )
-    ax.set_title("cell status")
+    mixed = " (mixed grid: each method along its own h or tol, written in the cell)" if texts is not None else ""
+    ax.set_title("cell status" + mixed + (f" ({hidden} all-filler columns omitted)" if hidden else ""),
+                 fontsize=9)  # fmt: skip
     fig.tight_layout()
     return fig

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import html
 import os
+import string
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
 import xarray as xr
 
 import analysis  # noqa: F401 - registers ds.geosweep
@@ -36,6 +39,7 @@ class Report:
     captions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     location: str = ""  # where the report ended up (``out``, or the URL it was uploaded to)
+    selection: str = ""  # the slice of the per-slice figures, e.g. "omega = 3.25"
 
     @property
     def index(self) -> Path:
@@ -50,10 +54,11 @@ def _save(rep: Report, name: str, fig, caption: str) -> None:
     import matplotlib.pyplot as plt
 
     if fig is None:
-        rep.notes.append(f"{name}: not drawn (nothing to plot in this store)")
+        if not any(n.startswith(f"{name}:") for n in rep.notes):
+            rep.notes.append(f"{name}: not drawn (nothing to plot in this store)")
         return
     path = rep.out / f"{name}.png"
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(fig)
     rep.figures[name] = path
     rep.captions[name] = caption
@@ -63,7 +68,7 @@ def _table(df) -> str:
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(f"{v:.3g}" if isinstance(v, float) else str(v) for v in row) + " |")
+        lines.append("| " + " | ".join(_fmt_cell(v) for v in row) + " |")
     return "\n".join(lines)
 
 
@@ -73,13 +78,15 @@ def make_report(
     *,
     storage_options: dict | None = None,
     select: dict[str, Any] | None = None,
-    ke_times: tuple[float, ...] = S.PAPER_KE_TIMES,
+    ke_times: tuple[float, ...] | None = None,
     sections: list[tuple[str, str]] | None = None,
 ) -> Report:
     """Write every applicable figure and ``index.md``/``index.html`` of a store into ``out``.
 
-    ``select`` fixes the label of swept parameters for time-series figures (default: each
-    axis's first label); ``ke_times`` are the KE-map times (nearest snapshots are used);
+    ``select`` fixes the label of swept parameters for the per-slice figures (default: the
+    system's declared slice, :meth:`GeosweepAccessor.default_selection`; text values are
+    converted, bad ones raise ``ValueError``); ``ke_times`` are the KE-map times (default: up to
+    five evenly spaced snapshots);
     ``sections`` are (heading, Markdown) pairs placed first in the index (e.g. a comparison).
     """
     import matplotlib
@@ -95,111 +102,171 @@ def make_report(
     rep.out.mkdir(parents=True, exist_ok=True)
     acc = ds.geosweep
     counts = acc.status_counts()
-    sub, desc = F.representative(ds, select)
+    sub, desc = acc.slice(select)
     at = f" at {desc}" if desc else ""
     system = acc.system
+    err = acc.default_error_var()
+    err_name = F.axis_label(ds[err], 200) if err in ds else err
+    if "energy_error" in ds and not bool(ds["energy_error"].where(ds["status"] == 0).notnull().any()):
+        for name in ("energy_error_vs_time", "energy_envelope"):
+            rep.notes.append(f"{name}: the energy error is NaN in every ok cell (energy not conserved here, e.g. a "
+                             "controlled system whose inputs do work)")  # fmt: skip
+    if err not in ds or not bool(ds[err].where(ds["status"] == 0).notnull().any()):
+        for name in ("error_vs_step", "work_precision"):
+            rep.notes.append(f"{name}: no finite {err} in any ok cell (e.g. global_error not requested)")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CellsDroppedWarning)  # stated once in the index instead
         _save(
             rep,
             "energy_error_vs_time",
             F.energy_error_vs_time(sub, desc),
-            f"|E(t) − E0|/|E0| on log–log axes, one panel per integrator, one line per step size{at}.",
+            f"|E(t) − E0|/|E0|, one panel per integrator on one shared y scale, one line per step size{at}. "
+            "Look for: a flat, bounded error (variational / symplectic methods) against a growing one (RK); "
+            "the time axis is linear when an event (e.g. an impact) makes the error jump.",
         )
         _save(
             rep,
             "energy_envelope",
             F.energy_envelope(sub, desc),
             "Envelope of |E − E0|/|E0|: its max over every step of each output interval (solid) beside the "
-            f"point samples (dotted), log–log{at}. Bounded for a variational integrator, drifting for RK.",
+            f"point samples (dotted){at}. Look for: a bounded envelope for a variational integrator, a drifting "
+            "one for RK; samples far below the envelope mean the output interval misses the peaks.",
         )
         _save(
             rep,
             "error_vs_step",
-            F.error_vs_step(ds),
-            f"{acc.default_error_var()} against h (and tol) for ok cells, with least-squares slopes "
-            "(observed order p). Swept parameters: the slice with the most points.",
+            F.error_vs_step(sub, desc=desc),
+            f"{err_name} against h for fixed-step methods and against tol for adaptive ones (ok cells){at}, "
+            "with least-squares slopes. Look for: p close to the nominal order on the h panel; the tol panel's "
+            "slope is not an order and has no nominal value.",
         )
         _save(
             rep,
             "work_precision",
             F.work_precision(ds),
-            f"{acc.default_error_var()} against wall time and force evaluations (ok cells, all parameters).",
+            f"{err_name} against wall time and force evaluations: one curve per integrator and parameter set "
+            "(ok cells, every parameter value). Look for: the curve lowest and furthest left is the cheapest "
+            "method for a given accuracy.",
         )
+        fig, notes = F.constraint_errors(sub, desc)
         if not any(v in ds for v in F.CONSTRAINT_VARS):
-            rep.notes.append(
-                f"constraint_errors: the {acc.family} family stores no constraint error "
-                "(SE(3) states are group elements; no unit-length or tangency constraint)"
-            )
-        _save(rep, "constraint_errors", F.constraint_errors(sub, desc), f"Constraint errors against time{at}.")
-        if all(bool(da.isnull().all()) for da in F.momentum_series(sub).values()):
-            rep.notes.append(
-                "momentum_errors: every stored momentum error is NaN or absent: this system's "
-                "momentum map is not conserved (e.g. spring_pendula has no symmetry)"
-            )
+            notes.append(f"constraint_errors: the {acc.family} family stores no generic constraint error")
+        rep.notes += notes
+        _save(
+            rep,
+            "constraint_errors",
+            fig,
+            f"Constraint errors against time{at}; colour = integrator, line style = step size. "
+            "Look for: round-off level (≈ 1e-15) for methods that keep the constraint, growth for the others.",
+        )
+        fig, notes = F.momentum_errors(sub, desc)
+        rep.notes += notes
+        if not F.momentum_series(sub):
+            rep.notes.append("momentum_errors: this store holds no conserved momentum map")
         _save(
             rep,
             "momentum_errors",
-            F.momentum_errors(sub, desc),
-            f"Momentum-map errors against time{at}. NaN (not drawn) where the momentum is not conserved.",
+            fig,
+            f"Momentum-map errors against time{at}, only where the momentum is conserved (with a wall: before "
+            "the first contact). Look for: round-off level for methods that keep the symmetry.",
         )
         _save(
             rep,
             "status_map",
             F.status_map(ds),
-            "Status of every cell (0 ok, > 0 failed, −1 not run, −2 not applicable; labels from the store).",
+            "Status of every cell (labels from the store's flag_meanings); columns that are filler in every row "
+            "of a mixed h/tol grid are omitted. Look for: failures (numbered cells) and where in the grid they sit.",
         )
-        specific: list[tuple[str, Any]] = []
-        if system == "lj_sphere":
-            specific.append(("ke_map", lambda: S.ke_map(sub, ke_times)))
-        if system == "torus":
-            specific += [
-                ("torus_energy_partition", lambda: S.torus_energy_partition(sub)),
-                ("torus_snapshots", lambda: S.torus_snapshots(sub)),
-            ]
-        if "integrator_adaptive" in ds.coords and bool(ds["integrator_adaptive"].any()):
-            specific.append(("chain_step_sizes", lambda: S.chain_step_sizes(sub)))
-        for name, make in specific:
+        for name, make in S.system_figures(system, acc.family, ds, sub, ke_times):
             fig, caption, notes = make()
             rep.notes += notes
             _save(rep, name, fig, caption + (f" Parameters{at}." if desc else ""))
-        tables = list(sections or []) + _summary_tables(ds, sub)
+        rep.selection = desc
+        tables = [(h, t, "") for h, t in sections or []] + _summary_tables(ds, sub, desc)
     _write_index(rep, ds, where, counts, tables)
     return rep
 
 
-def _summary_tables(ds: xr.Dataset, sub: xr.Dataset) -> list[tuple[str, str]]:
-    out = []
+#: (heading, table or Markdown text, caption saying what to look for)
+Table = tuple[str, Any, str]
+
+
+def _summary_tables(ds: xr.Dataset, sub: xr.Dataset, desc: str = "") -> list[Table]:
+    out: list[Table] = []
     fails = ds.geosweep.failures()
     if len(fails):
         cols = [c for c in fails.columns if c != "status"]
         more = f"; first {MAX_FAILURE_ROWS} of {len(fails)}" if len(fails) > MAX_FAILURE_ROWS else ""
-        out.append((f"Failed cells (status > 0{more})", _table(fails[cols].head(MAX_FAILURE_ROWS))))
+        out.append(
+            (
+                f"Failed cells (status > 0{more})",
+                fails[cols].head(MAX_FAILURE_ROWS),
+                "Each failed cell with its label (from the store's flag_meanings), the step and time of the failure "
+                "and the offending body and value. Look for: failures clustered at the largest h.",
+            )
+        )
     try:
-        c = sub.geosweep.classify(relative=True).compute()
+        t = sub["time"].values
+        window = (float(t[len(t) // 2]), float(t[-1]))  # the second half: past the start-up transient
+        c = sub.geosweep.classify(window=window, relative=True).compute()
         df = c[["slope", "slope_stderr", "ratio", "classification"]].to_dataframe().reset_index()
         keep = [d for d in c["slope"].dims] + ["slope", "slope_stderr", "ratio", "classification"]
-        df = df[keep][df["classification"] != "undetermined"]
+        df = _one_step_column(ds, df[keep][df["classification"] != "undetermined"])
         out.append(
-            (f"Energy drift and classification ({c.attrs['criterion']}; relative energy error, whole run)", _table(df))
+            (
+                f"Energy drift and classification{' at ' + desc if desc else ''}",
+                df,
+                f"Least-squares slope of the relative energy error over the second half of the run, t = "
+                f"{window[0]:g} … {window[1]:g} ({c.attrs['criterion']}; slope per time unit). Look for: bounded "
+                "for variational/symplectic methods, drifting for RK.",
+            )
         )
     except Exception as e:  # noqa: BLE001 - a table must not stop the figures
-        out.append(("Energy drift", f"not computed: {e}"))
+        out.append(("Energy drift", f"not computed: {e}", ""))
     for dim in (d for d in F.STEP_DIMS if d in ds.geosweep.sweep_dims):
         try:
             o = ds.geosweep.order(dim=dim).compute()
             df = o[["order", "order_stderr", "n_points"]].to_dataframe().reset_index()
-            if "expected_order" in o.coords and dim == "h":  # a tol slope is not an order in h
-                df["expected_order"] = o["expected_order"].to_series().reindex(df["integrator"]).to_numpy()
-            cols = (
-                [d for d in o["order"].dims]
-                + ["order", "order_stderr", "n_points"]
-                + (["expected_order"] if "expected_order" in df else [])
+            exp = o["expected_order"].to_series() if "expected_order" in o.coords else None
+            adaptive = {n: ds.geosweep.is_adaptive(n) for n in df["integrator"].unique()}
+            df = df[[adaptive[n] is None or adaptive[n] == (dim == "tol") for n in df["integrator"]]]
+            dims = [str(d) for d in o["order"].dims]
+            df = df[df["n_points"] >= 2][[*dims, "order", "order_stderr", "n_points"]].copy()
+            df = df.drop(columns=[d for d in F.STEP_DIMS if d in df and d != dim])  # filler axis of a mixed grid
+            nominal = df["integrator"].map(exp) if exp is not None and dim == "h" else np.nan
+            df["comment"] = [
+                F.order_comment(p, se, int(n), float(e) if np.isfinite(e) else np.nan, dim)
+                for p, se, n, e in zip(
+                    df["order"], df["order_stderr"], df["n_points"], np.broadcast_to(nominal, len(df))
+                )
+            ]
+            if dim == "h" and exp is not None:
+                df.insert(df.columns.get_loc("n_points") + 1, "nominal_order", nominal)
+            else:
+                df = df.rename(columns={"order": "slope_vs_tol", "order_stderr": "slope_stderr"})
+            what = "Observed order vs h (fixed-step methods)" if dim == "h" else "Slope vs tol (adaptive methods)"
+            look = (
+                "Look for: the observed order close to the nominal one; with 2 points there is no standard error."
+                if dim == "h"
+                else "A slope vs tol is not an order in h and has no nominal value; ≈ 1 means the error follows tol."
             )
-            df = df[cols][df["n_points"] >= 2]
-            out.append((f"Observed order vs {dim} ({o.attrs['error_var']})", _table(df)))
+            out.append(
+                (f"{what}, {o.attrs['error_var']}", df, f"Least-squares slope of log error vs log {dim}. {look}")
+            )
         except Exception as e:  # noqa: BLE001
-            out.append((f"Observed order vs {dim}", f"not computed: {e}"))
+            out.append((f"Observed order vs {dim}", f"not computed: {e}", ""))
+    return out
+
+
+def _one_step_column(ds: xr.Dataset, df: pd.DataFrame) -> pd.DataFrame:
+    """In a mixed h/tol grid: one ``step`` column (``h = 0.01`` or ``tol = 1e-06``, whichever the
+    integrator runs over) instead of an h and a tol column, one of which is filler."""
+    if not {"h", "tol"} <= set(df.columns) or "integrator_adaptive" not in ds.coords:
+        return df
+    ada = {n: ds.geosweep.is_adaptive(n) for n in df["integrator"].unique()}
+    step = [f"tol = {t:g}" if ada[n] else f"h = {h:g}" for n, h, t in zip(df["integrator"], df["h"], df["tol"])]
+    out = df.drop(columns=["h", "tol"])
+    out.insert(1, "step", step)
     return out
 
 
@@ -207,49 +274,126 @@ def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k}: {v}" for k, v in counts.items())
 
 
-def _write_index(
-    rep: Report, ds: xr.Dataset, where: str, counts: dict[str, int], tables: list[tuple[str, str]]
-) -> None:
-    title = f"geosweep report: {ds.attrs.get('sweep_name', '')} ({ds.attrs.get('system', '')})"
-    not_ok = {k: v for k, v in counts.items() if k != "ok"}
-    md = [
-        f"# {title}",
-        "",
-        f"store: `{where}`  ",
-        f"family: {ds.attrs.get('system_family', '?')}; "
-        f"sweep axes: {', '.join(f'{d} ({ds.sizes[d]})' for d in ds.geosweep.sweep_dims)}  ",
-        f"cells: {sum(counts.values())}; status counts: {_counts(counts)}. "
-        + (f"Cells with status ≠ 0 are left out of every figure and table ({_counts(not_ok)})." if not_ok else ""),
-        "",
+def _facts(rep: Report, ds: xr.Dataset, where: str, counts: dict[str, int]) -> list[tuple[str, str]]:
+    """(label, value) lines at the top of both index files."""
+    not_ok = {k: v for k, v in counts.items() if k not in ("ok", "not_applicable")}
+    out = [
+        ("store", where),
+        ("family", str(ds.attrs.get("system_family", "?"))),
+        ("sweep axes", ", ".join(f"{d} ({ds.sizes[d]})" for d in ds.geosweep.sweep_dims)),
+        ("cells", f"{sum(counts.values())}; status counts: {_counts(counts)}"),
     ]
-    for head, body in tables:
-        md += [f"## {head}", "", body, ""]
+    if "not_applicable" in counts:
+        out.append(("not applicable", f"{counts['not_applicable']} filler cells of the mixed h/tol grid (never run)"))
+    if not_ok:
+        out.append(("left out", f"cells with status ≠ 0 are left out of every figure and table ({_counts(not_ok)})"))
+    if rep.selection:
+        out.append(("slice", f"per-slice figures at {rep.selection} (choose another with --sel NAME=VALUE)"))
+    return out
+
+
+def _md_table(content: Any) -> str:
+    return _table(content) if isinstance(content, pd.DataFrame) else str(content)
+
+
+def _fmt_cell(v: Any) -> str:
+    if isinstance(v, float | np.floating):
+        return "—" if not np.isfinite(v) else f"{v:.3g}"
+    return str(v)
+
+
+def _html_table(content: Any) -> str:
+    if isinstance(content, pd.DataFrame):
+        return content.to_html(
+            index=False, classes="data", border=0, na_rep="—", formatters=None, float_format=_fmt_cell
+        )
+    return _md_to_html(str(content))
+
+
+def _md_to_html(text: str) -> str:
+    """The small Markdown subset of the comparison sections: pipe tables, bullets, paragraphs, `code`."""
+    import re
+
+    def inline(t: str) -> str:
+        return re.sub(r"`([^`]*)`", r"<code>\1</code>", html.escape(t.strip()))
+
+    out, rows, items = [], [], []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(set(c) <= set("-: ") for c in cells):
+                rows.append(cells)
+            continue
+        if rows:
+            out.append(pd.DataFrame(rows[1:], columns=rows[0]).to_html(index=False, classes="data", border=0))
+            rows = []
+        if line.startswith("- "):
+            items.append(f"<li>{inline(line[2:])}</li>")
+            continue
+        if items:
+            out.append("<ul>" + "".join(items) + "</ul>")
+            items = []
+        if line.strip():
+            out.append(f"<p>{inline(line)}</p>")
+    return "\n".join(out)
+
+
+PAGE = string.Template(
+    """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>$title</title>
+<style>
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1200px; margin: 2em auto;
+       padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { font-size: 1.6em; border-bottom: 2px solid #2c7fb8; padding-bottom: .3em; }
+h2 { font-size: 1.25em; margin-top: 1.8em; color: #1f4e79; }
+dl.facts { display: grid; grid-template-columns: max-content auto; gap: .2em 1em; }
+dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
+table.data { border-collapse: collapse; font-size: .9em; margin: .5em 0 1em; }
+table.data th, table.data td { border: 1px solid #ccc; padding: .25em .6em; text-align: right; }
+table.data th { background: #e8f1f8; } table.data tr:nth-child(even) td { background: #f7f7f7; }
+table.data td:first-child, table.data th:first-child { text-align: left; }
+p.caption, figcaption { color: #555; font-size: .92em; }
+figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+ul.notes li { margin: .2em 0; }
+</style></head>
+<body>
+<h1>$title</h1>
+<dl class="facts">$facts</dl>
+$body
+</body></html>
+"""
+)
+
+
+def _write_index(rep: Report, ds: xr.Dataset, where: str, counts: dict[str, int], tables: list[Table]) -> None:
+    title = f"geosweep report: {ds.attrs.get('sweep_name', '')} ({ds.attrs.get('system', '')})"
+    facts = _facts(rep, ds, where, counts)
+    md = [f"# {title}", ""] + [f"{k}: {v}  " for k, v in facts] + [""]
+    body = []
+    for head, content, caption in tables:
+        md += [f"## {head}", ""] + ([caption, ""] if caption else []) + [_md_table(content), ""]
+        body += [f"<h2>{html.escape(head)}</h2>"]
+        body += [f'<p class="caption">{html.escape(caption)}</p>'] if caption else []
+        body += [_html_table(content)]
     md += ["## Figures", ""]
+    body += ["<h2>Figures</h2>"]
     for name, path in rep.figures.items():
         md += [f"### {name}", "", rep.captions[name], "", f"![{name}]({path.name})", ""]
-    if rep.notes:
-        md += ["## Notes and missing data", ""] + [f"- {n}" for n in rep.notes] + [""]
-    rep.index.write_text("\n".join(md))
-    body = [
-        f"<h1>{html.escape(title)}</h1>",
-        f"<p>store: <code>{html.escape(where)}</code><br>status counts: {html.escape(_counts(counts))}</p>",
-    ]
-    for head, table in tables:
-        body += [f"<h2>{html.escape(head)}</h2>", f"<pre>{html.escape(table)}</pre>"]
-    for name, path in rep.figures.items():
         body += [
-            f"<h3>{name}</h3><p>{html.escape(rep.captions[name])}</p>",
-            f'<img src="{path.name}" alt="{name}" style="max-width:100%">',
+            f'<figure id="{name}"><img src="{path.name}" alt="{html.escape(name)}">'
+            f"<figcaption><b>{html.escape(name)}.</b> {html.escape(rep.captions[name])}</figcaption></figure>"
         ]
     if rep.notes:
-        body += ["<h2>Notes and missing data</h2><ul>"] + [f"<li>{html.escape(n)}</li>" for n in rep.notes] + ["</ul>"]
-    (rep.out / "index.html").write_text(
-        "<!doctype html><html><head><meta charset='utf-8'><title>"
-        + html.escape(title)
-        + "</title></head><body>"
-        + "\n".join(body)
-        + "</body></html>"
+        md += ["## Notes and missing data", ""] + [f"- {n}" for n in rep.notes] + [""]
+        body += ["<h2>Notes and missing data</h2>", '<ul class="notes">']
+        body += [f"<li>{html.escape(n)}</li>" for n in rep.notes] + ["</ul>"]
+    rep.index.write_text("\n".join(md))
+    dl = "".join(
+        f"<dt>{html.escape(k)}</dt><dd>{f'<code>{html.escape(v)}</code>' if k == 'store' else html.escape(v)}</dd>"
+        for k, v in facts
     )
+    page = PAGE.substitute(title=html.escape(title), facts=dl, body="\n".join(body))
+    (rep.out / "index.html").write_text(page)
 
 
 def default_report_location(store: str | os.PathLike) -> str:
@@ -262,19 +406,20 @@ def write_report(
     out: str | os.PathLike | None = None,
     storage_options: dict | None = None,
     sections: list[tuple[str, str]] | None = None,
+    select: dict[str, Any] | None = None,
 ) -> Report:
     """:func:`make_report` into ``out`` (default beside the store); a URL ``out`` is written locally, then uploaded."""
     import tempfile
 
     target = os.fspath(out) if out is not None else default_report_location(store)
     if "://" not in target:
-        rep = make_report(store, target, storage_options=storage_options, sections=sections)
+        rep = make_report(store, target, storage_options=storage_options, sections=sections, select=select)
         rep.location = str(Path(target).absolute())
         return rep
     import fsspec
 
     with tempfile.TemporaryDirectory(prefix="geosweep-report-") as tmp:
-        rep = make_report(store, tmp, storage_options=storage_options, sections=sections)
+        rep = make_report(store, tmp, storage_options=storage_options, sections=sections, select=select)
         fs, root = fsspec.core.url_to_fs(target, **(storage_options or {}))
         for path in sorted(Path(tmp).iterdir()):
             fs.put_file(str(path), f"{root.rstrip('/')}/{path.name}")
@@ -282,9 +427,12 @@ def write_report(
     return rep
 
 
-def main_report(store: str, out: str | None, storage_options: dict | None = None) -> Report:
-    """CLI helper: the report goes to ``<store>.report`` beside the store unless ``out`` is given."""
-    return write_report(store, out, storage_options)
+def main_report(
+    store: str, out: str | None, storage_options: dict | None = None, select: dict[str, Any] | None = None
+) -> Report:
+    """CLI helper: the report goes to ``<store>.report`` beside the store unless ``out`` is given;
+    ``select`` (``--sel omega=3.25``) picks the slice of the per-slice figures."""
+    return write_report(store, out, storage_options, select=select)
 
 
 # ---------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from analysis.figures import STEP_DIMS, cells
+from analysis.figures import STEP_DIMS, axis_label, cells, integrator_colors, legend_outside, time_label, units_text
 
 PAPER_KE_TIMES = (0.0, 0.25, 0.5, 0.75, 5.0)
 TORUS_PARTS = ("KE_trans", "KE_rot", "U_m", "U_a", "U_s", "U_pp", "U_pw", "energy")
@@ -28,8 +28,9 @@ def _pick_cell(ds: xr.Dataset, prefer: tuple[str, ...]) -> tuple[str, Any, float
     return min(runs, key=lambda r: r[2])
 
 
-def ke_map(ds: xr.Dataset, times: tuple[float, ...] = PAPER_KE_TIMES):
-    """Per-face kinetic energy on the 5120-face icosphere at the snapshot times nearest ``times``."""
+def ke_map(ds: xr.Dataset, times: tuple[float, ...] | None = None, n_max: int = 5):
+    """Per-face kinetic energy on the 5120-face icosphere at the snapshot times nearest ``times``
+    (default: up to ``n_max`` evenly spaced stored snapshots), one colour scale (viridis)."""
     import matplotlib.pyplot as plt
 
     from analysis.kemap import ke_face, plot_face_field
@@ -44,6 +45,10 @@ def ke_map(ds: xr.Dataset, times: tuple[float, ...] = PAPER_KE_TIMES):
         return None, "", ["KE map: the store has no state snapshots (snapshot_state)"]
     q_all, w_all = cell.geosweep.state("q", snapshots=True), cell.geosweep.state("w", snapshots=True)
     st = cell["snapshot_time"].values
+    if times is None:
+        valid = np.flatnonzero(np.isfinite(st))
+        pick = np.unique(np.linspace(0, len(valid) - 1, min(n_max, len(valid))).round().astype(int))
+        times = tuple(float(st[valid[k]]) for k in pick)
     chosen = sorted({int(np.nanargmin(np.abs(st - t))) for t in times if np.isfinite(st).any()})
     for k in chosen:
         q, w = q_all.isel(snapshot=k).values, w_all.isel(snapshot=k).values
@@ -63,14 +68,16 @@ def ke_map(ds: xr.Dataset, times: tuple[float, ...] = PAPER_KE_TIMES):
     fig, axes = plt.subplots(1, len(fields), figsize=(3.0 * len(fields) + 1.0, 3.4), squeeze=False)
     sm = None
     for ax, (t, f) in zip(axes[0], fields):
-        sm = plot_face_field(ax, f, vmin=0.0, vmax=vmax, cmap="jet")
-        ax.set_title(f"t = {t:g}", fontsize=9)
+        sm = plot_face_field(ax, f, vmin=0.0, vmax=vmax, cmap="viridis")
+        ax.set_title(f"t = {t:g}{units_text(ds['time'].attrs.get('units'))}", fontsize=9)
     if sm is not None:
-        fig.colorbar(sm, ax=list(axes[0]), shrink=0.8, label="mean KE over vertex patch")
+        eu = units_text(ds["energy"].attrs.get("units")) if "energy" in ds else ""
+        fig.colorbar(sm, ax=list(axes[0]), shrink=0.8, label=f"KE per face, patch mean{eu or ' (LJ units)'}")
     fig.suptitle(f"kinetic-energy map, {name} {dim} = {value:g} (view from +z; grey: empty patch)", fontsize=9)
     caption = (
         f"Per-face kinetic energy (spec sphere.md §3.6) on the level-4 icosphere (5120 faces), orthographic "
-        f"view from +z, jet colour map with one scale for all panels; cell {name}, {dim} = {value:g}."
+        f"view from +z, viridis colour map with one scale for all panels; cell {name}, {dim} = {value:g}. "
+        "Look for: the two vortex cores (high KE) and how the energy spreads over the sphere."
     )
     return fig, caption, notes
 
@@ -86,18 +93,17 @@ def torus_energy_partition(ds: xr.Dataset):
             runs[name] = (dim, value, cell)
     if not parts or not runs:
         return None, "", ["torus energy partition: no energy parts or no ok cell"]
-    fig, axes = plt.subplots(1, len(runs), figsize=(4.6 * len(runs), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.6 * len(runs) + 1.5, 3.6), squeeze=False, layout="constrained")
     t = ds["time"].values
     for ax, (name, (dim, value, cell)) in zip(axes[0], runs.items()):
         for p in parts:
             ax.plot(t, cell[p].values, lw=2 if p == "energy" else 1, color="k" if p == "energy" else None, label=p)
         ax.set_title(f"{name}, {dim} = {value:g}", fontsize=9)
-        ax.set_xlabel("time")
-        ax.set_ylabel("energy")
+        ax.set_xlabel(time_label(ds))
+        ax.set_ylabel("energy" + units_text(ds["energy"].attrs.get("units")) if "energy" in ds else "energy")
         ax.grid(True, alpha=0.3)
-    axes[0][0].legend(fontsize=7, ncol=2)
+    legend_outside(fig, list(axes[0]))
     fig.suptitle("torus energy partition (paper Fig. 4)")
-    fig.tight_layout()
     return fig, "Energy partition over time per integrator at its smallest h (paper Fig. 4).", []
 
 
@@ -119,9 +125,10 @@ def torus_snapshots(ds: xr.Dataset, n_max: int = 4):
     ax2 = 1 + int(np.argmax(np.nanstd(x0[:, 1:], axis=0)))  # in-plane axis with the larger spread
     n = int(np.isfinite(x0[:, 0]).sum())
     radius = 0.5 * float(cell["D_t"]) * np.sin(np.pi / n) if "D_t" in cell.coords else 0.05
-    fig, axes = plt.subplots(1, len(chosen), figsize=(3.0 * len(chosen), 3.4), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(chosen), figsize=(3.0 * len(chosen), 3.6), squeeze=False)
     all_x = xs.isel(snapshot=chosen).values
-    lo, hi = np.nanmin(all_x, axis=(0, 1)) - radius, np.nanmax(all_x, axis=(0, 1)) + radius
+    pad = radius + 0.03 * float(np.nanmax(np.ptp(np.nan_to_num(all_x), axis=1)))
+    lo, hi = np.nanmin(all_x, axis=(0, 1)) - pad, np.nanmax(all_x, axis=(0, 1)) + pad
     for ax, k in zip(axes[0], chosen):
         x = xs.isel(snapshot=int(k)).values
         for p in x[np.isfinite(x[:, 0])]:
@@ -129,12 +136,12 @@ def torus_snapshots(ds: xr.Dataset, n_max: int = 4):
         ax.axvline(0.0, color="k", lw=2)
         ax.set_xlim(min(lo[0], -0.2), hi[0])
         ax.set_ylim(lo[ax2], hi[ax2])
-        ax.set_aspect("equal")
+        ax.set_aspect("equal", adjustable="box")  # every particle inside the axes (nothing clipped)
         ax.set_title(f"t = {st[k]:g}", fontsize=9)
-        ax.set_xlabel("x")
+        ax.set_xlabel("x" + units_text(cell["D_t"].attrs.get("units")) if "D_t" in cell.coords else "x")
     axes[0][0].set_ylabel("yz"[ax2 - 1])
     fig.suptitle(f"torus deformed states, {name} {dim} = {value:g} (wall at x = 0)", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
     return fig, f"Particle positions at snapshot times (paper Fig. 3), cell {name}, {dim} = {value:g}.", []
 
 
@@ -152,7 +159,7 @@ def chain_step_sizes(ds: xr.Dataset):
     runs = [(n, v, c) for n, d, v, c in cells(ds) if d == "tol"]
     if not runs:
         return None, "", ["chain step size: no ok adaptive cell"]
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [2, 1]})
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [2, 1]}, layout="constrained")
     names = sorted({r[0] for r in runs})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     styles = ["-", "--", ":", "-."]
@@ -171,18 +178,17 @@ def chain_step_sizes(ds: xr.Dataset):
         tol = np.array([v for v, _ in mine])
         steps = np.array([float(c["steps"]) for _, c in mine])
         rej = np.array([float(c["rejected_steps"]) for _, c in mine])
-        a2.loglog(tol, steps, "o-", color=color, label=f"{name} accepted")
-        a2.loglog(tol, np.maximum(rej, 0.8), "s--", color=color, label=f"{name} rejected")
+        a2.loglog(tol, steps, "o-", color=color)
+        a2.loglog(tol, np.maximum(rej, 0.8), "s--", color=color, mfc="none")
     units = ds["time"].attrs.get("units", "")
-    a1.set_xlabel(f"time [{units}]")
-    a1.set_ylabel(f"accepted step [{units}]")
-    a2.set_xlabel("tol")
-    a2.set_ylabel("steps")
+    a1.set_xlabel(time_label(ds))
+    a1.set_ylabel("accepted step" + units_text(units))
+    a2.set_xlabel("tolerance tol")
+    a2.set_ylabel("steps (accepted: o, rejected: s)")
     for a in (a1, a2):
         a.grid(True, which="both", alpha=0.3)
-        a.legend(fontsize=7)
+    a1.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.suptitle("adaptive step size against time (step in force at each output sample)", fontsize=9)
-    fig.tight_layout()
     caption = (
         "Accepted step size of the adaptive methods against time (paper Figs. 8/10/11), and "
         "accepted/rejected step counts against tol."
@@ -192,3 +198,161 @@ def chain_step_sizes(ds: xr.Dataset):
 
 def step_dims_present(ds: xr.Dataset) -> list[str]:
     return [d for d in STEP_DIMS if d in ds["status"].dims]
+
+
+def _per_run_lines(ds: xr.Dataset, panels: list[tuple[str, str]], title: str, log: bool = True):
+    """Panels of ``(variable, panel title)`` time series; colour = integrator, line style = step
+    (and, for a ``link`` dim, solid quadrotor 1 / dashed quadrotor 2 in the legend label)."""
+    import matplotlib.pyplot as plt
+
+    from analysis.figures import STYLES, _positive
+
+    runs = list(cells(ds))
+    panels = [(v, lab) for v, lab in panels if v in ds and bool(np.isfinite(ds[v].where(ds.status == 0)).any())]
+    if not runs or not panels:
+        return None
+    colors = integrator_colors([str(n) for n in ds["integrator"].values])
+    steps = sorted({(str(d), v) for _, d, v, _ in runs}, key=lambda k: (k[0], -k[1]))
+    t = ds["time"].values
+    ncols = min(len(panels), 3)
+    nrows = int(np.ceil(len(panels) / ncols))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.0 * ncols + 2.4, 3.1 * nrows + 0.4), squeeze=False,
+                             layout="constrained")  # fmt: skip
+    axes = list(axes.ravel())
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
+    for ax, (var, lab) in zip(axes, panels):
+        for name, dim, value, cell in runs:
+            da = cell[var]
+            parts = [(None, da)] if "link" not in da.dims else [(i, da.isel(link=i)) for i in range(da.sizes["link"])]
+            for link, y in parts:
+                y = np.asarray(y.values, dtype=np.float64)
+                y = _positive(y) if log else y
+                if not np.isfinite(y).any():
+                    continue
+                style = STYLES[steps.index((str(dim), value)) % len(STYLES)]
+                label = f"{name}, {dim} = {value:g}" + ("" if link is None else f", quadrotor {link + 1}")
+                kw = dict(color=colors[name], ls=style, lw=1.0 if link in (None, 0) else 0.7,
+                          alpha=1.0 if link in (None, 0) else 0.6, label=label)  # fmt: skip
+                (ax.semilogy if log else ax.plot)(t, y, **kw)
+        ax.set_title(lab, fontsize=8.5)
+        ax.set_ylabel(axis_label(ds[var], 34), fontsize=7.5)
+        ax.set_xlabel(time_label(ds), fontsize=8)
+        ax.grid(True, which="both", alpha=0.3)
+    legend_outside(fig, axes, fontsize=6.5)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def top_invariants(ds: xr.Dataset):
+    """Heavy top: energy error and the Casimir / first-integral errors against time (paper 001 §3, Fig. 3)."""
+    fig = _per_run_lines(
+        ds,
+        [
+            ("energy_error", "|E − E0|"),
+            ("cas_gamma", "Casimir ||Γ|² − 1|"),
+            ("dJ3", "|e3·π − J3(0)| (lp_*: Casimir |Π·Γ − C2(0)|)"),
+            ("dS", "spin |Π·X − S(0)| (symmetric top)"),
+            ("orth", "max|QᵀQ − I| (T*SO(3) forms)"),
+        ],
+        f"heavy top: energy and Casimir errors — {ds.attrs.get('system', '')}",
+    )
+    if fig is None:
+        return None, "", ["top invariants: no ok cell with invariant time series"]
+    caption = (
+        "Heavy top: |E − E0| and the errors of the Casimirs and first integrals against time, log scale "
+        "(paper 001 §3). Look for: a bounded energy error without drift for the symplectic SLGI methods, a "
+        "drifting one for RKMK4/CF4, Casimirs at round-off for the Lie–Poisson methods and |Γ| collapsing for "
+        "the ambient RK4."
+    )
+    return fig, caption, []
+
+
+def _desired_path(t: np.ndarray) -> np.ndarray:
+    """The quadrotors' load reference y_d(t) = (t − 2.5, 0, (t − 2.5)² − 7) [m] (spec heavy_top_quadrotors §5,
+    the same curve as ``kernels.quad.model.desired``), shape (len(t), 3)."""
+    s = np.asarray(t, dtype=np.float64) - 2.5
+    return np.stack([s, np.zeros_like(s), s * s - 7.0], axis=-1)
+
+
+def quad_trajectory(ds: xr.Dataset):
+    """Two quadrotors: the load's path y (snapshots of ``y_*``) against y_d in the x–z plane, and e_y(t)."""
+    import matplotlib.pyplot as plt
+
+    runs = list(cells(ds))
+    if not runs or "e_y" not in ds:
+        return None, "", ["quadrotor trajectory: no ok cell or no e_y"]
+    colors = integrator_colors([str(n) for n in ds["integrator"].values])
+    t = ds["time"].values
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11.5, 3.8), layout="constrained")
+    yd = _desired_path(np.linspace(t[0], t[-1], 400))
+    a1.plot(yd[:, 0], yd[:, 2], "k-", lw=2.5, alpha=0.35, label="desired y_d(t)")
+    notes = []
+    have_snaps = "snapshot_state" in ds and "y_x" in [str(s) for s in ds["state"].values]
+    for k, (name, dim, value, cell) in enumerate(runs):
+        label = f"{name}, {dim} = {value:g}"
+        if have_snaps:
+            ys = cell["snapshot_state"].sel(state=["y_x", "y_y", "y_z"]).isel(body=0).values
+            a1.plot(ys[:, 0], ys[:, 2], "o", color=colors[name], mfc="none", ms=5 + k % 3, label=label)
+        e = np.asarray(cell["e_y"].values, dtype=np.float64)
+        a2.semilogy(t, np.where(e > 0, e, np.nan), color=colors[name], ls=("-", "--", ":")[k % 3], lw=1, label=label)
+    if have_snaps and ds.sizes.get("snapshot", 0) <= 2:
+        notes.append("quadrotor trajectory: only t = 0 and T are stored; set snapshot_dt for the whole path")
+    a1.invert_yaxis()  # e3 points down: plot altitude upwards
+    a1.set_xlabel("load x [m]")
+    a1.set_ylabel("load z [m] (e3 down; axis inverted)")
+    a1.set_title("load path (markers: stored snapshots)", fontsize=9)
+    a2.set_xlabel(time_label(ds))
+    a2.set_ylabel(axis_label(ds["e_y"], 34))
+    a2.set_title("tracking error", fontsize=9)
+    for a in (a1, a2):
+        a.grid(True, which="both", alpha=0.3)
+    legend_outside(fig, [a1, a2], fontsize=6.5)
+    fig.suptitle(f"two quadrotors with a load — {ds.attrs.get('system', '')}", fontsize=10)
+    caption = (
+        "Two quadrotors carrying a point load (paper 001 §6): the load's path against the desired curve "
+        "y_d(t) in the x–z plane, and the tracking error e_y = |y − y_d| against time. Look for: e_y decaying "
+        "as the controller converges, the same for every Lie group method and step size."
+    )
+    return fig, caption, notes
+
+
+def quad_constraints(ds: xr.Dataset):
+    """Two quadrotors: constraint residuals |q_i|−1, q_i·ω_i, R_iᵀR_i − I against time (paper 001 §6)."""
+    fig = _per_run_lines(
+        ds,
+        [
+            ("unit_err", "|1 − q_i·q_i| (link direction on S²)"),
+            ("tang_err", "|q_i·ω_i| (tangency)"),
+            ("orth_err", "max|R_iᵀR_i − I| (attitude in SO(3))"),
+        ],
+        f"two quadrotors: constraint residuals — {ds.attrs.get('system', '')}",
+    )
+    if fig is None:
+        return None, "", ["quadrotor constraints: no ok cell with residual time series"]
+    caption = (
+        "Constraint residuals of both quadrotors (thin, faint: quadrotor 2) against time, log scale. Look for: "
+        "round-off (≤ 1e-13) for the Lie group methods, which act through the group, and growth for the "
+        "ambient RK4 baseline."
+    )
+    return fig, caption, []
+
+
+def system_figures(system: str, family: str, ds: xr.Dataset, sub: xr.Dataset, ke_times=None) -> list[tuple[str, Any]]:
+    """(name, maker) of the figures specific to a system or family; each maker returns
+    ``(figure or None, caption, notes)``."""
+    out: list[tuple[str, Any]] = []
+    if system == "lj_sphere":
+        out.append(("ke_map", lambda: ke_map(sub, ke_times)))
+    if system == "torus":
+        out += [
+            ("torus_energy_partition", lambda: torus_energy_partition(sub)),
+            ("torus_snapshots", lambda: torus_snapshots(sub)),
+        ]
+    if family == "top":
+        out.append(("top_invariants", lambda: top_invariants(sub)))
+    if family == "quad":
+        out += [("quad_trajectory", lambda: quad_trajectory(sub)), ("quad_constraints", lambda: quad_constraints(sub))]
+    if "integrator_adaptive" in ds.coords and bool(ds["integrator_adaptive"].any()):
+        out.append(("chain_step_sizes", lambda: chain_step_sizes(sub)))
+    return out

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import socket
 import subprocess
 import time
@@ -206,6 +207,60 @@ def _units(units: str, sysdef) -> str:
     return units.replace("energy", sysdef.energy_units).replace("time", sysdef.time_units)
 
 
+def _dimensional(sysdef) -> bool:
+    return sysdef.energy_units != "1" or sysdef.time_units != "1"
+
+
+def cf_units(units: str | None, sysdef) -> str | None:
+    """``units`` as a UDUNITS-parsable string (CF): the declared quantity words (energy, time,
+    length, mass, momentum, angular momentum) in the system's units — all "1" for a system in
+    nondimensional units — ``·`` and superscripts spelled out, factors of 1 dropped, and "1" for
+    a dimensionless quantity. None for no units (strings, labels); reference times unchanged."""
+    if units is None or not str(units).strip():
+        return None
+    text = str(units).strip()
+    if "since" in text:
+        return text
+    dim = _dimensional(sysdef)
+    E, T = sysdef.energy_units, sysdef.time_units
+    words = {
+        "angular momentum": f"{E} {T}",
+        "momentum": "kg m / s" if dim else "1",
+        "energy": E,
+        "length": "m" if dim else "1",
+        "mass": "kg" if dim else "1",
+        "time": T,
+    }
+    for a, b in (("·", " "), ("²", "^2"), ("³", "^3"), ("*", " ")):
+        text = text.replace(a, b)
+    for word, value in words.items():
+        text = text.replace(word, value)
+    parts = text.split("/")
+    if len(parts) > 2:
+        return text
+
+    def factors(part: str) -> list[str]:
+        return [t for t in part.split() if not re.fullmatch(r"1(\^-?\d+)?", t)]
+
+    num = factors(parts[0])
+    den = factors(parts[1]) if len(parts) == 2 else []
+    if not num and not den:
+        return "1"
+    return " ".join(num or ["1"]) + (f" / {' '.join(den)}" if den else "")
+
+
+def _cf_attrs(ds, sysdef) -> None:
+    """Every ``units`` attribute of ``ds`` (variables and coordinates) through :func:`cf_units`."""
+    for var in list(ds.data_vars.values()) + list(ds.coords.values()):
+        if "units" not in var.attrs:
+            continue
+        units = cf_units(var.attrs["units"], sysdef)
+        if units is None:
+            del var.attrs["units"]
+        else:
+            var.attrs["units"] = units
+
+
 def _fill(dtype: str):
     return np.nan if dtype.startswith("float") else -1
 
@@ -377,6 +432,7 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
             continue
         coords[p.name] = xr.Variable((), value, {"units": p.units, "long_name": p.doc, "fixed_parameter": 1})
     options = {name: grid.options(name) for name in spec.integrators}
+    prov = provenance()
     attrs = {
         "title": f"geosweep results: {spec.name}",
         "geosweep_format": FORMAT_VERSION,
@@ -390,10 +446,15 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         "T": spec.T,
         "dt_out": spec.dt_out,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        **provenance(),
-        "conventions": "status != 0 marks failed or missing cells; select with ds.where(ds.status == 0)",
+        **prov,
+        "Conventions": "CF-1.11",
+        "history": f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} created by geosweep "
+        f"{prov.get('geosweep_version', '?')} from spec {spec.name!r} ({spec.spec_hash[:12]})",
+        "geosweep_conventions": "status != 0 marks failed or missing cells; select with ds.where(ds.status == 0)",
     }
-    return xr.Dataset(data_vars, coords=coords, attrs=attrs), encoding
+    ds = xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    _cf_attrs(ds, sysdef)
+    return ds, encoding
 
 
 def check_format(url: str, attrs: dict) -> None:
@@ -771,6 +832,8 @@ def record_run(ref: StoreRef, entry: dict[str, Any]) -> None:
     runs = list(group.attrs.get("runs", []))
     runs.append(entry)
     group.attrs["runs"] = runs
+    line = f"{entry.get('finished', '')} geosweep run: {entry.get('cells_run', 0)} cells computed"
+    group.attrs["history"] = "\n".join(x for x in (group.attrs.get("history", ""), line) if x)  # CF history
     _consolidate(ref)
 
 

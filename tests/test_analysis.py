@@ -262,7 +262,8 @@ EXPECTED = {
     "spring": GENERIC | {"constraint_errors"},  # momentum not conserved: stated in the notes
     "sphere": GENERIC | {"constraint_errors", "momentum_errors", "ke_map"},
     "torus": GENERIC | {"momentum_errors", "torus_energy_partition", "torus_snapshots"},
-    "chain": GENERIC | {"constraint_errors", "momentum_errors", "chain_step_sizes"},
+    # chain (planar paper start): J = e3·L stays exactly 0 and L is not conserved (g ≠ 0): no momentum panel
+    "chain": GENERIC | {"constraint_errors", "chain_step_sizes"},
 }
 
 
@@ -289,6 +290,7 @@ def test_report_every_figure(stores, tmp_path):
         assert (tmp_path / key / "index.html").exists()
     assert "step size of the adaptive methods against time" in (tmp_path / "chain" / "index.md").read_text()
     assert "not conserved" in (tmp_path / "spring" / "index.md").read_text()
+    assert "identically 0 in every ok cell" in (tmp_path / "chain" / "index.md").read_text()
     # the envelope is at least as wide as the point samples, in every store
     for store in stores.values():
         ds = xr.open_zarr(store)
@@ -301,7 +303,10 @@ def test_cli_report(stores, tmp_path, capsys):
     from flows.cli import main
 
     assert main(["report", stores["sphere"], "--out", str(tmp_path / "r")]) == 0
-    assert "8 figures" in capsys.readouterr().out and (tmp_path / "r" / "ke_map.png").exists()
+    assert "8 figures; omega = 3.25" in capsys.readouterr().out and (tmp_path / "r" / "ke_map.png").exists()
+    assert main(["report", stores["sphere"], "--out", str(tmp_path / "r1"), "--sel", "omega=1"]) == 0
+    assert "8 figures; omega = 1)" in capsys.readouterr().out
+    assert "## Energy drift and classification at omega = 1" in (tmp_path / "r1" / "index.md").read_text()
     assert main(["report", str(tmp_path / "missing.zarr")]) == 2
 
 

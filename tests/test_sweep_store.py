@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -182,3 +183,31 @@ def test_a_store_of_another_format_is_refused_with_a_clear_message(store, tmp_pa
     assert main(["status", str(path)]) == 3
     err_text = capsys.readouterr().err
     assert has in err_text and "format 2" in err_text
+
+
+#: the unit symbols geosweep's systems use (all UDUNITS symbols)
+_UNIT_SYMBOLS = {"J", "s", "m", "kg", "N", "rad", "degree"}
+
+
+def test_store_units_and_global_attrs_follow_cf(tmp_path):
+    """Every example's template: CF global attrs, units UDUNITS-parsable (known symbols with
+    integer powers, one optional "/"), dimensionless as "1", no free-text quantity words."""
+    import glob
+    import re
+
+    from sweeps.plan import make_plan
+    from sweeps.store import template
+
+    factor = r"[A-Za-z]+(\^-?\d+)?"
+    grammar = re.compile(rf"^(1|{factor}( {factor})*)( / {factor}( {factor})*)?$")
+    for path in sorted(glob.glob(str(Path(__file__).parent.parent / "sweeps" / "examples" / "*.toml"))):
+        plan = make_plan(path)
+        ds, _ = template(plan)
+        assert ds.attrs["Conventions"].startswith("CF-") and "created by geosweep" in ds.attrs["history"]
+        for name, var in list(ds.data_vars.items()) + list(ds.coords.items()):
+            units = var.attrs.get("units")
+            if units is None or "since" in units:
+                continue
+            assert grammar.match(units), (path, name, units)
+            symbols = set(re.findall(r"[A-Za-z]+", units))
+            assert symbols <= _UNIT_SYMBOLS, (path, name, units)
