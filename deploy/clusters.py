@@ -9,6 +9,13 @@ compiled once is loaded by every worker.
 ``make_cluster(kind, **options)`` builds a cluster in Python; :class:`ClusterConfig` reads the
 same options from a TOML/YAML file (``kind = "slurm"`` plus options), e.g. for
 ``geosweep run SPEC --cluster deploy/slurm/cluster.toml``.
+
+Slurm/PBS settings are layered, lowest first: dask-jobqueue's shipped defaults, geosweep's
+defaults (:data:`BATCH_DEFAULTS`), the site's dask configuration (``jobqueue.yaml`` in
+``~/.config/dask``, ``/etc/dask`` or ``$DASK_CONFIG``, ``DASK_JOBQUEUE__…`` variables), then the
+keys the cluster file sets. So a cluster file overrides only what it sets. The workers' Python
+is chosen explicitly (``python``: default ``python3`` as found on the compute node after the
+prologue, e.g. an activated venv), never the driver's own interpreter path.
 """
 
 from __future__ import annotations
@@ -33,6 +40,16 @@ WORKER_ENV = {
 }
 #: Default Numba cache of batch workers; home directories are shared on most HPC systems.
 DEFAULT_NUMBA_CACHE_DIR = "$HOME/.cache/geosweep/numba"
+#: geosweep's defaults of dask-jobqueue keys, used where neither the cluster file nor the site's
+#: dask configuration sets the key.
+BATCH_DEFAULTS: dict[str, Any] = {
+    "cores": 8,
+    "memory": "16GiB",
+    "walltime": "02:00:00",
+    "name": "geosweep",
+    "python": "python3",
+    "scheduler-options": {"dashboard_address": ":8787"},
+}
 
 _INSTALL_HINTS = {
     "slurm": "kind 'slurm' needs dask-jobqueue: pip install dask-jobqueue (or geosweep[cluster])",
@@ -78,29 +95,34 @@ class LocalOptions(_Options):
 
 
 class _BatchOptions(_Options):
-    """Options shared by Slurm and PBS: one batch job = ``cores`` single-threaded workers."""
+    """Options shared by Slurm and PBS: one batch job = ``cores`` single-threaded workers.
+
+    ``None`` (the default of the dask-jobqueue keys) means not set: the site's dask configuration,
+    else :data:`BATCH_DEFAULTS`, else dask-jobqueue's default applies."""
 
     queue: str | None = Field(None, description="partition (Slurm) or queue (PBS)")
     account: str | None = Field(None, description="account/project to charge")
-    cores: int = Field(8, ge=1, description="cores per job = single-threaded worker processes per job")
-    memory: str = Field("16GiB", description="memory per job, split evenly between its workers")
-    walltime: str = Field("02:00:00", description="job wall-clock limit (HH:MM:SS)")
-    job_name: str = "geosweep"
-    job_extra_directives: list[str] = Field(default_factory=list, description="extra #SBATCH/#PBS lines")
-    prologue: list[str] = Field(
-        default_factory=list, description="shell lines run before the worker, e.g. 'module load python'"
+    cores: int | None = Field(None, ge=1, description="cores per job = single-threaded worker processes per job")
+    memory: str | None = Field(None, description="memory per job, split evenly between its workers")
+    walltime: str | None = Field(None, description="job wall-clock limit (HH:MM:SS)")
+    job_name: str | None = None
+    job_extra_directives: list[str] | None = Field(None, description="extra #SBATCH/#PBS lines")
+    prologue: list[str] | None = Field(
+        None, description="shell lines run before the worker, e.g. 'module load python' (replace the site's)"
     )
     env: dict[str, str] = Field(default_factory=dict, description="extra exported variables ($VARS expand)")
     numba_cache_dir: str = Field(DEFAULT_NUMBA_CACHE_DIR, description="Numba cache on shared storage")
     worker_lifetime: str | None = Field(
         None, description="retire workers gracefully before the walltime, e.g. '55m' for a 1 h job"
     )
-    worker_extra_args: list[str] = Field(default_factory=list)
+    worker_extra_args: list[str] | None = None
     interface: str | None = Field(None, description="network interface of scheduler and workers, e.g. 'ib0'")
     local_directory: str | None = Field(None, description="worker scratch space, e.g. '$TMPDIR'")
     log_directory: str | None = None
-    python: str | None = Field(None, description="python on the compute nodes (default: this one)")
-    dashboard_address: str | None = ":8787"
+    python: str | None = Field(
+        None, description="python of the workers on the compute nodes (default python3 on their PATH)"
+    )
+    dashboard_address: str | None = None
     jobs: int = Field(0, ge=0, description="jobs submitted when the cluster starts")
     adapt_min_jobs: int = Field(0, ge=0)
     adapt_max_jobs: int | None = Field(None, ge=1, description="set to scale adaptively between min and max jobs")
@@ -129,7 +151,7 @@ class KubernetesOptions(_Options):
     kind: Literal["kubernetes"] = "kubernetes"
     name: str = "geosweep"
     namespace: str | None = None
-    image: str = "geosweep:latest"
+    image: str = Field("geosweep:latest", description="built by deploy/Dockerfile")
     n_workers: int = Field(2, ge=0)
     cpu: str = Field("1", description="CPU request and limit of each pod (one worker thread)")
     memory: str = Field("2Gi", description="memory request and limit of each pod")
@@ -208,38 +230,77 @@ def _dq(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
 
 
+def _shipped_defaults(kind: str) -> dict[str, Any]:
+    """dask-jobqueue's own defaults of ``jobqueue.<kind>`` (its packaged jobqueue.yaml)."""
+    import dask_jobqueue
+
+    path = Path(dask_jobqueue.__file__).with_name("jobqueue.yaml")
+    return yaml.safe_load(path.read_text())["jobqueue"].get(kind, {})
+
+
+def site_settings(kind: str) -> dict[str, Any]:
+    """The ``jobqueue.<kind>`` keys the site's dask configuration sets (to other than dask-jobqueue's
+    defaults; a copy of those, as dask-jobqueue writes to ``~/.config/dask``, sets nothing)."""
+    import dask.config
+
+    shipped = {k.replace("_", "-"): v for k, v in _shipped_defaults(kind).items()}
+    current = dask.config.get(f"jobqueue.{kind}", default={}) or {}
+    out = {}
+    for key, value in current.items():
+        key = key.replace("_", "-")
+        if key not in shipped or value != shipped[key]:
+            out[key] = value
+    return out
+
+
+def batch_setting(o: _BatchOptions, key: str, value: Any = None) -> Any:
+    """One dask-jobqueue key of a batch cluster: ``value`` (set by the cluster file), else the
+    site's setting, else :data:`BATCH_DEFAULTS`, else None (dask-jobqueue's default)."""
+    if value is not None:
+        return value
+    site = site_settings(o.kind)
+    if key in site:
+        return site[key]
+    return BATCH_DEFAULTS.get(key)
+
+
 def batch_prologue(o: _BatchOptions) -> list[str]:
-    """Shell lines of a batch job before the worker starts: user prologue, then environment."""
+    """Shell lines of a batch job before the worker starts: the prologue (the cluster file's, else the
+    site's ``job-script-prologue``), then the workers' environment."""
     env = {**WORKER_ENV, "NUMBA_CACHE_DIR": o.numba_cache_dir, **o.env}
-    lines = list(o.prologue)
+    lines = list(o.prologue if o.prologue is not None else site_settings(o.kind).get("job-script-prologue") or [])
     lines += [f"export {k}={_dq(v)}" for k, v in env.items()]
     lines.append('mkdir -p "$NUMBA_CACHE_DIR"')
     return lines
 
 
 def _batch_kwargs(o: _BatchOptions) -> dict[str, Any]:
-    extra = list(o.worker_extra_args)
+    """Keyword arguments of the dask-jobqueue cluster. Keys left None are read by dask-jobqueue from
+    the dask configuration (the site's jobqueue.yaml) itself."""
+    extra = list(batch_setting(o, "worker-extra-args", o.worker_extra_args) or [])
     if o.worker_lifetime:
         extra += ["--lifetime", o.worker_lifetime, "--lifetime-stagger", "2m"]
-    kwargs: dict[str, Any] = {
+    cores = int(batch_setting(o, "cores", o.cores))
+    scheduler_options = dict(batch_setting(o, "scheduler-options") or {})
+    if o.dashboard_address is not None:
+        scheduler_options["dashboard_address"] = o.dashboard_address
+    return {
         "queue": o.queue,
         "account": o.account,
-        "cores": o.cores,
-        "processes": o.cores,  # one single-threaded worker process per core
-        "memory": o.memory,
-        "walltime": o.walltime,
-        "job_name": o.job_name,
-        "job_extra_directives": list(o.job_extra_directives),
+        "cores": cores,
+        "processes": cores,  # one single-threaded worker process per core
+        "memory": batch_setting(o, "memory", o.memory),
+        "walltime": batch_setting(o, "walltime", o.walltime),
+        "job_name": batch_setting(o, "name", o.job_name),
+        "python": batch_setting(o, "python", o.python),
+        "job_extra_directives": o.job_extra_directives,
         "job_script_prologue": batch_prologue(o),
         "worker_extra_args": extra,
         "interface": o.interface,
         "local_directory": o.local_directory,
         "log_directory": o.log_directory,
-        "scheduler_options": {"dashboard_address": o.dashboard_address},
+        "scheduler_options": scheduler_options,
     }
-    if o.python:
-        kwargs["python"] = o.python
-    return kwargs
 
 
 def _start_batch(cluster, o: _BatchOptions):
@@ -275,7 +336,7 @@ def _kubernetes(o: KubernetesOptions):
             image=o.image,
             n_workers=o.n_workers,
             resources={"requests": dict(limits), "limits": dict(limits)},
-            env={**WORKER_ENV, "NUMBA_CACHE_DIR": "/tmp/numba-cache", **o.env},
+            env={**WORKER_ENV, **o.env},  # NUMBA_CACHE_DIR: the image's, compiled at build (deploy/Dockerfile)
             worker_command="dask worker --nthreads 1",
         )
     if o.adapt_max_workers:

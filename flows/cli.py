@@ -1,7 +1,8 @@
 """``geosweep`` command line: run, demo, serve, validate, status, systems.
 
 ``run``/``demo`` write to a local path or an fsspec URL (``--store s3://…`` with
-``--storage-options JSON``) on a local cluster, a scheduler (``--address``) or a cluster
+``--storage-options``: JSON, or a reference ``env:NAME``/``@FILE``/``profile:NAME`` for credentials,
+see :mod:`sweeps.credentials`) on a local cluster, a scheduler (``--address``) or a cluster
 described in a file (``--cluster FILE``, see :mod:`deploy.clusters`); ``serve`` serves the
 nightly Prefect deployment of a spec (see :mod:`flows.deployments`).
 
@@ -9,7 +10,8 @@ Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom
 ``geosweep.plugins`` entry points are always loaded, see :mod:`flows.plugins`).
 
 Exit codes: 0 success (cells whose integration failed are results, not errors), 1 some
-slices raised, 2 the spec, cluster file, options, a plugin or the store location were refused,
+slices raised, 2 the spec, cluster file, options, a plugin, the scheduler address or the store
+location were refused, or the store is damaged (one line each),
 3 the store belongs to another spec or has another store format, 130/143 interrupted by
 SIGINT/SIGTERM (one line, no traceback; rerun to resume).
 """
@@ -17,7 +19,6 @@ SIGINT/SIGTERM (one line, no traceback; rerun to resume).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -45,9 +46,12 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _how_to_open(store: str, storage_options: dict | None = None) -> str:
-    # the options may hold credentials: name them, never print them
+def _how_to_open(store: str, storage_options=None) -> str:
+    # the options may hold credentials: name them (or their reference), never print them
     extra = ", storage_options=STORAGE_OPTIONS)  # the dict given to --storage-options" if storage_options else ")"
+    if getattr(storage_options, "reference", None):
+        ref = storage_options.reference
+        extra = f", storage_options=resolve({ref!r}))  # from sweeps.credentials import resolve"
     return (
         f"\nresults: {store}\n"
         "open them with:\n"
@@ -57,14 +61,25 @@ def _how_to_open(store: str, storage_options: dict | None = None) -> str:
     )
 
 
-def _storage_options(text: str) -> dict:
-    """``--storage-options``: a JSON object (fsspec options of the store's filesystem)."""
+def _storage_options(text: str):
+    """``--storage-options``: a reference (``env:NAME``, ``@file.json``, ``profile:NAME``) or a JSON
+    object of fsspec options (see :mod:`sweeps.credentials`); resolved now, refused in one line."""
+    from sweeps.credentials import StorageOptions, StorageOptionsError
+
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {e}") from e
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"anon\": false}'")
+        return StorageOptions.of(text)
+    except StorageOptionsError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive_int(text: str) -> int:
+    """``--workers``: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
 
 
@@ -106,10 +121,42 @@ class StoreProblem(RuntimeError):
     """A URL store that cannot be used (missing bucket, unreachable endpoint)."""
 
 
-def _check_store(store: str, storage_options: dict | None) -> None:
-    problem = store_problem(store, storage_options)
+def _check_store(store: str, storage_options: dict | None, write: bool = False) -> None:
+    """Refuse (one line, exit 2) a URL store that cannot be reached or a local path that cannot
+    hold a store: a file, under a file, a non-zarr directory, damaged root metadata, or (``write``) read-only."""
+    from sweeps.store import StoreRef
+
+    problem = store_problem(store, storage_options) or StoreRef.of(store).problem(write)
     if problem:
         raise StoreProblem(problem)
+
+
+#: seconds to wait for a TCP connection to ``--address`` before refusing it
+SCHEDULER_CONNECT_TIMEOUT = 5.0
+
+
+class SchedulerUnreachable(RuntimeError):
+    """``--address`` names a Dask scheduler that does not answer."""
+
+
+def _check_scheduler(address: str | None) -> None:
+    """A TCP connection to a ``tcp://host:port`` scheduler within :data:`SCHEDULER_CONNECT_TIMEOUT`,
+    before any work (Dask's own client would retry for its whole timeout, then traceback)."""
+    if not address:
+        return
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "tls"):
+        return  # other comms (inproc, ucx …): the client's own timeout applies
+    try:
+        port = parts.port or 8786
+        with socket.create_connection((parts.hostname or "", port), timeout=SCHEDULER_CONNECT_TIMEOUT):
+            return
+    except (OSError, ValueError) as e:
+        reason = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+        raise SchedulerUnreachable(f"cannot reach the Dask scheduler at --address {address}: {reason}") from None
 
 
 def _execution(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, Any]:
@@ -126,7 +173,11 @@ def _execution(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, 
         address, link = cluster.scheduler_address, cluster.dashboard_link
         client = None
     elif args.address:
-        client = stack.enter_context(Client(args.address, timeout="30s"))
+        try:
+            client = stack.enter_context(Client(args.address, timeout="30s"))
+        except (OSError, TimeoutError) as e:
+            msg = f"cannot connect to the Dask scheduler at --address {args.address}: {e}"
+            raise SchedulerUnreachable(msg) from None
         address, link = args.address, client.dashboard_link
     else:
         n = args.workers or os.cpu_count() or 1
@@ -165,17 +216,30 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     from flows import firstrun
     from sweeps.engine import default_store_path, run_sweep
     from sweeps.plan import make_plan
+    from sweeps.spec import read_spec_file
     from sweeps.summary import status_table
 
     on_prefect = not (args.no_prefect or args.serial)
-    server = firstrun.start_prefect_server() if on_prefect else None  # starts while the kernels load
-    cold = firstrun.prepare()
+    # what can be refused at once is refused before Prefect's server starts (one line, no server noise)
+    read_spec_file(spec_path)
+    if args.store:
+        _check_store(args.store, args.storage_options, write=True)
+    _check_scheduler(args.address)
+    # a cold Numba cache: only the spec's family compiles, in a helper process, while Prefect's server starts
+    cold = firstrun.prepare(spec_path, wait=False)
+    server = firstrun.start_prefect_server() if on_prefect else None
+    firstrun.finish()
     plan = make_plan(spec_path)  # validated and models built, once; a bad spec is refused before anything starts
     if cold:
         plan.famdef.warmup()  # the driver's specialisations, here while Prefect's server starts
         firstrun.mark_warm()
     store = os.fspath(args.store or default_store_path(plan.spec))
-    _check_store(store, args.storage_options)
+    _check_store(store, args.storage_options, write=True)
+    if args.storage_ref is not None and args.storage_ref.secrets and not args.storage_ref.reference:
+        LOG.warning(
+            f"--storage-options holds credentials ({', '.join(args.storage_ref.secrets)}) on the command line, "
+            "where other users and the shell history see them; prefer env:NAME or @FILE (deploy/README.md)"
+        )
     prefect_logs_progress = not (args.no_prefect or args.serial) and not sys.stderr.isatty()
     # a log file gets plain progress lines; on the Prefect path the flow already logs them
     hook, close = progress_reporter(enabled=LOG.isEnabledFor(logging.INFO) and not prefect_logs_progress)
@@ -211,7 +275,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                     address=address,
                     n_workers=args.workers,
                     slice_seconds=args.slice_seconds,
-                    storage_options=args.storage_options,
+                    storage_options=args.storage_ref,  # recorded by Prefect as the reference or redacted
                     processes=args.processes,
                     progress=hook,
                 )
@@ -222,13 +286,14 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     if summary and not args.quiet:
         print(summary)
     LOG.info(f"finished in {time.perf_counter() - t0:.1f}s")
-    print(_how_to_open(store, args.storage_options) if not args.quiet else store)
+    print(_how_to_open(store, args.storage_ref) if not args.quiet else store)
     return 0 if ok else 1
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from flows import firstrun
     from flows.deployments import prefect_api_url, serve_nightly
+    from sweeps.credentials import deployment_parameter
 
     cluster = _cluster_config(args.cluster).model_dump(mode="json") if args.cluster else None
     if not args.temporary and prefect_api_url() is None:
@@ -248,29 +313,46 @@ def cmd_serve(args: argparse.Namespace) -> int:
         address=args.address,
         n_workers=args.workers,
         slice_seconds=args.slice_seconds,
-        storage_options=args.storage_options,
+        storage_options=deployment_parameter(args.storage_ref),  # a reference, never a secret
         cluster=cluster,
         max_failed_share=args.max_failed_share,
         compare_rtol=args.compare_rtol,
         imports=args.imports,
         temporary=args.temporary,
+        heartbeat=args.heartbeat,
+        crash_after=args.crash_after,
+        crash_detection=not args.no_crash_detection,
     )
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from flows import firstrun
+    from sweeps.estimate import estimate
     from sweeps.plan import make_plan
 
-    cold = firstrun.prepare()
+    t0 = time.perf_counter()
+    cold = firstrun.prepare(args.spec)
     plan = make_plan(args.spec)
     if cold:
+        plan.famdef.warmup()
         firstrun.mark_warm()
+    compiled = time.perf_counter() - t0
     grid = plan.grid
     dims = ", ".join(f"{d}={n}" for d, n in zip(grid.dims, grid.shape))
-    est = sum(plan.cost(c) for c in grid.cells())
-    print(f"{args.spec}: valid. {grid.size} cells ({dims}); time samples {plan.spec.n_time}; ")
-    print(f"estimated work ≈ {est:.0f} core-seconds")
+    print(f"{args.spec}: valid. {grid.size} cells ({dims}); time samples {plan.spec.n_time}")
+    est = estimate(
+        plan,
+        args.workers,
+        prefect=not args.no_prefect,
+        cold=False,  # compiled by now, here
+        compile_seconds=max(compiled if cold else 0.0, firstrun.COLD_SECONDS["family"]),
+        slice_seconds=args.slice_seconds,
+    )
+    for line in est.lines():
+        print(line)
+    if cold:
+        print(f"(this validate compiled the kernels, {compiled:.0f} s: runs on this machine skip it)")
     return 0
 
 
@@ -283,8 +365,33 @@ def cmd_status(args: argparse.Namespace) -> int:
     if not ref.exists():
         LOG.error(f"no store at {ref.url}")
         return 2
-    print(status_table(ref))
+    table = _read_damaged(ref, lambda: status_table(ref))
+    if table is None:
+        return 2
+    print(table)
     return 0
+
+
+def _read_damaged(ref, read):
+    """``read()``, or None after one line naming the damage of a store it cannot read (flag arrays
+    missing, undecodable chunks or metadata) and the command that repairs it."""
+    from sweeps.repair import missing_flags
+    from sweeps.store import StoreMismatchError
+
+    try:
+        missing = missing_flags(ref)
+        if not missing:
+            return read()
+        problem = f"its flag array(s) {', '.join(missing)} are missing"
+    except StoreMismatchError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any damage becomes one line
+        problem = f"it cannot be read ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"[:300]
+    LOG.error(
+        f"store {ref.url} is damaged: {problem}. `geosweep verify {ref.url} --repair` (or rerunning the sweep) "
+        f"rebuilds the flags and marks damaged cells for recomputation"
+    )
+    return None
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -296,6 +403,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not ref.exists():
         LOG.error(f"no store at {ref.url}")
         return 2
+    from sweeps.repair import missing_flags, repair_flags
+
+    if missing := missing_flags(ref):
+        print(f"{ref.url}: flag array(s) {', '.join(missing)} missing")
+        if not args.repair:
+            print("run `geosweep verify STORE --repair` to rebuild them (cells whose checksum verifies stay done)")
+            return 1
+        from sweeps.lease import Lease
+
+        with Lease(ref):
+            out = repair_flags(ref)
+        print(f"rebuilt {', '.join(out['rebuilt'])}: {out['verified']} cell(s) verified, {out['rerun']} to recompute")
     found = verify(ref)
     bad = found["damaged"] + found["flags"]
     if not bad:
@@ -323,8 +442,21 @@ def cmd_report(args: argparse.Namespace) -> int:
         LOG.error(f"no store at {ref.url}")
         return 2
     open_results(ref)  # a store of another format is refused here (exit 3), before any figure
-    rep = main_report(args.store, args.out, args.storage_options)
-    print(f"report: {rep.index_location} ({len(rep.figures)} figures)")
+    select = {}
+    for item in args.sel or []:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            LOG.error(f"--sel {item!r}: expected NAME=VALUE, e.g. --sel omega=3.25")
+            return 2
+        select[name.strip()] = value.strip()
+    try:
+        rep = main_report(args.store, args.out, args.storage_options, select=select)
+    except ValueError as e:
+        if not str(e).startswith("sel."):
+            raise
+        LOG.error(str(e))
+        return 2
+    print(f"report: {rep.index_location} ({len(rep.figures)} figures{'; ' + rep.selection if rep.selection else ''})")
     for note in rep.notes:
         LOG.info(f"note: {note}")
     return 0
@@ -382,12 +514,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--storage-options",
             type=_storage_options,
-            metavar="JSON",
-            help='fsspec options of a remote store, e.g. \'{"client_kwargs": {"endpoint_url": "https://…"}}\'',
+            metavar="JSON|env:NAME|@FILE|profile:NAME",
+            help='fsspec options of a remote store: JSON, e.g. \'{"client_kwargs": {"endpoint_url": "https://…"}}\', '
+            "or, for credentials, a reference: env:NAME (JSON in a variable), @FILE (a JSON file), profile:NAME",
         )
 
     def add_execution_options(p: argparse.ArgumentParser, workers_help: str) -> None:
-        p.add_argument("--workers", type=int, help=workers_help)
+        p.add_argument("--workers", type=_positive_int, help=workers_help)
         p.add_argument("--address", help="address of an existing Dask scheduler (tcp://host:8786)")
         p.add_argument("--cluster", metavar="FILE", help="start the cluster described in FILE (deploy/clusters.py)")
         p.add_argument("--slice-seconds", type=float, default=10.0, help="target work per Dask task (s)")
@@ -409,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("run", help="run (or resume) a sweep spec")
     p.add_argument("spec", help="sweep spec file (.toml, .yaml)")
     add_run_options(p)
-    p = command("demo", help="run the built-in sphere MD demo sweep (~30 s on 2 cores; ~25 s more on the first run)")
+    p = command("demo", help="run the built-in sphere MD demo sweep (~30 s on 2 idle cores; ~20 s more the first time)")
     add_run_options(p)
     p = command("serve", help="serve the nightly Prefect deployment of a spec (runs until stopped)")
     p.add_argument("spec", help="sweep spec file (.toml, .yaml)")
@@ -436,9 +569,27 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="allow serving without PREFECT_API_URL, on a temporary Prefect server (the schedule dies with it)",
     )
+    p.add_argument(
+        "--heartbeat",
+        type=int,
+        default=60,
+        metavar="S",
+        help="seconds between the flow runs' heartbeats (≥ 30, default 60)",
+    )
+    p.add_argument(
+        "--crash-after",
+        type=float,
+        metavar="S",
+        help="a run that sends no heartbeat for S seconds (killed by walltime, scancel …) is marked Crashed "
+        "by a server automation (default 2 heartbeats + 30 s)",
+    )
+    p.add_argument("--no-crash-detection", action="store_true", help="do not create the crash-detection automation")
     add_execution_options(p, "local Dask worker threads of each run (default: all cores)")
-    p = command("validate", help="check a spec without running it")
+    p = command("validate", help="check a spec and estimate its cost (cells, core-s, wall time, store); runs nothing")
     p.add_argument("spec")
+    p.add_argument("--workers", type=int, help="local workers the wall-time estimate assumes (default: all cores)")
+    p.add_argument("--no-prefect", action="store_true", help="estimate a run without the Prefect flow")
+    p.add_argument("--slice-seconds", type=float, default=10.0, help="target work per Dask task (s), as for run")
     p = command("status", help="completion and status of a store")
     p.add_argument("store")
     add_store_options(p)
@@ -449,6 +600,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("report", help="figures and an index (Markdown, HTML) of a store's results")
     p.add_argument("store")
     p.add_argument("--out", help="output directory or URL (default: <store>.report beside the store, URLs too)")
+    p.add_argument(
+        "--sel",
+        action="append",
+        metavar="NAME=VALUE",
+        help="slice of the per-slice figures, e.g. --sel omega=3.25 (repeatable; default: the system's declared one)",
+    )
     add_store_options(p)
     command("systems", help="list systems, integrators and their parameters")
     return parser
@@ -480,6 +637,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     parser = build_parser()
     args = parser.parse_args(argv)
+    # the options themselves (dict) for this process; the StorageOptions (reference, or redacted when
+    # serialised) for Prefect flow and deployment parameters, which are stored
+    args.storage_ref = getattr(args, "storage_options", None)
+    args.storage_options = args.storage_ref.options if args.storage_ref is not None else None
     args.exit_on_interrupt = argv is None  # the console script: leave at once after Ctrl-C (see _exit_now)
     if getattr(args, "cluster", None) and (args.address or getattr(args, "serial", False)):
         parser.error("--cluster cannot be combined with --address or --serial")
@@ -487,6 +648,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             configure(args.log_level, args.quiet)
             from flows.plugins import PluginError, load_plugins
+            from sweeps.credentials import StorageOptionsError
+            from sweeps.repair import StoreDamagedError
             from sweeps.spec import SpecError
             from sweeps.store import StoreMismatchError
 
@@ -503,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
             except StoreMismatchError as e:
                 LOG.error(str(e))
                 return 3
-            except (ClusterFileError, StoreProblem) as e:
+            except (ClusterFileError, StoreProblem, SchedulerUnreachable, StorageOptionsError, StoreDamagedError) as e:
                 LOG.error(str(e))
                 return 2
         except KeyboardInterrupt:

@@ -158,6 +158,10 @@ class SystemDef:
     time_units: str = "1"
     energy_units: str = "1"
     example: dict[str, Any] = field(default_factory=dict)
+    #: the physically meaningful slice ``geosweep report`` shows by default ({param: value}),
+    #: e.g. the sphere's vortex case; parameters not named here take their declared default if
+    #: swept, else their first swept value
+    report_sel: dict[str, Any] = field(default_factory=dict)
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -240,7 +244,14 @@ def register_family(defn: FamilyDef) -> FamilyDef:
 
 #: The built-in families: modules exporting ``FAMILY``, ``INTEGRATORS`` and ``SYSTEMS``. Adding a
 #: family is one line here (the registry imports them by name, so it depends on none of them).
-BUILTIN_FAMILIES: tuple[str, ...] = ("kernels.s2.family", "kernels.torus.family", "kernels.chain.family")
+BUILTIN_FAMILIES: tuple[str, ...] = (
+    "kernels.s2.family",
+    "kernels.torus.family",
+    "kernels.chain.family",
+    "kernels.top.family",
+    "kernels.quad.family",
+    "kernels.dg.family",
+)
 
 
 def register_module(module: Any) -> None:
@@ -252,14 +263,58 @@ def register_module(module: Any) -> None:
         register_system(system)
 
 
-def load_builtins() -> None:
-    """Import and register the built-in families (idempotent; user registrations are kept)."""
+#: Where built-in systems are declared, so that a spec imports (and, on a cold Numba cache, compiles)
+#: only its own family: :func:`load_for`. Only a shortcut: a system missing here is found by
+#: importing the built-in families in order until it is registered.
+BUILTIN_SYSTEMS: dict[str, str] = {
+    **dict.fromkeys(
+        ("lj_sphere", "double_pendulum", "spring_pendula", "elastic_rod", "sphere_three_body", "dipole_array"),
+        "kernels.s2.family",
+    ),
+    **dict.fromkeys(("torus", "so3_pendulum"), "kernels.torus.family"),
+    "pendulum_chain": "kernels.chain.family",
+    "heavy_top": "kernels.top.family",
+    "two_quadrotors": "kernels.quad.family",
+    **dict.fromkeys(
+        ("nh_quartic", "chaplygin_sleigh", "suslov", "gearbox", "rolling_disk", "rigid_body_lp", "pendulum_chain_lp"),
+        "kernels.dg.family",
+    ),
+}
+
+
+def _load_module(name: str) -> None:
     import importlib
 
+    module = importlib.import_module(name)
+    if FAMILIES.get(module.FAMILY.name) is not module.FAMILY:
+        register_module(module)
+
+
+def load_builtins() -> None:
+    """Import and register the built-in families (idempotent; user registrations are kept)."""
     for name in BUILTIN_FAMILIES:
-        module = importlib.import_module(name)
-        if FAMILIES.get(module.FAMILY.name) is not module.FAMILY:
-            register_module(module)
+        _load_module(name)
+
+
+def load_for(system: str, integrators: Sequence[str] = ()) -> None:
+    """Register ``system``, its family and ``integrators``, importing as few built-in families as possible.
+
+    First the family :data:`BUILTIN_SYSTEMS` names, then the other built-in families in order
+    until every name is registered (all of them if a name is unknown, so that an error message
+    can list every known name). Names registered already (plugins, earlier loads) cost nothing.
+    """
+
+    def missing() -> bool:
+        if system not in SYSTEMS or SYSTEMS[system].family not in FAMILIES:
+            return True
+        return any(name not in INTEGRATORS for name in integrators)
+
+    if system not in SYSTEMS and BUILTIN_SYSTEMS.get(system) in BUILTIN_FAMILIES:
+        _load_module(BUILTIN_SYSTEMS[system])
+    for name in BUILTIN_FAMILIES:
+        if not missing():
+            return
+        _load_module(name)
 
 
 def integrators_for(system: SystemDef) -> list[IntegratorDef]:

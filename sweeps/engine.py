@@ -377,11 +377,15 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
             bare = plan.part(models={})
             topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
             client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))
-            # longest slices first (Dask runs higher priority first): no worker is left
-            # finishing one long slice at the end while the other idles. Each shard's writer
-            # runs as soon as its slices are done (highest priority) and is its only writer.
+            # Dask runs higher priority first: shard by shard, the costliest shards first, and the
+            # longest slices first within a shard — finished shards reach the store while the sweep
+            # runs, and no worker is left finishing one long slice at the end while the other idles.
+            # Each shard's writer runs as soon as its slices are done and is its only writer.
+            cost = {c: plan.cost(c) for c in pending}
+            groups = sorted(by_shard.values(), key=lambda g: -sum(cost[c] for cells in g for c in cells))
             futures = []
-            for s_i, group in enumerate(by_shard.values()):
+            for s_i, group in enumerate(groups):
+                rank = (len(groups) - s_i) * 10**12
                 parts = [
                     client.submit(
                         _run_part if len(group) == 1 else _compute_part,
@@ -393,7 +397,7 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                         key=f"geosweep-{tag}-slice-{s_i}-{i}",
                         pure=False,
                         retries=2,  # a slice that raised is retried; finished cells and checkpoints make it cheap
-                        priority=int(1000 * sum(plan.cost(c) for c in cells)),
+                        priority=rank + min(int(1000 * sum(cost[c] for c in cells)), 10**12 - 1),
                     )
                     for i, cells in enumerate(group)
                 ]
@@ -408,7 +412,7 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                         key=f"geosweep-{tag}-shard-{s_i}",
                         pure=False,
                         retries=2,
-                        priority=2**40,
+                        priority=10**15 + rank,
                     )
                 )
                 del parts  # the slices' values live on the workers until their shard is written

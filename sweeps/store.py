@@ -420,6 +420,12 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         coords["state"] = xr.Variable(
             ("state",), np.array(fam.state_labels).astype(str), {"long_name": "entry of the state vector of a body"}
         )
+    elif "state" in sizes:  # families whose state depends on the system (dg): the models' own labels
+        labels = {tuple(getattr(m, "labels", ()) or ()) for m in plan.models.values()}
+        if len(labels) == 1 and len(next(iter(labels))) == sizes["state"]:
+            coords["state"] = xr.Variable(
+                ("state",), np.array(next(iter(labels))).astype(str), {"long_name": "entry of the state vector"}
+            )
     for dim, n in sizes.items():
         if dim not in coords:
             coords[dim] = xr.Variable((dim,), np.arange(n), {"long_name": f"{dim} index"})
@@ -514,10 +520,15 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
     store of ours without the marker holds no result (creation was interrupted, or failed): it
     is deleted and created again. A failed creation removes what it wrote.
     """
+    ds, encoding = template(plan)
     if ref.exists():
         group = ref.open_group("r")
         attrs = dict(group.attrs)
-        if attrs.get("geosweep_format") == FORMAT_VERSION and not attrs.get(CREATED_ATTR) and _no_results(group):
+        ours = attrs.get("geosweep_format") == FORMAT_VERSION and not attrs.get(CREATED_ATTR)
+        # killed before the template's attributes were written: a bare group holding nothing but
+        # (some of) the arrays this template creates
+        bare = not attrs and set(group.keys()) <= set(ds.variables)
+        if (ours or bare) and _no_results(group):
             if log:
                 log(f"store {ref.url}: its creation was interrupted; creating it again")
             _remove(ref)
@@ -526,7 +537,6 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
             if attrs.get("spec_hash") != plan.spec.spec_hash:
                 raise StoreMismatchError(_mismatch_message(ref.url, attrs, plan.spec))
             return False
-    ds, encoding = template(plan)
     kwargs: dict[str, Any] = {"zarr_format": 3, "mode": "w-", "compute": False, "encoding": encoding}
     if not ref.is_local:
         kwargs["storage_options"] = ref.storage_options or {}

@@ -32,6 +32,7 @@ from deploy.clusters import (  # noqa: E402
     make_cluster,
 )
 from sweeps.engine import run_sweep  # noqa: E402
+from sweeps.store import StoreRef, mark_for_rerun  # noqa: E402
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 BUCKET = "geosweep-test"
@@ -149,9 +150,10 @@ def test_s3_on_local_cluster_resumes_interrupted_cells(s3, cluster, reference):
     url = f"s3://{BUCKET}/cluster.zarr"
     first = run_sweep(SPEC, url, client=client, slice_seconds=0.01, storage_options=s3)
     assert first.complete and first.ran == 4 and first.slices >= 2
-    # an interrupted run: two cells never got their completion marker
-    group = zarr.open_group(url, mode="r+", storage_options=s3)
-    group["done"][0, :] = np.int8(0)
+    # an interrupted run: two cells never got written (completion marker and checksum cleared)
+    ref = StoreRef.of(url, s3)
+    mark_for_rerun(ref, [(0, 0), (0, 1)])
+    assert int(np.asarray(zarr.open_group(url, mode="r", storage_options=s3)["done"][...]).sum()) == 2
     second = run_sweep(SPEC, url, address=lc.scheduler_address, slice_seconds=0.01, storage_options=s3)
     assert second.complete and (second.skipped, second.ran) == (2, 2)
     assert_bitwise_equal(xr.open_zarr(url, storage_options=s3), reference)
@@ -248,6 +250,142 @@ def test_kubernetes_without_operator_client_says_what_to_install():
             make_cluster("kubernetes", n_workers=1)
     else:
         pytest.skip("dask-kubernetes is installed; a real Kubernetes cluster would be needed")
+
+
+SITE_JOBQUEUE = """
+jobqueue:
+  slurm:
+    queue: site-partition
+    account: site-account
+    cores: 6
+    memory: 12GiB
+    python: /site/envs/geosweep/bin/python
+    job-script-prologue: ["module load site-python/3.11"]
+    job-extra-directives: ["--constraint=site"]
+"""
+
+
+@pytest.fixture
+def site_jobqueue(tmp_path):
+    """A site's dask jobqueue.yaml in a config directory (as $DASK_CONFIG names one), loaded by refresh."""
+    import dask.config
+
+    site = tmp_path / "site-dask"
+    site.mkdir()
+    (site / "jobqueue.yaml").write_text(SITE_JOBQUEUE)
+    dask.config.refresh(paths=[*dask.config.paths, str(site)])
+    try:
+        yield site
+    finally:
+        dask.config.refresh()
+
+
+def _slurm_script(path: Path) -> str:
+    cfg = ClusterConfig.from_file(path)
+    c = make_cluster(cfg.kind, **(cfg.options | {"dashboard_address": ":0"}))
+    try:
+        return c.job_script()
+    finally:
+        c.close()
+
+
+def test_cluster_file_overrides_only_what_it_sets_of_the_site_jobqueue_yaml(site_jobqueue, tmp_path):
+    project = tmp_path / "cluster.toml"
+    project.write_text('kind = "slurm"\nqueue = "compute"\nwalltime = "01:00:00"\nworker_lifetime = "55m"\n')
+    lines = _slurm_script(project).splitlines()
+    for line in (
+        "#SBATCH -p compute",  # the cluster file's
+        "#SBATCH -t 01:00:00",  # the cluster file's
+        "#SBATCH -A site-account",  # the site's, kept
+        "#SBATCH --cpus-per-task=6",
+        "#SBATCH --mem=12G",
+        "#SBATCH --constraint=site",
+        "#SBATCH -J geosweep",  # neither sets it: geosweep's default
+        "module load site-python/3.11",
+    ):
+        assert line in lines, line
+    worker = lines[-1]
+    assert worker.startswith("/site/envs/geosweep/bin/python -m distributed.cli.dask_worker"), worker
+    assert "--nworkers 6" in worker and "--nthreads 1" in worker and "--memory-limit 2.00GiB" in worker
+    assert "--lifetime 55m" in worker
+    # the site's prologue runs first, then the workers' environment
+    assert lines.index("module load site-python/3.11") < lines.index('export NUMBA_NUM_THREADS="1"')
+
+    # keys the cluster file sets win, python and prologue included
+    project.write_text(
+        'kind = "slurm"\ncores = 2\nmemory = "4GiB"\npython = "python3.11"\n'
+        'prologue = ["source $HOME/venvs/gs/bin/activate"]\n'
+    )
+    lines = _slurm_script(project).splitlines()
+    assert "#SBATCH -p site-partition" in lines and "#SBATCH --cpus-per-task=2" in lines
+    assert "source $HOME/venvs/gs/bin/activate" in lines and "module load site-python/3.11" not in lines
+    assert lines[-1].startswith("python3.11 -m distributed.cli.dask_worker") and "--nworkers 2" in lines[-1]
+
+
+def test_example_batch_files_choose_the_workers_python_explicitly():
+    """Without a site setting the workers run `python3` from the compute node's PATH (after the
+    prologue), never the absolute path of the interpreter running geosweep."""
+    for path in (DEPLOY / "slurm" / "cluster.toml", DEPLOY / "pbs" / "cluster.yaml"):
+        cfg = ClusterConfig.from_file(path)
+        assert cfg.root.python == "python3"
+        c = make_cluster(cfg.kind, **(cfg.options | {"jobs": 0, "adapt_max_jobs": None, "dashboard_address": ":0"}))
+        try:
+            script = c.job_script()
+        finally:
+            c.close()
+        assert script.splitlines()[-1].startswith("python3 -m distributed.cli.dask_worker"), path
+        assert sys.executable not in script
+    c = make_cluster("slurm", cores=2, memory="4GiB", dashboard_address=":0")  # nothing set: geosweep's default
+    try:
+        assert c.job_script().splitlines()[-1].startswith("python3 -m distributed.cli.dask_worker")
+    finally:
+        c.close()
+
+
+def _dockerfile() -> tuple[str, list[tuple[str, str]]]:
+    text = (DEPLOY / "Dockerfile").read_text()
+    joined = text.replace("\\\n", " ")
+    instructions = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            instructions.append((word.upper(), rest.strip()))
+    return text, instructions
+
+
+def test_dockerfile_builds_the_image_the_kubernetes_manifests_name():
+    """deploy/Dockerfile (not built here: no Docker daemon on CI) against the manifests and the package."""
+    import tomllib
+
+    from deploy.clusters import KubernetesOptions
+
+    text, instructions = _dockerfile()
+    assert "docker build -t geosweep:latest -f deploy/Dockerfile ." in text
+    images = {KubernetesOptions().image, ClusterConfig.from_file(DEPLOY / "k8s" / "cluster.yaml").root.image}
+    manifest = yaml.safe_load((DEPLOY / "k8s" / "daskcluster.yaml").read_text())
+    for part in ("worker", "scheduler"):
+        images |= {c["image"] for c in manifest["spec"][part]["spec"]["containers"]}
+    assert images == {"geosweep:latest"}
+
+    pyproject = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())
+    (base,) = [rest for word, rest in instructions if word == "FROM"]
+    version = tuple(int(x) for x in base.split(":")[1].split("-")[0].split(".")[:2])
+    assert version >= tuple(int(x) for x in pyproject["project"]["requires-python"].lstrip(">=").split("."))
+    copied = {src for word, rest in instructions if word == "COPY" for src in rest.split()[:-1]}
+    packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    assert packages | {"pyproject.toml", "README.md"} <= copied
+    runs = " ".join(rest for word, rest in instructions if word == "RUN")
+    assert 'pip install ".[cluster]"' in runs and " -e " not in runs  # a package, not an editable checkout
+    assert "load_builtins()" in runs and "warmup()" in runs  # kernels compiled into the image
+    env = " ".join(rest for word, rest in instructions if word == "ENV")
+    for key, value in WORKER_ENV.items():
+        assert f"{key}={value}" in env
+    assert "NUMBA_CACHE_DIR=/opt/geosweep/numba-cache" in env
+    assert any(word == "USER" and rest != "root" for word, rest in instructions)
+    # the operator's pods keep the image's Numba cache (no override in the manifest)
+    (worker,) = manifest["spec"]["worker"]["spec"]["containers"]
+    assert "NUMBA_CACHE_DIR" not in {e["name"] for e in worker["env"]}
 
 
 def test_local_cluster_workers_are_single_threaded(cluster):

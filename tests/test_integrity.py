@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import zarr
 
 from sweeps.engine import run_sweep
@@ -21,6 +22,15 @@ SPEC = {
     "dt_out": 0.02,
     "params": {"N_p": [16, 24], "v0": [0.5, 1.0]},
 }
+
+
+@pytest.fixture(autouse=True)
+def one_cell_per_shard(monkeypatch):
+    """One cell per shard object here, so that damaging one file damages exactly one cell (with
+    shards of several cells every cell of a damaged shard is found and recomputed the same way)."""
+    import sweeps.store
+
+    monkeypatch.setattr(sweeps.store, "SHARD_CELLS", 1)
 
 
 def _chunk_files(store: Path, var: str) -> list[Path]:

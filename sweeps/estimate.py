@@ -1,0 +1,315 @@
+"""What a sweep will cost before it runs (``geosweep validate``): cells, core-seconds, wall time, store.
+
+Every parameter combination is costed on its own model: a few steps of each integrator (and
+each tolerance of an adaptive one) are timed on this machine on each combination (CPU time,
+so a busy machine does not inflate them), so a sweep over the chain's ``N`` is costed per
+``N``. Beyond :data:`PROBED_COMBINATIONS` combinations only the first is probed and the
+family's cost model (``FamilyDef.cost_per_step``) carries it to the others. Adaptive cells take
+their steps per unit time from the probe instead of a guess. Not-applicable cells (the fillers
+of a mixed ``h``/``tol`` grid) cost nothing and are counted apart.
+
+Wall time = compile (cold Numba cache only) + start-up and flow overhead + the longest worker's
+share of the slices (longest first onto the least loaded worker) + writing the store. The
+constants below were measured on the 2-core reference machine with ``geosweep demo``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from sweeps.grid import Cell
+from sweeps.plan import Plan, make_plan
+
+#: seconds of probing per (integrator, tolerance): enough steps for a stable time per step
+PROBE_SECONDS = 0.03
+#: start-up outside the cells (s): imports and a warm kernel load, the local Dask cluster, the store
+#: template; with Prefect also its temporary server (when no PREFECT_API_URL is set) and the flow's tasks
+OVERHEAD_SECONDS = {"dask": 4.0, "prefect": 9.0, "prefect_server": 6.0}
+#: per cell outside its integration (s): model hand-over, values and flags into the store
+CELL_OVERHEAD_SECONDS = 0.05
+#: cores busy with kernels run this much slower than one alone (shared caches and memory bandwidth;
+#: 1.83x on 2 cores for 16 sphere-MD cells, benchmarks/bench_sweep_throughput.py)
+PARALLEL_EFFICIENCY = 0.9
+#: zstd's ratio on a cell's float64 states (final_state, snapshot_state: 0.39-0.65 measured on the demo
+#: at T = 0.5 and T = 5); smaller per-cell arrays (time series, summaries) hardly compress
+FLOAT_RATIO, FLOAT_RATIO_FROM = 0.55, 4096
+#: bytes per stored chunk besides its values (shard index entry, compressed-frame header)
+CHUNK_OVERHEAD = 24
+#: bytes of metadata per array (its zarr.json and its entry in the consolidated copy) and the group's
+META_PER_ARRAY, META_GROUP = 3400, 8000
+
+
+@dataclass
+class Estimate:
+    """The cost of a sweep. Seconds are wall-clock on ``workers`` local cores unless named core-seconds."""
+
+    cells: int
+    runnable: int
+    not_applicable: int
+    core_seconds: float  # integration on one core, summed over the runnable cells
+    compile_seconds: float  # what a cold Numba cache adds (in wall_seconds only when ``cold``)
+    overhead_seconds: float  # start-up, flow, per-cell store writes
+    cells_seconds: float  # the slices on the workers (longest worker)
+    wall_seconds: float
+    workers: int
+    store_bytes: float
+    store_objects: int
+    probes: int
+    by_axis: dict[str, dict[Any, float]] = field(default_factory=dict)  # core-seconds per swept value
+    cold: bool = False  # the run compiles the kernels first
+
+    def lines(self) -> list[str]:
+        """Human-readable summary (what ``geosweep validate`` prints)."""
+        out = [
+            f"cells: {self.runnable} to run, {self.not_applicable} not applicable",
+            f"work: ≈ {_num(self.core_seconds)} core-seconds of integration ({self.probes} integrator probes)",
+            f"wall: ≈ {_num(self.wall_seconds)} s on {self.workers} worker(s) = "
+            + (f"compile {_num(self.compile_seconds)} s + " if self.cold else "")
+            + f"start-up, flow and writes {_num(self.overhead_seconds)} s + cells {_num(self.cells_seconds)} s"
+            + ("" if self.cold else f"; + {_num(self.compile_seconds)} s to compile where the Numba cache is cold"),
+            f"store: ≈ {_bytes(self.store_bytes)} in {self.store_objects} objects",
+        ]
+        for axis, per in self.by_axis.items():
+            parts = ", ".join(
+                f"{v:.6g}: {_num(s)}" if isinstance(v, float) else f"{v}: {_num(s)}" for v, s in per.items()
+            )
+            out.append(f"core-seconds by {axis}: {parts}")
+        return out
+
+
+def _num(x: float) -> str:
+    return f"{x:.2g}" if abs(x) < 10 else f"{x:.0f}"
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.3g} {unit}"
+        n /= 1000
+    return f"{n:.3g} TB"  # pragma: no cover
+
+
+# ---------------------------------------------------------------------------------------
+# integration cost per cell
+# ---------------------------------------------------------------------------------------
+def _time_steps(traj: Any, budget: float) -> tuple[float, float]:
+    """Time ``traj`` for about ``budget`` seconds: (CPU seconds per step, steps per unit time).
+
+    Batches of 4, 16, 64 … steps until one takes a third of the budget; the time per step is the
+    last full batch's, so neither the first call (buffers, first sample) nor the Python call per
+    batch counts. CPU time of this thread, not wall time: other processes on a shared machine do
+    not inflate it."""
+    k0, t_start = traj.steps, traj.time
+    n, per_step, cpu_all = 4, None, 0.0
+    t0 = time.perf_counter()
+    while not traj.finished:
+        k, c0 = traj.steps, time.thread_time()
+        traj.advance(steps=n)
+        cpu = time.thread_time() - c0
+        cpu_all += cpu
+        if traj.steps - k == n and n > 4:
+            per_step = cpu / n
+        if cpu >= budget / 3 or time.perf_counter() - t0 >= budget:
+            break
+        n *= 4
+    steps = traj.steps - k0
+    advanced = traj.time - t_start
+    if per_step is None:
+        per_step = cpu_all / max(steps, 1)
+    return per_step, steps / advanced if advanced > 0 else 0.0
+
+
+#: every parameter combination is probed when there are at most this many; beyond, the first one
+#: is, and the family's cost model scales it to the others
+PROBED_COMBINATIONS = 16
+
+Probes = dict[tuple[str, float | None, tuple[int, ...]], tuple[float, float, float]]
+
+
+def probe(plan: Plan, budget: float = PROBE_SECONDS) -> Probes:
+    """Measured ``(CPU seconds per step, steps per unit time, seconds to start a cell)`` keyed by
+    ``(integrator, tol, combination)`` (``tol`` None for fixed-step integrators)."""
+    grid, famdef = plan.grid, plan.famdef
+    runnable = [c for c in grid.cells() if grid.applicable(c)]
+    combos = plan.combinations(runnable)
+    if len(combos) > PROBED_COMBINATIONS:
+        combos = combos[:1]
+    budget = max(min(budget, 2.0 / max(len(runnable), 1)), 0.002)
+    out: Probes = {}
+    for cell in runnable:
+        combo = grid.combination(cell)
+        coords = grid.coords(cell)
+        name = coords["integrator"]
+        key = (name, float(coords["tol"]) if plan.idefs[name].adaptive else None, combo)
+        if combo not in combos or key in out:
+            continue
+        request, options = plan.request(cell)
+        if not out:  # the first start and steps in a process load code: not part of any cell's cost
+            _time_steps(famdef.start(plan.model(cell), name, request, options), budget / 4)
+        c0 = time.thread_time()
+        traj = famdef.start(plan.model(cell), name, request, options)
+        setup = time.thread_time() - c0
+        per_step, rate = _time_steps(traj, budget)
+        out[key] = (per_step, rate or 1.0 / (request.h or plan.spec.dt_out), setup)
+    return out
+
+
+def cell_costs(plan: Plan, probes: Probes | None = None) -> dict[Cell, float]:
+    """Single-core seconds of every runnable cell (not-applicable cells are left out)."""
+    probes = probe(plan) if probes is None else probes
+    grid, famdef = plan.grid, plan.famdef
+    # the cost model's error on the first probed combination, per integrator (the fallback's scale)
+    scale: dict[str, float] = {}
+    for (name, _tol, combo), (per_step, _rate, _setup) in probes.items():
+        modelled = famdef.cost_per_step(plan.models[combo], name)
+        if modelled > 0:
+            scale.setdefault(name, per_step / modelled)
+    setup = min((s for *_, s in probes.values()), default=0.0)
+    costs: dict[Cell, float] = {}
+    for cell in grid.cells():
+        if not grid.applicable(cell):
+            continue
+        coords = grid.coords(cell)
+        name = coords["integrator"]
+        combo = grid.combination(cell)
+        tol = float(coords["tol"]) if plan.idefs[name].adaptive else None
+        measured = probes.get((name, tol, combo))
+        if measured is not None:
+            per_step = measured[0]
+        else:
+            per_step = scale.get(name, 1.0) * famdef.cost_per_step(plan.models[combo], name)
+        if tol is not None:
+            rates = [r for (n, t, _c), (_p, r, _s) in probes.items() if n == name and t == tol]
+            rate = measured[1] if measured is not None else (rates[0] if rates else 20 / plan.spec.dt_out)
+            steps = rate * plan.spec.T
+        else:
+            steps = plan.spec.n_steps(float(coords["h"]))
+        costs[cell] = steps * per_step + setup
+    return costs
+
+
+# ---------------------------------------------------------------------------------------
+# store
+# ---------------------------------------------------------------------------------------
+def store_objects(plan: Plan) -> int:
+    """Objects of the finished store: ``sweeps.store.objects_estimate`` when the store module has it,
+    else one object per variable per cell plus metadata (the layout with one cell per chunk).
+    The one place to adjust when the store layout changes."""
+    from sweeps import store
+
+    if hasattr(store, "objects_estimate"):
+        return int(store.objects_estimate(plan)["objects"])
+    n_vars = len(_cell_bytes(plan))
+    n_coords = len(plan.grid.dims) + len(plan.sizes) + 6
+    return n_vars * plan.grid.size + n_vars + 2 * n_coords + 1
+
+
+def _cell_bytes(plan: Plan) -> dict[str, tuple[int, str]]:
+    """(uncompressed bytes, dtype) per cell of each stored variable."""
+    from sweeps.store import SWEEP_FLAGS
+
+    sizes = plan.sizes
+    out = {}
+    for d in plan.famdef.diagnostics(plan.first_model):
+        n = int(np.prod([sizes[x] for x in d.dims], dtype=np.int64))
+        out[d.name] = (n * np.dtype(d.dtype).itemsize, d.dtype)
+    for name in SWEEP_FLAGS:
+        out.setdefault(name, (8, "float64"))
+    return out
+
+
+def store_bytes(plan: Plan) -> float:
+    """Bytes of the finished store (compressed values, chunk overheads, metadata)."""
+    per_cell = 0.0
+    for nbytes, dtype in _cell_bytes(plan).values():
+        ratio = FLOAT_RATIO if dtype.startswith("float") and nbytes >= FLOAT_RATIO_FROM else 1.0
+        per_cell += nbytes * ratio + CHUNK_OVERHEAD
+    n_arrays = len(_cell_bytes(plan)) + len(plan.grid.dims) + len(plan.sizes) + 6
+    return per_cell * plan.grid.size + n_arrays * META_PER_ARRAY + META_GROUP
+
+
+# ---------------------------------------------------------------------------------------
+# wall time
+# ---------------------------------------------------------------------------------------
+def makespan(costs: list[float], workers: int) -> float:
+    """Time until the last of ``workers`` finishes ``costs`` taken longest first by the least loaded worker."""
+    loads = [0.0] * max(workers, 1)
+    for c in sorted(costs, reverse=True):
+        i = loads.index(min(loads))
+        loads[i] += c
+    return max(loads)
+
+
+def estimate(
+    source: Plan | str | os.PathLike | dict,
+    workers: int | None = None,
+    *,
+    prefect: bool = True,
+    temporary_server: bool | None = None,
+    cold: bool = False,
+    compile_seconds: float = 0.0,
+    slice_seconds: float = 10.0,
+    cores: int | None = None,
+    probes: Probes | None = None,
+    costs: dict[Cell, float] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Estimate:
+    """Estimate a sweep run with ``workers`` local workers (default: all cores).
+
+    ``prefect``: through the Prefect flow (``temporary_server``: on a temporary server, default
+    when no ``PREFECT_API_URL`` is set); ``cold``: the run first compiles for ``compile_seconds``
+    (reported either way); ``cores`` bounds the
+    parallelism (default: this machine's). Runs the probes (a fraction of a second) unless given
+    ``probes`` (of :func:`probe`) or ``costs`` (single-core seconds per runnable cell).
+    """
+    plan = make_plan(source)
+    cores = cores or os.cpu_count() or 1
+    workers = workers or cores
+    parallel = min(workers, cores)
+    if costs is None:
+        probes = probe(plan) if probes is None else probes
+        costs = cell_costs(plan, probes)
+    cells = list(costs)
+    grid = plan.grid
+    efficiency = PARALLEL_EFFICIENCY if parallel > 1 else 1.0
+    slices = plan.slices(cells, slice_seconds, workers) if cells else []
+    slice_costs = [sum(costs[c] for c in s) / efficiency for s in slices]
+    cells_seconds = makespan(slice_costs, parallel)
+    if temporary_server is None:
+        temporary_server = not os.environ.get("PREFECT_API_URL")
+    overhead = OVERHEAD_SECONDS["dask"]
+    if prefect:
+        overhead = OVERHEAD_SECONDS["prefect"] + (OVERHEAD_SECONDS["prefect_server"] if temporary_server else 0.0)
+    overhead += CELL_OVERHEAD_SECONDS * len(cells) / parallel
+    compile_s = compile_seconds
+    by_axis: dict[str, dict[Any, float]] = {}
+    for a, axis in enumerate(grid.axes[grid.n_method_axes :], start=grid.n_method_axes):
+        per = {v: 0.0 for v in axis.values}
+        for c, s in costs.items():
+            per[axis.values[c[a]]] += s
+        by_axis[axis.name] = per
+    est = Estimate(
+        cells=grid.size,
+        runnable=len(cells),
+        not_applicable=grid.size - len(cells),
+        core_seconds=float(sum(costs.values())),
+        compile_seconds=compile_s,
+        overhead_seconds=overhead,
+        cells_seconds=cells_seconds,
+        wall_seconds=(compile_s if cold else 0.0) + overhead + cells_seconds,
+        cold=cold,
+        workers=workers,
+        store_bytes=store_bytes(plan),
+        store_objects=store_objects(plan),
+        probes=len(probes or ()),
+        by_axis=by_axis,
+    )
+    if log:
+        log(f"estimate of {plan.spec.name}: {est}")
+    return est

@@ -1,0 +1,139 @@
+"""``geosweep validate``'s estimate (sweeps/estimate.py) against real runs on this machine.
+
+A shortened demo (the sphere MD spec at T = 0.5) runs through the CLI on 2 local workers
+without Prefect; its measured core-seconds, wall time, store bytes and objects must lie within
+a factor 1.5 of the estimate. A sweep over the chain's N must be costed per N: the estimated
+ratio of cell costs between two N matches the measured one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import xarray as xr
+
+from sweeps.estimate import cell_costs, estimate, makespan
+from sweeps.plan import make_plan
+
+DEMO_SHORT = """name = "demo-short"
+system = "lj_sphere"
+integrators = ["explicit_vi", "rk2", "rk4", "rk4_proj"]
+h = [0.01, 0.005, 0.0025]
+T = 0.5
+dt_out = 0.05
+snapshot_dt = 0.25
+
+[params]
+omega = [0.0, 3.25]
+sense = "co"
+"""
+
+FACTOR = 1.5
+
+
+def _cmd() -> list[str]:
+    exe = shutil.which("geosweep")
+    return [exe] if exe else [sys.executable, "-m", "flows.cli"]
+
+
+def _store_size(path: Path) -> tuple[int, int]:
+    files = [p for p in path.rglob("*") if p.is_file()]
+    return sum(p.stat().st_size for p in files), len(files)
+
+
+def _within(estimated: float, measured: float, what: str) -> None:
+    assert measured / FACTOR <= estimated <= measured * FACTOR, (
+        f"{what}: estimated {estimated:.3g}, measured {measured:.3g}"
+    )
+
+
+def _run_cpu(plan, cell) -> float:
+    """CPU seconds of one cell run in this thread (other processes on a shared machine do not count)."""
+    request, options = plan.request(cell)
+    name = plan.grid.coords(cell)["integrator"]
+    c0 = time.thread_time()
+    plan.famdef.run(plan.model(cell), name, request, options)
+    return time.thread_time() - c0
+
+
+def test_estimate_matches_a_measured_short_demo(tmp_path):
+    spec = tmp_path / "demo_short.toml"
+    spec.write_text(DEMO_SHORT)
+    plan = make_plan(str(spec))
+    plan.famdef.warmup()  # compiled before the clock starts, as in a warm run
+    est = estimate(plan, 2, prefect=False, cores=2)
+    assert (est.cells, est.runnable, est.not_applicable) == (24, 24, 0)
+
+    # core-seconds: every cell run here, in CPU time
+    core = sum(_run_cpu(plan, cell) for cell in plan.grid.cells())
+    _within(est.core_seconds, core, "core-seconds")
+
+    # wall time, store bytes and objects: the CLI on 2 local workers; the wall-time model (start-up,
+    # slices on the workers, writes) is fed the cells' measured times, which a busy machine inflates
+    store = tmp_path / "d.zarr"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    t0 = time.perf_counter()
+    p = subprocess.run(
+        [*_cmd(), "run", str(spec), "--store", str(store), "--no-prefect", "--workers", "2", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=tmp_path,
+    )
+    wall = time.perf_counter() - t0
+    assert p.returncode == 0, p.stderr[-3000:]
+    ds = xr.open_zarr(store)
+    assert int((ds.status == 0).sum()) == 24
+    walls = {cell: float(ds.wall_time.values[cell]) for cell in plan.grid.cells()}
+    timed = estimate(plan, 2, prefect=False, cores=2, costs=walls)
+    _within(timed.wall_seconds, wall, "wall time")
+    nbytes, objects = _store_size(store)
+    _within(est.store_bytes, nbytes, "store bytes")
+    _within(est.store_objects, objects, "store objects")
+    # a cell's cost follows its step count: h halves → the integration doubles (plus the same set-up)
+    costs = cell_costs(plan)
+    assert 1.6 < costs[(0, 1, 0)] / costs[(0, 0, 0)] <= 2.0
+
+
+def test_a_sweep_over_chain_n_is_costed_per_n(tmp_path):
+    """Cells of N = 48 cost more than cells of N = 4, by the ratio measured when running them."""
+    spec = {
+        "name": "chain-n",
+        "system": "pendulum_chain",
+        "integrators": ["rkmk4", "rkmk45"],
+        "h": [0.005],
+        "tol": [1e-6, 1e-8],
+        "T": 10.0,
+        "dt_out": 0.05,
+        "params": {"N": [4, 48], "length_mode": "unit", "ic": "paper"},
+    }
+    plan = make_plan(spec)
+    est = estimate(plan, 1, prefect=False, cores=1)
+    # integrator × h × tol × N = 2 × 1 × 2 × 2: rkmk4 only at the first tol, rkmk45 at both tols
+    assert (est.cells, est.runnable, est.not_applicable) == (8, 6, 2)
+    small, large = est.by_axis["N"][4], est.by_axis["N"][48]
+    assert large > 3 * small
+
+    costs = cell_costs(plan)
+    measured = {cell: _run_cpu(plan, cell) for cell in costs}
+    _within(sum(costs.values()), sum(measured.values()), "core-seconds")
+    for cell_small in costs:
+        if plan.grid.coords(cell_small)["N"] != 4:
+            continue
+        cell_large = cell_small[:-1] + (1,)
+        est_ratio = costs[cell_large] / costs[cell_small]
+        run_ratio = measured[cell_large] / measured[cell_small]
+        assert run_ratio / FACTOR <= est_ratio <= run_ratio * FACTOR, (cell_small, est_ratio, run_ratio)
+
+
+def test_makespan_longest_first():
+    assert makespan([3.0, 3.0, 2.0, 2.0, 2.0], 2) == 7.0  # 3+2+2 and 3+2: greedy, not optimal (6)
+    assert makespan([4.0, 1.0, 1.0, 1.0, 1.0], 2) == 4.0
+    assert makespan([5.0], 4) == 5.0
+    assert makespan([], 2) == 0.0

@@ -1,0 +1,49 @@
+"""A spec imports (and on a cold Numba cache compiles) only its own family: kernels.registry.load_for.
+
+Each check runs in a fresh interpreter: the test process itself has imported every family.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kernels.registry import BUILTIN_FAMILIES, BUILTIN_SYSTEMS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _families_after(code: str) -> list[str]:
+    """Built-in family modules imported by ``code`` in a fresh interpreter."""
+    probe = (
+        f"{code}\nimport json, sys\n"
+        f"print(json.dumps(sorted(m for m in {list(BUILTIN_FAMILIES)!r} if m in sys.modules)))"
+    )
+    p = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_a_spec_loads_only_its_family():
+    demo = ROOT / "sweeps" / "examples" / "sphere_demo.toml"
+    assert _families_after(f"from sweeps.plan import make_plan; make_plan({str(demo)!r})") == ["kernels.s2.family"]
+    # the chain's (S²)ⁿ variational integrator is declared by the s2 family: both, nothing else
+    chain = "from kernels.registry import load_for; load_for('pendulum_chain', ['rkmk4', 'implicit_vi'])"
+    assert _families_after(chain) == sorted(["kernels.chain.family", "kernels.s2.family"])
+    # an unknown name loads every family, so that the error lists every known one
+    unknown = (
+        "from sweeps.spec import SpecError, parse_spec\n"
+        "try:\n    parse_spec({'name': 'x', 'system': 'nope', 'integrators': ['rk4'], 'h': [0.1], 'T': 1.0,"
+        " 'dt_out': 0.1})\nexcept SpecError as e:\n    assert 'pendulum_chain' in str(e) and 'torus' in str(e)"
+    )
+    assert _families_after(unknown) == sorted(BUILTIN_FAMILIES)
+
+
+def test_builtin_systems_map_names_the_declaring_module():
+    for system, module in BUILTIN_SYSTEMS.items():
+        assert module in BUILTIN_FAMILIES, module
+        declared = {s.name for s in importlib.import_module(module).SYSTEMS}
+        assert system in declared, (system, module)
