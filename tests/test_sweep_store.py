@@ -47,7 +47,7 @@ def test_layout_is_labelled(store):
     assert ds["snapshot_state"].dims == ("integrator", "h", "omega", "snapshot", "body", "state")
     assert list(ds.integrator.values) == ["explicit_vi", "rk4"]
     np.testing.assert_allclose(ds.time.values, np.arange(11) * 0.1)
-    assert ds.h.attrs["units"] == "1" and ds.omega.attrs["units"] == "rad / time"
+    assert ds.h.attrs["units"] == "1" and ds.omega.attrs["units"] == "rad"  # CF: nondimensional time
     assert float(ds.level) == 1 and float(ds.epsilon) == 0.01  # fixed parameters as scalar coords
     assert ds.energy.attrs["long_name"].startswith("total energy")
     assert ds.attrs["geosweep_format"] == FORMAT_VERSION == 2
