@@ -19,9 +19,9 @@ name = "lease"
 system = "lj_sphere"
 integrators = ["explicit_vi"]
 h = [0.005]
-T = 60.0
+T = 600.0
 dt_out = 1.0
-checkpoint_every = 5.0
+checkpoint_every = 50.0
 [params]
 level = 2
 omega = [3.25, 2.0]
