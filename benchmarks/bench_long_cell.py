@@ -58,6 +58,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--segment-seconds", type=float, default=120.0)
+    ap.add_argument("--default-only", action="store_true", help="only the kernel and the default-interval rows")
     args = ap.parse_args()
     T = args.steps * H
     model = lj_sphere()
@@ -70,6 +71,8 @@ def main() -> None:
     seg_time = max(DT_OUT, round(args.segment_seconds * rate * H / DT_OUT) * DT_OUT)
     rows = [("kernel", kernel, kernel_cpu, 0)]
     runs = [("service, one segment", T), ("service, default checkpoint interval", None)]
+    if args.default_only:
+        runs = runs[1:]
     if args.segment_seconds != 120.0:
         runs.append((f"service, checkpoint every {seg_time:g} (time)", seg_time))
     for label, ce in runs:
