@@ -28,17 +28,24 @@ def _zero(S):
 
 # ---- chaotic quartic nonholonomic system (004 §4.1) --------------------------------------
 # x = (x, w_1..w_n, z_1..z_n, ρ_1..ρ_n, η_1..η_n), η = ρ_{n+1..2n}; p = [n]
-@dg_skew
-def quartic_skew(x, p, S):
-    n = int(p[0])
+@kjit(inline="always")
+def _quartic_kappa(x, n):
+    """κ = (w·η)/(1 + |w|²), the coefficient the quartic system's S, ∇H and constraint share."""
     nq = 2 * n + 1
-    _zero(S)
     ww = 0.0
     wh = 0.0
     for i in range(n):
         ww += x[1 + i] ** 2
         wh += x[1 + i] * x[nq + n + i]
-    kap = wh / (1.0 + ww)
+    return wh / (1.0 + ww)
+
+
+@dg_skew
+def quartic_skew(x, p, S):
+    n = int(p[0])
+    nq = 2 * n + 1
+    _zero(S)
+    kap = _quartic_kappa(x, n)
     for i in range(n):
         a, b = nq + i, nq + n + i  # ρ_i (X_i = ∂w_i) and η_i (X_{n+i} = w_i ∂x − ∂z_i)
         S[1 + i, a] = 1.0
@@ -72,12 +79,7 @@ def quartic_energy(x, p):
 def quartic_grad(x, p, g):
     n = int(p[0])
     nq = 2 * n + 1
-    ww = 0.0
-    wh = 0.0
-    for i in range(n):
-        ww += x[1 + i] ** 2
-        wh += x[1 + i] * x[nq + n + i]
-    kap = wh / (1.0 + ww)
+    kap = _quartic_kappa(x, n)
     g[0] = x[0]
     for i in range(n):
         w, z, eta = x[1 + i], x[1 + n + i], x[nq + n + i]
@@ -97,12 +99,7 @@ def quartic_extra(x, p, mode, out):
         return
     n = int(p[0])
     nq = 2 * n + 1
-    ww = 0.0
-    wh = 0.0
-    for i in range(n):
-        ww += x[1 + i] ** 2
-        wh += x[1 + i] * x[nq + n + i]
-    kap = wh / (1.0 + ww)
+    kap = _quartic_kappa(x, n)
     xd = 0.0
     wzd = 0.0
     for i in range(n):

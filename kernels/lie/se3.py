@@ -36,61 +36,42 @@ def exp_coeffs(al):
     return s / al, (1.0 - c) / (al * al), (al - s) / (al * al * al)
 
 
+@kjit(inline="always")
+def _rodrigues(A0, A1, A2, ca, cb, x0, x1, x2):
+    """``x + ca A×x + cb A×(A×x)`` — with (c1, c2) the rotation ``R x``, with (c2, c3) ``V x``."""
+    y0 = A1 * x2 - A2 * x1
+    y1 = A2 * x0 - A0 * x2
+    y2 = A0 * x1 - A1 * x0
+    z0 = A1 * y2 - A2 * y1
+    z1 = A2 * y0 - A0 * y2
+    z2 = A0 * y1 - A1 * y0
+    return x0 + ca * y0 + cb * z0, x1 + ca * y1 + cb * z1, x2 + ca * y2 + cb * z2
+
+
+@kjit(inline="always")
+def _act_link(X, y, out, i, c1, c2, c3):
+    """``out_i = ψ(exp(X_i), y_i) = (R q, R ω + V a × R q)`` from the coefficients of |A_i|."""
+    A0 = X[i, 0]
+    A1 = X[i, 1]
+    A2 = X[i, 2]
+    Rq0, Rq1, Rq2 = _rodrigues(A0, A1, A2, c1, c2, y[i, 0], y[i, 1], y[i, 2])
+    Rw0, Rw1, Rw2 = _rodrigues(A0, A1, A2, c1, c2, y[i, 3], y[i, 4], y[i, 5])
+    r0, r1, r2 = _rodrigues(A0, A1, A2, c2, c3, X[i, 3], X[i, 4], X[i, 5])
+    out[i, 0] = Rq0
+    out[i, 1] = Rq1
+    out[i, 2] = Rq2
+    out[i, 3] = Rw0 + r1 * Rq2 - r2 * Rq1
+    out[i, 4] = Rw1 + r2 * Rq0 - r0 * Rq2
+    out[i, 5] = Rw2 + r0 * Rq1 - r1 * Rq0
+
+
 @kjit
 def exp_act(X, y, out):
     """``out_i = ψ(exp(X_i), y_i)`` for every link (``out`` may alias ``y``)."""
     for i in range(X.shape[0]):
-        A0 = X[i, 0]
-        A1 = X[i, 1]
-        A2 = X[i, 2]
-        al = np.sqrt(A0 * A0 + A1 * A1 + A2 * A2)
+        al = np.sqrt(X[i, 0] * X[i, 0] + X[i, 1] * X[i, 1] + X[i, 2] * X[i, 2])
         c1, c2, c3 = exp_coeffs(al)
-        # R x = x + c1 A×x + c2 A×(A×x);  V a = a + c2 A×a + c3 A×(A×a)
-        q0 = y[i, 0]
-        q1 = y[i, 1]
-        q2 = y[i, 2]
-        w0 = y[i, 3]
-        w1 = y[i, 4]
-        w2 = y[i, 5]
-        # R q
-        x0 = A1 * q2 - A2 * q1
-        x1 = A2 * q0 - A0 * q2
-        x2 = A0 * q1 - A1 * q0
-        xx0 = A1 * x2 - A2 * x1
-        xx1 = A2 * x0 - A0 * x2
-        xx2 = A0 * x1 - A1 * x0
-        Rq0 = q0 + c1 * x0 + c2 * xx0
-        Rq1 = q1 + c1 * x1 + c2 * xx1
-        Rq2 = q2 + c1 * x2 + c2 * xx2
-        # R ω
-        x0 = A1 * w2 - A2 * w1
-        x1 = A2 * w0 - A0 * w2
-        x2 = A0 * w1 - A1 * w0
-        xx0 = A1 * x2 - A2 * x1
-        xx1 = A2 * x0 - A0 * x2
-        xx2 = A0 * x1 - A1 * x0
-        Rw0 = w0 + c1 * x0 + c2 * xx0
-        Rw1 = w1 + c1 * x1 + c2 * xx1
-        Rw2 = w2 + c1 * x2 + c2 * xx2
-        # r = V a
-        a0 = X[i, 3]
-        a1 = X[i, 4]
-        a2 = X[i, 5]
-        x0 = A1 * a2 - A2 * a1
-        x1 = A2 * a0 - A0 * a2
-        x2 = A0 * a1 - A1 * a0
-        xx0 = A1 * x2 - A2 * x1
-        xx1 = A2 * x0 - A0 * x2
-        xx2 = A0 * x1 - A1 * x0
-        r0 = a0 + c2 * x0 + c3 * xx0
-        r1 = a1 + c2 * x1 + c3 * xx1
-        r2 = a2 + c2 * x2 + c3 * xx2
-        out[i, 0] = Rq0
-        out[i, 1] = Rq1
-        out[i, 2] = Rq2
-        out[i, 3] = Rw0 + r1 * Rq2 - r2 * Rq1
-        out[i, 4] = Rw1 + r2 * Rq0 - r0 * Rq2
-        out[i, 5] = Rw2 + r0 * Rq1 - r1 * Rq0
+        _act_link(X, y, out, i, c1, c2, c3)
 
 
 @kjit
@@ -146,6 +127,38 @@ def _g2_coeffs(al):
     return g2, gt
 
 
+@kjit(inline="always")
+def _dexpinv_link(U, V, out, i, g2, gt):
+    """``out_i = dexp⁻¹_{U_i}(V_i)`` in closed form, given (g₂, g̃₂) of α = |A_i|."""
+    A0, A1, A2, a0, a1, a2 = U[i, 0], U[i, 1], U[i, 2], U[i, 3], U[i, 4], U[i, 5]
+    B0, B1, B2, b0, b1, b2 = V[i, 0], V[i, 1], V[i, 2], V[i, 3], V[i, 4], V[i, 5]
+    rho = A0 * a0 + A1 * a1 + A2 * a2
+    # AB = A×B, AAB = A×(A×B)
+    AB0 = A1 * B2 - A2 * B1
+    AB1 = A2 * B0 - A0 * B2
+    AB2 = A0 * B1 - A1 * B0
+    AAB0 = A1 * AB2 - A2 * AB1
+    AAB1 = A2 * AB0 - A0 * AB2
+    AAB2 = A0 * AB1 - A1 * AB0
+    # aB = a×B, Ab = A×b
+    aB0 = a1 * B2 - a2 * B1
+    aB1 = a2 * B0 - a0 * B2
+    aB2 = a0 * B1 - a1 * B0
+    Ab0 = A1 * b2 - A2 * b1
+    Ab1 = A2 * b0 - A0 * b2
+    Ab2 = A0 * b1 - A1 * b0
+    # a×(A×B) + A×(a×B) + A×(A×b)
+    t0 = (a1 * AB2 - a2 * AB1) + (A1 * aB2 - A2 * aB1) + (A1 * Ab2 - A2 * Ab1)
+    t1 = (a2 * AB0 - a0 * AB2) + (A2 * aB0 - A0 * aB2) + (A2 * Ab0 - A0 * Ab2)
+    t2 = (a0 * AB1 - a1 * AB0) + (A0 * aB1 - A1 * aB0) + (A0 * Ab1 - A1 * Ab0)
+    out[i, 0] = B0 - 0.5 * AB0 + g2 * AAB0
+    out[i, 1] = B1 - 0.5 * AB1 + g2 * AAB1
+    out[i, 2] = B2 - 0.5 * AB2 + g2 * AAB2
+    out[i, 3] = b0 - 0.5 * (aB0 + Ab0) + rho * gt * AAB0 + g2 * t0
+    out[i, 4] = b1 - 0.5 * (aB1 + Ab1) + rho * gt * AAB1 + g2 * t1
+    out[i, 5] = b2 - 0.5 * (aB2 + Ab2) + rho * gt * AAB2 + g2 * t2
+
+
 # Bernoulli coefficients B_k / k! for k = 0..6
 _BK = (1.0, -0.5, 1.0 / 12.0, 0.0, -1.0 / 720.0, 0.0, 1.0 / 30240.0)
 
@@ -181,35 +194,9 @@ def dexpinv(U, V, out, mode):
                 out[i, 5] += ck * b2
         return
     for i in range(n):
-        A0, A1, A2, a0, a1, a2 = U[i, 0], U[i, 1], U[i, 2], U[i, 3], U[i, 4], U[i, 5]
-        B0, B1, B2, b0, b1, b2 = V[i, 0], V[i, 1], V[i, 2], V[i, 3], V[i, 4], V[i, 5]
-        al = np.sqrt(A0 * A0 + A1 * A1 + A2 * A2)
-        rho = A0 * a0 + A1 * a1 + A2 * a2
+        al = np.sqrt(U[i, 0] * U[i, 0] + U[i, 1] * U[i, 1] + U[i, 2] * U[i, 2])
         g2, gt = _g2_coeffs(al)
-        # AB = A×B, AAB = A×(A×B)
-        AB0 = A1 * B2 - A2 * B1
-        AB1 = A2 * B0 - A0 * B2
-        AB2 = A0 * B1 - A1 * B0
-        AAB0 = A1 * AB2 - A2 * AB1
-        AAB1 = A2 * AB0 - A0 * AB2
-        AAB2 = A0 * AB1 - A1 * AB0
-        # aB = a×B, Ab = A×b
-        aB0 = a1 * B2 - a2 * B1
-        aB1 = a2 * B0 - a0 * B2
-        aB2 = a0 * B1 - a1 * B0
-        Ab0 = A1 * b2 - A2 * b1
-        Ab1 = A2 * b0 - A0 * b2
-        Ab2 = A0 * b1 - A1 * b0
-        # a×(A×B) + A×(a×B) + A×(A×b)
-        t0 = (a1 * AB2 - a2 * AB1) + (A1 * aB2 - A2 * aB1) + (A1 * Ab2 - A2 * Ab1)
-        t1 = (a2 * AB0 - a0 * AB2) + (A2 * aB0 - A0 * aB2) + (A2 * Ab0 - A0 * Ab2)
-        t2 = (a0 * AB1 - a1 * AB0) + (A0 * aB1 - A1 * aB0) + (A0 * Ab1 - A1 * Ab0)
-        out[i, 0] = B0 - 0.5 * AB0 + g2 * AAB0
-        out[i, 1] = B1 - 0.5 * AB1 + g2 * AAB1
-        out[i, 2] = B2 - 0.5 * AB2 + g2 * AAB2
-        out[i, 3] = b0 - 0.5 * (aB0 + Ab0) + rho * gt * AAB0 + g2 * t0
-        out[i, 4] = b1 - 0.5 * (aB1 + Ab1) + rho * gt * AAB1 + g2 * t1
-        out[i, 5] = b2 - 0.5 * (aB2 + Ab2) + rho * gt * AAB2 + g2 * t2
+        _dexpinv_link(U, V, out, i, g2, gt)
 
 
 @kjit
@@ -268,55 +255,11 @@ def exp_act_keep(X, y, out, C):
     """:func:`exp_act` that also keeps, per link, the dexp⁻¹ coefficients of the same ``X`` in
     ``C[i, 0:2]`` = (g₂, g̃₂) for :func:`dexpinv_kept` (``out`` may alias ``y``, not ``C``)."""
     for i in range(X.shape[0]):
-        A0 = X[i, 0]
-        A1 = X[i, 1]
-        A2 = X[i, 2]
-        al = np.sqrt(A0 * A0 + A1 * A1 + A2 * A2)
+        al = np.sqrt(X[i, 0] * X[i, 0] + X[i, 1] * X[i, 1] + X[i, 2] * X[i, 2])
         c1, c2, c3, g2, gt = _fused_coeffs(al)
         C[i, 0] = g2
         C[i, 1] = gt
-        q0 = y[i, 0]
-        q1 = y[i, 1]
-        q2 = y[i, 2]
-        w0 = y[i, 3]
-        w1 = y[i, 4]
-        w2 = y[i, 5]
-        x0 = A1 * q2 - A2 * q1
-        x1 = A2 * q0 - A0 * q2
-        x2 = A0 * q1 - A1 * q0
-        xx0 = A1 * x2 - A2 * x1
-        xx1 = A2 * x0 - A0 * x2
-        xx2 = A0 * x1 - A1 * x0
-        Rq0 = q0 + c1 * x0 + c2 * xx0
-        Rq1 = q1 + c1 * x1 + c2 * xx1
-        Rq2 = q2 + c1 * x2 + c2 * xx2
-        x0 = A1 * w2 - A2 * w1
-        x1 = A2 * w0 - A0 * w2
-        x2 = A0 * w1 - A1 * w0
-        xx0 = A1 * x2 - A2 * x1
-        xx1 = A2 * x0 - A0 * x2
-        xx2 = A0 * x1 - A1 * x0
-        Rw0 = w0 + c1 * x0 + c2 * xx0
-        Rw1 = w1 + c1 * x1 + c2 * xx1
-        Rw2 = w2 + c1 * x2 + c2 * xx2
-        a0 = X[i, 3]
-        a1 = X[i, 4]
-        a2 = X[i, 5]
-        x0 = A1 * a2 - A2 * a1
-        x1 = A2 * a0 - A0 * a2
-        x2 = A0 * a1 - A1 * a0
-        xx0 = A1 * x2 - A2 * x1
-        xx1 = A2 * x0 - A0 * x2
-        xx2 = A0 * x1 - A1 * x0
-        r0 = a0 + c2 * x0 + c3 * xx0
-        r1 = a1 + c2 * x1 + c3 * xx1
-        r2 = a2 + c2 * x2 + c3 * xx2
-        out[i, 0] = Rq0
-        out[i, 1] = Rq1
-        out[i, 2] = Rq2
-        out[i, 3] = Rw0 + r1 * Rq2 - r2 * Rq1
-        out[i, 4] = Rw1 + r2 * Rq0 - r0 * Rq2
-        out[i, 5] = Rw2 + r0 * Rq1 - r1 * Rq0
+        _act_link(X, y, out, i, c1, c2, c3)
 
 
 @kjit
@@ -324,29 +267,4 @@ def dexpinv_kept(U, V, out, C):
     """Exact ``dexp⁻¹_{U_i}(V_i)`` with (g₂, g̃₂) from ``C`` as :func:`exp_act_keep` left them
     for this ``U``: the expressions of :func:`dexpinv` (mode −1), bit for bit."""
     for i in range(U.shape[0]):
-        A0, A1, A2, a0, a1, a2 = U[i, 0], U[i, 1], U[i, 2], U[i, 3], U[i, 4], U[i, 5]
-        B0, B1, B2, b0, b1, b2 = V[i, 0], V[i, 1], V[i, 2], V[i, 3], V[i, 4], V[i, 5]
-        rho = A0 * a0 + A1 * a1 + A2 * a2
-        g2 = C[i, 0]
-        gt = C[i, 1]
-        AB0 = A1 * B2 - A2 * B1
-        AB1 = A2 * B0 - A0 * B2
-        AB2 = A0 * B1 - A1 * B0
-        AAB0 = A1 * AB2 - A2 * AB1
-        AAB1 = A2 * AB0 - A0 * AB2
-        AAB2 = A0 * AB1 - A1 * AB0
-        aB0 = a1 * B2 - a2 * B1
-        aB1 = a2 * B0 - a0 * B2
-        aB2 = a0 * B1 - a1 * B0
-        Ab0 = A1 * b2 - A2 * b1
-        Ab1 = A2 * b0 - A0 * b2
-        Ab2 = A0 * b1 - A1 * b0
-        t0 = (a1 * AB2 - a2 * AB1) + (A1 * aB2 - A2 * aB1) + (A1 * Ab2 - A2 * Ab1)
-        t1 = (a2 * AB0 - a0 * AB2) + (A2 * aB0 - A0 * aB2) + (A2 * Ab0 - A0 * Ab2)
-        t2 = (a0 * AB1 - a1 * AB0) + (A0 * aB1 - A1 * aB0) + (A0 * Ab1 - A1 * Ab0)
-        out[i, 0] = B0 - 0.5 * AB0 + g2 * AAB0
-        out[i, 1] = B1 - 0.5 * AB1 + g2 * AAB1
-        out[i, 2] = B2 - 0.5 * AB2 + g2 * AAB2
-        out[i, 3] = b0 - 0.5 * (aB0 + Ab0) + rho * gt * AAB0 + g2 * t0
-        out[i, 4] = b1 - 0.5 * (aB1 + Ab1) + rho * gt * AAB1 + g2 * t1
-        out[i, 5] = b2 - 0.5 * (aB2 + Ab2) + rho * gt * AAB2 + g2 * t2
+        _dexpinv_link(U, V, out, i, C[i, 0], C[i, 1])

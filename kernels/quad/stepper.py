@@ -30,20 +30,40 @@ _SINGULAR = int(Status.CONTROLLER_SINGULAR)  # the control law is undefined: its
 _NONFINITE = int(Status.NONFINITE)
 
 
-@kjit(FIELD_SIG)
-def quad_f(y, p, work, out):
-    """Algebra map f(P, t) (spec §3.4): (v, v̇, R1Ω1, Ω̇1, R2Ω2, Ω̇2, ω_i, q_i × ω̇_i, 1)."""
-    cl = work[1 : 1 + qm.N_CL]
+@kjit(inline="always")
+def _common_rows(y, p, work, cl, out):
+    """What f and F share: the closed loop into ``cl`` (True if singular: the violated condition
+    + 1 in ``work[0]``), ``out`` zeroed, the translational row (v, v̇) and ṫ = 1."""
     code = qm.closed_loop(y, p, cl)
     if code >= 0:
         work[0] = 1.0 + code
-        return _SINGULAR
+        return True
     for r in range(N_ROWS):
         for c in range(6):
             out[r, c] = 0.0
     for c in range(3):
         out[0, c] = y[0, 3 + c]
         out[0, 3 + c] = cl[qm.C_VDOT + c]
+    out[7, 0] = 1.0
+    return False
+
+
+@kjit(inline="always")
+def _finite_code(out):
+    """0 if every entry of ``out`` is finite, else NONFINITE."""
+    s = 0.0
+    for r in range(N_ROWS):
+        for c in range(6):
+            s += out[r, c]
+    return 0 if np.isfinite(s) else _NONFINITE
+
+
+@kjit(FIELD_SIG)
+def quad_f(y, p, work, out):
+    """Algebra map f(P, t) (spec §3.4): (v, v̇, R1Ω1, Ω̇1, R2Ω2, Ω̇2, ω_i, q_i × ω̇_i, 1)."""
+    cl = work[1 : 1 + qm.N_CL]
+    if _common_rows(y, p, work, cl, out):
+        return _SINGULAR
     for blk in range(2):
         r = 1 + 2 * blk
         Om = y[r + 1, 3:6]
@@ -62,28 +82,15 @@ def quad_f(y, p, work, out):
         out[5 + i, 3] = q[1] * wd[2] - q[2] * wd[1]
         out[5 + i, 4] = q[2] * wd[0] - q[0] * wd[2]
         out[5 + i, 5] = q[0] * wd[1] - q[1] * wd[0]
-    out[7, 0] = 1.0
-    s = 0.0
-    for r in range(N_ROWS):
-        for c in range(6):
-            s += out[r, c]
-    return 0 if np.isfinite(s) else _NONFINITE
+    return _finite_code(out)
 
 
 @kjit(FIELD_SIG)
 def quad_F(y, p, work, out):
     """Ambient field (ẏ, v̇, Ṙ1 = R1Ω̂1, Ω̇1, …, q̇_i = ω_i × q_i, ω̇_i, ṫ = 1) on R⁴⁸."""
     cl = work[1 : 1 + qm.N_CL]
-    code = qm.closed_loop(y, p, cl)
-    if code >= 0:
-        work[0] = 1.0 + code
+    if _common_rows(y, p, work, cl, out):
         return _SINGULAR
-    for r in range(N_ROWS):
-        for c in range(6):
-            out[r, c] = 0.0
-    for c in range(3):
-        out[0, c] = y[0, 3 + c]
-        out[0, 3 + c] = cl[qm.C_VDOT + c]
     for blk in range(2):
         r = 1 + 2 * blk
         O0, O1, O2 = y[r + 1, 3], y[r + 1, 4], y[r + 1, 5]
@@ -105,12 +112,7 @@ def quad_F(y, p, work, out):
         out[5 + i, 2] = w[0] * q[1] - w[1] * q[0]
         for c in range(3):
             out[5 + i, 3 + c] = cl[qm.C_W1DOT + 3 * i + c]
-    out[7, 0] = 1.0
-    s = 0.0
-    for r in range(N_ROWS):
-        for c in range(6):
-            s += out[r, c]
-    return 0 if np.isfinite(s) else _NONFINITE
+    return _finite_code(out)
 
 
 @kjit(DIAG_SIG)
