@@ -1,29 +1,35 @@
 """The first run on a machine: a cold Numba cache and Prefect's temporary server.
 
-Importing a family compiles its kernels (explicit signatures compile eagerly) when the Numba
-cache is cold: about 15 s for the (S²)ⁿ family on 2 cores, plus about 5 s for the shared driver
-(``warmup``). :func:`prepare` loads only the family of the spec's system (see
-:func:`kernels.registry.load_for`) and says so once when it compiles; ``geosweep run`` has it
-compile in a helper process while it starts Prefect's temporary server in a thread
-(:func:`start_prefect_server`), then waits for it (:func:`finish`). Without a spec (``serve``)
-every built-in family is compiled, in parallel helper processes.
-A stamp per family in ``~/.cache/geosweep`` records that this kernel source was compiled.
+A cold Numba cache means compiling what a spec runs: for the demo (the (S²)ⁿ family, its
+Lennard-Jones potential, the explicit VI and RK step kinds) about 15 s on one core, 5 s of it
+the shared driver. The family compiles lazily — only the potentials and method kinds of the
+spec (:func:`sweeps.engine.warm_plan`), not every built-in system's potential or the implicit
+VI's LU solve. :func:`prepare` says so once ("compiling kernels") and, for ``geosweep run``,
+compiles in a helper process while Prefect's temporary server starts
+(:func:`start_prefect_server`: the server process is started at once, before this process
+imports Prefect), then :func:`finish` waits for it. Without a spec (``serve``) every built-in
+family is compiled, in parallel helper processes. A stamp per (family, system, integrators)
+in ``~/.cache/geosweep`` records that this kernel source was compiled.
 """
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import socket
 import subprocess
 import sys
 import threading
+import time
+import tomllib
 from pathlib import Path
 
 from flows.output import LOG
 
-#: cold compile, measured on 2 cores: one family (s2: import 12 s + the driver's specialisations 5 s), and
+#: cold compile, measured on 2 cores: one spec's kernels (the demo: 15 s, the driver 5 s of it), and
 #: every built-in family with the helpers of :func:`compile_families`
-COLD_SECONDS = {"family": 17, "all": 25}
+COLD_SECONDS = {"family": 15, "all": 25}
 #: how long the early start of Prefect's temporary server may take while kernels compile (Prefect's own
 #: default, 20 s, is too short on 2 busy cores: the flow would then start a second server)
 SERVER_START_TIMEOUT = 120
@@ -43,7 +49,8 @@ def _stamp(key: str = "all") -> Path:
         st = src.stat()
         h.update(f"{src.relative_to(root)} {st.st_mtime_ns} {st.st_size}".encode())
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "geosweep"
-    return cache / f"kernels-compiled-{h.hexdigest()[:16]}-{key}"
+    name = key if key == "all" else hashlib.sha256(key.encode()).hexdigest()[:12]
+    return cache / f"kernels-compiled-{h.hexdigest()[:16]}-{name}"
 
 
 def is_cold(key: str = "all") -> bool:
@@ -81,11 +88,103 @@ def compile_families() -> None:
             h.wait()
 
 
-def start_prefect_server() -> threading.Thread | None:
-    """Start Prefect's temporary server in a thread when no ``PREFECT_API_URL`` is set (else None).
+def _api_url_configured() -> bool | None:
+    """Whether Prefect will find an API URL (``PREFECT_API_URL`` or the active profile's), read
+    without importing Prefect (≈ 3 s); None when a settings source this does not read is present
+    (``prefect.toml``, ``[tool.prefect]`` in ``pyproject.toml`` or ``.env`` here)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    cwd = Path.cwd()
+    if (cwd / "prefect.toml").exists() or (cwd / ".env").exists():
+        return None
+    try:
+        if "[tool.prefect" in (cwd / "pyproject.toml").read_text(errors="replace"):
+            return None
+    except OSError:
+        pass
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return None
+    active = os.environ.get("PREFECT_PROFILE") or data.get("active") or "ephemeral"
+    profile = data.get("profiles", {}).get(active, {})
+    return bool(profile.get("PREFECT_API_URL")) if isinstance(profile, dict) else None
 
-    The flow finds it running; join the thread before calling a flow.
+
+class _TemporaryServer(threading.Thread):
+    """Prefect's temporary API server (the process Prefect itself would start for a flow without
+    ``PREFECT_API_URL``), started at once, before this process imports Prefect: it boots on the
+    other core meanwhile. ``PREFECT_API_URL`` then points at it; :meth:`join` waits until it
+    answers; it is stopped when this process exits."""
+
+    def __init__(self) -> None:
+        super().__init__(name="geosweep-prefect-start", daemon=True)
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+        self._spawn()
+        os.environ["PREFECT_API_URL"] = f"{self.url}/api"
+        os.environ.setdefault("PREFECT_UI_URL", "")  # no UI on this server: no "View at" link to nowhere
+        atexit.register(self.stop)
+        self.start()
+
+    def _spawn(self) -> None:
+        import importlib.util
+
+        spec = importlib.util.find_spec("prefect")
+        app_dir = Path(spec.origin).parent.parent if spec and spec.origin else Path.cwd()
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+        env.pop("PREFECT_API_URL", None)
+        cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
+               "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
+               "--log-level", "error", "--lifespan", "on"]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, env=env, start_new_session=False)
+        LOG.debug(f"Prefect temporary server starting on {self.url}")
+
+    def run(self) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + SERVER_START_TIMEOUT
+        while time.monotonic() < deadline and self.proc is not None and self.proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"{self.url}/api/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        LOG.debug("Prefect temporary server did not answer; the flow reports it")
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def start_prefect_server() -> threading.Thread | None:
+    """Start Prefect's temporary server when no ``PREFECT_API_URL`` is set (else None); join the
+    returned thread (it waits until the server answers) before calling a flow.
+
+    Read without importing Prefect whenever possible (:func:`_api_url_configured`): the server
+    process then starts at once. Otherwise Prefect's own start runs in the thread.
     """
+    configured = _api_url_configured()
+    if configured:
+        return None
+    if configured is False:
+        return _TemporaryServer()
     from flows.deployments import prefect_api_url
 
     if prefect_api_url() is not None:
@@ -124,8 +223,11 @@ def _spec_names(spec_path: str | os.PathLike) -> tuple[str, list[str]] | None:
     return system, [i for i in integrators if isinstance(i, str)]
 
 
-#: what a compile helper runs: import a family module (compiling its kernels) and its warmup (the driver)
-_COMPILE = "import importlib, sys; importlib.import_module(sys.argv[1]).FAMILY.warmup()"
+#: what a compile helper runs: the spec's plan (importing its family) and the kernels its cells run
+_COMPILE = (
+    "import sys; from sweeps.plan import make_plan; from sweeps.engine import warm_plan; "
+    "warm_plan(make_plan(sys.argv[1]))"
+)
 _pending: list[tuple[subprocess.Popen | None, tuple[str, list[str]]]] = []
 
 
@@ -144,7 +246,9 @@ def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, w
     if not families:
         return False
     names = _spec_names(spec_path) if spec_path is not None else None
-    key = "all" if names is None else BUILTIN_SYSTEMS.get(names[0], names[0])
+    # a family compiles lazily (only the potentials and method kinds a spec runs): one stamp per
+    # family, system and set of integrators
+    key = "all" if names is None else "-".join([BUILTIN_SYSTEMS.get(names[0], "plugin"), names[0], *sorted(names[1])])
     _prepared.append(key)
     cold = is_cold(key)
     if cold:
@@ -156,7 +260,10 @@ def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, w
     elif cold and names[0] in BUILTIN_SYSTEMS:
         env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
         helper = subprocess.Popen(
-            [sys.executable, "-c", _COMPILE, key], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [sys.executable, "-c", _COMPILE, os.fspath(spec_path)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         _pending.append((helper, names))
     else:

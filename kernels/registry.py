@@ -220,6 +220,10 @@ class FamilyDef:
     #: ``collect(model, integrator, trajectory, options) -> CellResult``: the stored values of a
     #: finished trajectory from ``start`` (``run`` = start → advance → collect)
     collect: Callable[..., CellResult] | None = None
+    #: ``warm_for(models, integrators)``: compile only what these models × integrators run (the
+    #: sweep engine prefers it to ``warmup`` when a family has it; integrators of other families
+    #: are ignored)
+    warm_for: Callable[[Sequence[Any], Sequence[str]], None] | None = None
 
 
 SYSTEMS: dict[str, SystemDef] = {}

@@ -18,7 +18,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,10 +229,24 @@ def _identity(x: Any) -> Any:
     return x
 
 
-def warm_worker(famdef: Any) -> str:
-    """Compile or load the family's kernels in this process (call once per worker)."""
+def warm_plan(plan: Plan, cells: Sequence[Cell] | None = None) -> None:
+    """Compile (or load from the cache) the kernels ``cells`` (default: every cell) of ``plan`` run:
+    only their models and integrators when the family can say so (``FamilyDef.warm_for``), else
+    the family's whole ``warmup``."""
+    famdef = plan.famdef
+    if famdef.warm_for is None:
+        famdef.warmup()
+        return
+    cells = list(plan.grid.cells()) if cells is None else list(cells)
+    keys = {plan.grid.combination(c) for c in cells}
+    integrators = sorted({plan.grid.coords(c)["integrator"] for c in cells})
+    famdef.warm_for([plan.models[k] for k in keys], integrators)
+
+
+def warm_worker(plan: Plan, cells: Sequence[Cell] | None = None) -> str:
+    """Compile or load the kernels of ``cells`` in this process (call once per worker)."""
     t0 = time.perf_counter()
-    famdef.warmup()
+    warm_plan(plan, cells)
     return f"{socket.gethostname()}:{os.getpid()} warm in {time.perf_counter() - t0:.1f}s"
 
 
@@ -278,7 +292,7 @@ def run_sweep(
 
 
 def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log) -> SweepResult:
-    spec, grid, famdef = plan.spec, plan.grid, plan.famdef
+    spec, grid = plan.spec, plan.grid
     created = ensure_store(plan, ref, log)
     mask = done_mask(ref, log)
     if mark_fillers(plan, ref):
@@ -295,7 +309,7 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
         return SweepResult(ref.url, total, skipped, 0, 0, 0.0, 0)
 
     t0 = time.perf_counter()
-    famdef.warmup()  # compiles once here and fills the on-disk cache
+    warm_plan(plan, pending)  # compiles once here and fills the on-disk cache
     log(f"kernels ready in {time.perf_counter() - t0:.1f}s")
 
     shards = sweep_shards(ref.open_group("r"))
@@ -365,7 +379,7 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
             by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)
             slices = [cells for group in by_shard.values() for cells in group]
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
-            for line in client.run(warm_worker, famdef).values():
+            for line in client.run(warm_worker, plan, pending).values():
                 log(f"worker {line}")
             # every model once to the cluster; tasks carry the plan without models, plus references
             keys = plan.combinations(pending)

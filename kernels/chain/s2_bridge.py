@@ -15,7 +15,7 @@ from kernels.chain.model import ChainModel
 from kernels.s2.model import S2System, s2_potential
 
 
-@s2_potential
+@s2_potential(lazy=True)
 def chain_gravity_potential(q, p, g):
     """``V = Σ_i p_i q_i·e3`` (e3 up), ``p_i = μ_i g L_i``."""
     V = 0.0

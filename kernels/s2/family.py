@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from kernels.core.cells import (
@@ -15,11 +17,18 @@ from kernels.core.cells import (
     start_trajectory,
     unit_sphere_values,
 )
+from kernels.core.driver import compile_driver
 from kernels.core.trajectory import Trajectory
 from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
 from kernels.s2.integrate import METHODS, integrate
-from kernels.s2.model import S2System
-from kernels.s2.stepper import initial_state, make_stepper
+from kernels.s2.model import PotentialType, S2System, compile_potentials
+from kernels.s2.stepper import (
+    _STEP_SIG,
+    STEPS,
+    initial_state,
+    make_stepper,
+)
+from kernels.s2.stepper import METHODS as RECORDS
 from kernels.s2.systems import SYSTEMS  # noqa: F401 - the family's systems, registered with it
 
 _E = "energy"  # placeholder replaced by the system's energy units in the store attrs
@@ -90,14 +99,28 @@ run = make_run(start, collect)
 
 
 def warmup() -> None:
-    """Compile (or load from cache) the (S²)ⁿ driver for diagonal and coupled M."""
+    """Compile (or load from cache) everything of the family: every built-in potential, every
+    method kind and the driver, for diagonal and coupled M."""
     from kernels.systems.catalogue import double_spherical_pendulum, spring_pendula
 
+    compile_potentials()
     for model, methods in ((spring_pendula(), METHODS), (double_spherical_pendulum(), ["implicit_vi", "rk4"])):
         for m in methods:
             if m == "explicit_vi" and not model.is_diagonal:
                 continue
             integrate(model, m, 1e-3, 2, 1)
+
+
+def warm_for(models: Sequence[S2System], integrators: Sequence[str]) -> None:
+    """Compile (or load from cache) only what these models × integrators run: their potentials,
+    the step functions of their method kinds, the observation and the driver (a cold demo then
+    skips the implicit VI's LU solve and the other systems' potentials)."""
+    compile_driver(PotentialType)  # observe and dense compiled with the module (explicit signatures)
+    compile_potentials({id(m.potential): m.potential for m in models}.values())
+    for m in models[:1]:
+        m.initial_state()  # its normalisation kernel
+    for kind in {RECORDS[i][0] for i in integrators if i in RECORDS}:
+        STEPS[kind].compile(_STEP_SIG)
 
 
 _EVALS_PER_STEP = {"explicit_vi": 1, "implicit_vi": 1, "rk2": 2, "rk2_proj": 2, "rk4": 4, "rk4_proj": 4}
@@ -121,6 +144,7 @@ FAMILY = FamilyDef(
     sizes=sizes,
     run=run,
     warmup=warmup,
+    warm_for=warm_for,
     cost_per_step=cost_per_step,
     state_labels=STATE_LABELS,
     start=start,

@@ -25,14 +25,35 @@ Symmetry = Literal["none", "axis", "full"]
 SYMMETRY_CODES = {"none": 0, "axis": 1, "full": 2}
 
 
-def s2_potential(fn):
+def s2_potential(fn=None, *, lazy: bool = False):
     """Compile ``fn(q, p, g) -> V`` as an (S²)ⁿ potential (cached, nogil, float64).
 
     ``q`` is (n, 3), ``p`` a 1-D float64 parameter vector, ``g`` (n, 3) receives the
     ordinary R³ gradient ``∂V/∂q_i`` (any smooth extension off the sphere: only
     ``q_i × g_i`` is used by the integrators).
+
+    By default the potential compiles at once (a mistake in it shows where it is defined).
+    ``@s2_potential(lazy=True)`` compiles it on first use instead — the built-in systems do, so
+    a run compiles only its own system's potential; :func:`compile_potentials` compiles them all.
     """
-    return kjit(POTENTIAL_SIG)(fn)
+    if fn is None:
+        return lambda f: s2_potential(f, lazy=lazy)
+    if not lazy:
+        return kjit(POTENTIAL_SIG)(fn)
+    disp = kjit(fn)
+    _LAZY.append(disp)
+    return disp
+
+
+_LAZY: list = []
+
+
+def compile_potentials(potentials=None) -> None:
+    """Compile (or load from the cache) ``potentials`` (default: every one defined so far) that
+    are lazily compiled; the others compiled when they were defined."""
+    for disp in _LAZY if potentials is None else potentials:
+        if any(disp is d for d in _LAZY):
+            disp.compile(POTENTIAL_SIG)
 
 
 @dataclass(frozen=True, eq=False)

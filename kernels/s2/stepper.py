@@ -96,24 +96,74 @@ def work_size(n: int, s: int, dense_matrix: bool) -> int:
     return 36 * n + 6 * s * n + m3 * m3 + 3 * m3
 
 
-@kjit(_STEP_SIG)
-def s2_step(pot, meth, h, S, Sn, p, work, iwork, info, sio):
+# One step function per method kind, all with the step signature of the contract: a run compiles
+# (lazily, on first use, then from the cache) only its own kind, not the dense LU solve of the
+# implicit VI when it runs explicit VI or RK. Work layout (shared): 6 (n, 3) observe/scratch
+# buffers, then sa, sb, qs, ws, gs (+1 spare), then kq, kw (s each), then a (3n)² matrix and
+# three 3n vectors (a 1×1 matrix when no solve is needed).
+@kjit(inline="always")
+def _state_views(S, Sn, p):
+    """(n, M, potential parameters, q, ω, g, qn, ωn, gn) as views into S, Sn and p."""
     n = int(p[P_N])
-    diag = p[P_DIAG] != 0.0
+    n3 = 3 * n
     M = view2(p, P_HEAD, n, n)
     pp = p[P_HEAD + n * n :]
+    return (
+        n, M, pp, view2(S, 0, n, 3), view2(S, n3, n, 3), view2(S, 2 * n3, n, 3),
+        view2(Sn, 0, n, 3), view2(Sn, n3, n, 3), view2(Sn, 2 * n3, n, 3),
+    )  # fmt: skip
+
+
+@kjit(inline="always")
+def _finish_step(st, idx, val, Vn, n, Sn, sio):
+    """Record a failure (body, value) or the new potential energy; the step's status."""
+    if st != 0:
+        sio[S_FAIL_INDEX] = idx
+        sio[S_FAIL_VALUE] = val
+        return st
+    Sn[9 * n] = Vn
+    return 0
+
+
+@kjit
+def s2_step_explicit_vi(pot, meth, h, S, Sn, p, work, iwork, info, sio):
+    """One explicit VI step (000 Cor. 3); keeps max_i |a_i| in the state for the observation."""
+    n, M, pp, q, w, g, qn, wn, gn = _state_views(S, Sn, p)
+    o = 18 * n
+    st, idx, val, Vn, anorm = step_explicit_vi(pot, pp, M, q, w, g, h, qn, wn, gn, view2(work, o, n, 3),
+                                               view2(work, o + 3 * n, n, 3))  # fmt: skip
+    info[I_EVALS] += 1
+    Sn[9 * n + 1] = anorm
+    return _finish_step(st, idx, val, Vn, n, Sn, sio)
+
+
+@kjit
+def s2_step_implicit_vi(pot, meth, h, S, Sn, p, work, iwork, info, sio):
+    """One implicit VI step (000 (22)–(28)): fixed point with a dense LU solve per iteration."""
+    n, M, pp, q, w, g, qn, wn, gn = _state_views(S, Sn, p)
     n3 = 3 * n
-    q = view2(S, 0, n, 3)
-    w = view2(S, n3, n, 3)
-    g = view2(S, 2 * n3, n, 3)
-    qn = view2(Sn, 0, n, 3)
-    wn = view2(Sn, n3, n, 3)
-    gn = view2(Sn, 2 * n3, n, 3)
-    kind = int(meth[M_KIND])
+    o = 36 * n + 6 * int(meth[M_S]) * n
+    Amat = view2(work, o, n3, n3)
+    o += n3 * n3
+    st, idx, val, Vn, its = step_implicit_vi(
+        pot, pp, M, q, w, g, h, qn, wn, gn, work[o : o + n3], work[o + n3 : o + 2 * n3], Amat,
+        work[o + 2 * n3 : o + 3 * n3], meth[M_TOL], int(meth[M_MAXIT]),
+    )  # fmt: skip
+    info[I_EVALS] += 1
+    info[I_ITERS] += its
+    if its > info[I_ITERS_MAX]:
+        info[I_ITERS_MAX] = its
+    return _finish_step(st, idx, val, Vn, n, Sn, sio)
+
+
+@kjit
+def s2_step_rk(pot, meth, h, S, Sn, p, work, iwork, info, sio):
+    """One explicit Runge–Kutta step on the ambient ODE (tableau from ``meth``), optionally projected."""
+    n, M, pp, q, w, g, qn, wn, gn = _state_views(S, Sn, p)
+    diag = p[P_DIAG] != 0.0
+    n3 = 3 * n
     s = int(meth[M_S])
-    o = 6 * n3  # past the 6 (n, 3) observe/scratch buffers at the front of work
-    sa = view2(work, o, n, 3)
-    sb = view2(work, o + n3, n, 3)
+    o = 6 * n3
     qs = view2(work, o + 2 * n3, n, 3)
     ws = view2(work, o + 3 * n3, n, 3)
     gs = view2(work, o + 4 * n3, n, 3)
@@ -122,38 +172,21 @@ def s2_step(pot, meth, h, S, Sn, p, work, iwork, info, sio):
     o += s * n3
     kw = view3(work, o, s, n, 3)
     o += s * n3
-    m3 = n3 if (kind == IMPLICIT_VI or not diag) else 1
+    m3 = 1 if diag else n3
     Amat = view2(work, o, m3, m3)
     o += m3 * m3
-    v1 = work[o : o + m3]
-    v2 = work[o + m3 : o + 2 * m3]
-    v3 = work[o + 2 * m3 : o + 3 * m3]
-    if kind == EXPLICIT_VI:
-        st, idx, val, Vn, anorm = step_explicit_vi(pot, pp, M, q, w, g, h, qn, wn, gn, sa, sb)
-        info[I_EVALS] += 1
-        Sn[9 * n + 1] = anorm
-    elif kind == IMPLICIT_VI:
-        st, idx, val, Vn, its = step_implicit_vi(
-            pot, pp, M, q, w, g, h, qn, wn, gn, v1, v2, Amat, v3, meth[M_TOL], int(meth[M_MAXIT])
-        )
-        info[I_EVALS] += 1
-        info[I_ITERS] += its
-        if its > info[I_ITERS_MAX]:
-            info[I_ITERS_MAX] = its
-    else:
-        A = view2(meth, M_HEAD, s, s)
-        b = meth[M_HEAD + s * s : M_HEAD + s * s + s]
-        st, idx, val, Vn, ev = step_rk(
-            pot, pp, M, diag, q, w, g, h, qn, wn, gn, A, b, meth[M_BDIV], meth[M_PROJECT] != 0.0,
-            kq, kw, qs, ws, gs, Amat, v1,
-        )  # fmt: skip
-        info[I_EVALS] += ev
-    if st != 0:
-        sio[S_FAIL_INDEX] = idx
-        sio[S_FAIL_VALUE] = val
-        return st
-    Sn[9 * n] = Vn
-    return 0
+    A = view2(meth, M_HEAD, s, s)
+    b = meth[M_HEAD + s * s : M_HEAD + s * s + s]
+    st, idx, val, Vn, ev = step_rk(
+        pot, pp, M, diag, q, w, g, h, qn, wn, gn, A, b, meth[M_BDIV], meth[M_PROJECT] != 0.0,
+        kq, kw, qs, ws, gs, Amat, work[o : o + m3],
+    )  # fmt: skip
+    info[I_EVALS] += ev
+    return _finish_step(st, idx, val, Vn, n, Sn, sio)
+
+
+#: method kind → its step function
+STEPS = {EXPLICIT_VI: s2_step_explicit_vi, IMPLICIT_VI: s2_step_implicit_vi, EXPLICIT_RK: s2_step_rk}
 
 
 @kjit(_OBS_SIG)
@@ -216,7 +249,7 @@ def make_stepper(system: S2System, method: str, *, tol: float = 1e-14, maxit: in
     red[7] = Reductions.MAX
     return StepperSpec(
         drive=compile_driver(PotentialType),
-        step=s2_step,
+        step=STEPS[kind],
         observe=s2_observe,
         dense=s2_no_dense,
         cb=system.potential,

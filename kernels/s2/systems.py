@@ -17,7 +17,7 @@ def _lj_build(level, epsilon, sigma_rule, sigma, omega, sense, separation_deg, r
 # ---------------------------------------------------------------------------------------
 # 000 Ex. 2: three bodies on the sphere under the "spherical gravity" potential
 # ---------------------------------------------------------------------------------------
-@s2_potential
+@s2_potential(lazy=True)
 def sphere_nbody_potential(q, p, g):
     """``V = −γ Σ_{i<j} c_ij / sqrt(1 − c_ij²)``, ``c_ij = q_i·q_j`` (``p = [γ]``).
 
@@ -63,7 +63,7 @@ def sphere_three_body(m1: float = 1.0, m2: float = 1.0, m3: float = 1.0, gamma: 
 # ---------------------------------------------------------------------------------------
 # 000 Ex. 5: planar array of magnetic dipoles (spherical compasses)
 # ---------------------------------------------------------------------------------------
-@s2_potential
+@s2_potential(lazy=True)
 def dipole_array_potential(q, p, g):
     """Mutual dipole energy ``Σ_{i<j} k_ij/|r|³ [q_i·q_j − 3 (q_i·r̂)(q_j·r̂)]``, ``r = x_j − x_i``.
 

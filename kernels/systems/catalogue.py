@@ -17,7 +17,7 @@ E2 = np.array([0.0, 1.0, 0.0])
 E3 = np.array([0.0, 0.0, 1.0])
 
 
-@s2_potential
+@s2_potential(lazy=True)
 def gravity_potential(q, p, g):
     """``V = −Σ_i p_i q_i·e3`` (e3 = gravity direction); ``p_i`` = weight × lever arm."""
     V = 0.0
@@ -50,7 +50,7 @@ def double_spherical_pendulum(
 _SPRING_FIELDS = 8  # i, j, kappa, r_x, r_y, r_z, l_i/2, l_j/2
 
 
-@s2_potential
+@s2_potential(lazy=True)
 def spring_pendula_potential(q, p, g):
     """Gravity plus springs joining link midpoints.
 
@@ -114,7 +114,7 @@ def spring_pendula(
 # ---------------------------------------------------------------------------------------
 # Ex. 4: pure bending of an elastic rod (n movable rigid rods, rod 0 clamped along e1)
 # ---------------------------------------------------------------------------------------
-@s2_potential
+@s2_potential(lazy=True)
 def elastic_rod_potential(q, p, g):
     """Gravity plus quartic bending ``½ κ_i (1 − q_{i−1}·q_i)²``.
 

@@ -48,7 +48,7 @@ def _stack_buffer(typingctx, size):
     return types.CPointer(types.float64)(size), codegen
 
 
-@s2_potential
+@s2_potential(lazy=True)
 def lj_potential(q, p, g):
     """All-pairs LJ energy and gradient; ``p = (ε, σ)``.
 
