@@ -446,10 +446,17 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop, t_stop,
 _DRIVERS: dict = {}
 
 
+_BY_ID: dict = {}  # id(cb_type) -> (cb_type, driver): every stepper asks; str() of a type costs more
+
+
 def compile_driver(cb_type):
     """The driver compiled (or loaded from the on-disk cache) for a family's callback type."""
+    hit = _BY_ID.get(id(cb_type))
+    if hit is not None and hit[0] is cb_type:
+        return hit[1]
     key = str(cb_type)
     if key not in _DRIVERS:
         _DRIVERS[key] = kjit(contract_types(cb_type)[3])(drive)
         register_driver(_DRIVERS[key], cb_type)
+    _BY_ID[id(cb_type)] = (cb_type, _DRIVERS[key])
     return _DRIVERS[key]

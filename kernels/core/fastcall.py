@@ -102,19 +102,22 @@ def _array_fits(a: Any, ty: Any, spec: tuple | None = None) -> bool:
 class Binding:
     """The driver of one stepper with its functions typed once (see the module docstring)."""
 
-    def __init__(self, spec: Any, entry: Any, sig_args: tuple) -> None:
+    def __init__(self, spec: Any, entry: Any, sig_args: tuple, specs: tuple) -> None:
         self.entry = entry
-        step_t, observe_t, dense_t, cb_t = sig_args[:4]
-        self.step = _typed_value(spec.step, step_t)
-        self.observe = _typed_value(spec.observe, observe_t)
-        self.dense = _typed_value(spec.dense, dense_t)
-        self.cb = _typed_value(spec.cb, cb_t)
-        self._arr_types = sig_args[4:]  # meth, ictl, fctl, k_stop, t_stop, S, … (positions 4.. of drive)
+        funcs = (spec.step, spec.observe, spec.dense, spec.cb)
+        key = _function_ids(funcs)
+        typed = _FUNCS.get((id(entry), key)) if key is not None else None
+        if typed is None:
+            typed = tuple(_typed_value(v, t) for v, t in zip(funcs, sig_args[:4]))
+            if key is not None:  # the typed wrappers keep every function (hence its id) alive
+                _FUNCS[(id(entry), key)] = typed
+        self.step, self.observe, self.dense, self.cb = typed
+        arr_types = sig_args[4:]  # meth, ictl, fctl, k_stop, t_stop, S, … (positions 4.. of drive)
         pos = (1, 2, 5, 6, 7, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19)  # the trajectory's arrays
-        self._traj_specs = tuple(_array_spec(self._arr_types[i]) for i in pos)
+        self._traj_specs = tuple(specs[i] for i in pos)
         for name, i in (("meth", 0), ("p", 8), ("red", 11)):
-            if not _array_fits(getattr(spec, name), self._arr_types[i]):
-                raise TypeError(f"stepper.{name} does not fit {self._arr_types[i]}")
+            if not _array_fits(getattr(spec, name), arr_types[i], specs[i]):
+                raise TypeError(f"stepper.{name} does not fit {arr_types[i]}")
 
     def accepts(self, arrays: tuple) -> bool:
         """The trajectory's arrays in driver order (ictl, fctl, S, Sn, Sd, work, iwork, acc, info,
@@ -122,7 +125,21 @@ class Binding:
         return all(_array_fits(a, None, sp) for a, sp in zip(arrays, self._traj_specs, strict=True))
 
 
+def _function_ids(value: Any) -> tuple | None:
+    """The ids of the compiled functions in ``value`` (nested tuples), or None if it holds anything else."""
+    if isinstance(value, tuple):
+        ids = tuple(_function_ids(v) for v in value)
+        return None if any(i is None for i in ids) else ids
+    return id(value) if isinstance(value, (Dispatcher, TypedFunction, CFunc)) else None
+
+
 _DRIVERS: dict[int, Any] = {}  # id(driver dispatcher) -> (the dispatcher, its signature's argument types)
+#: (id(entry point), function ids) -> the typed (step, observe, dense, cb): a stepper built again from
+#: the same functions (every ``integrate`` call builds one) skips typing them
+_FUNCS: dict[tuple, tuple] = {}
+#: id(driver dispatcher) -> (its compiled entry point, the array specs of its arguments 4..): found once
+#: (hashing the signature's Numba types costs more than a short run)
+_ENTRIES: dict[int, tuple] = {}
 _TYPED: dict[tuple[int, int], TypedFunction] = {}  # (id(function), id(its FunctionType)) -> wrapper
 _BINDINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _UNBOUND = object()
@@ -147,11 +164,14 @@ def binding(spec: Any) -> Binding | None:
         reg = _DRIVERS.get(id(spec.drive))
         if reg is not None and reg[0] is spec.drive:
             sig_args = reg[1]
-            cres = spec.drive.overloads.get(sig_args)
-            entry = getattr(cres, "entry_point", None)
-            if entry is not None:
+            found = _ENTRIES.get(id(spec.drive))
+            if found is None:
+                entry = getattr(spec.drive.overloads.get(sig_args), "entry_point", None)
+                if entry is not None:
+                    found = _ENTRIES[id(spec.drive)] = (entry, tuple(_array_spec(t) for t in sig_args[4:]))
+            if found is not None:
                 try:
-                    b = Binding(spec, entry, sig_args)
+                    b = Binding(spec, found[0], sig_args, found[1])
                 except Exception:  # e.g. no such overload: the dispatcher call reports it as before
                     b = _UNBOUND
         _BINDINGS[spec] = b

@@ -30,6 +30,8 @@ data | (dense-only stages) a copy of ``p``, its length, a per-step "stages done"
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 from numba import carray, types
 
@@ -83,8 +85,20 @@ M_HEAD = 9
 _JMAX = 2  # exponentials per CF stage/output (tableaux._JMAX)
 
 
+_RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def method_record(m: Method, adaptive: bool) -> np.ndarray:
-    """Pack a :class:`Method` into a float64 record: header, A, b, b̂, P, CF encodings, b̂₃."""
+    """The float64 record of a :class:`Method` (header, A, b, b̂, P, CF encodings, b̂₃), packed once
+    per method and mode: steppers share it, and nothing writes to it."""
+    per_mode = _RECORDS.setdefault(m, {})
+    rec = per_mode.get(adaptive)
+    if rec is None:
+        rec = per_mode[adaptive] = _pack_record(m, adaptive)
+    return rec
+
+
+def _pack_record(m: Method, adaptive: bool) -> np.ndarray:
     A, b, bhat, P, sbase, snexp, salpha, obase, onexp, obeta = m.arrays()
     s = m.stages
     head = np.zeros(M_HEAD)
