@@ -23,6 +23,7 @@ from kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,
     COMMON_DIAGNOSTICS,
+    REFERENCE_PARAMS,
     UNIT_SPHERE_DIAGNOSTICS,
     blocks_to_bodies,
     common_values,
@@ -246,11 +247,7 @@ FAMILY = FamilyDef(
     collect=collect,
 )
 
-_REF = (
-    BLOWUP,
-    Param("global_error", bool, False, "1", "compute ‖y(T) − y_ref(T)‖ against a DOP853 reference (costly)"),
-    Param("ref_tol", float, 1e-13, "1", "rtol = atol of the DOP853 reference", gt=0.0),
-)
+_REF = (BLOWUP, *REFERENCE_PARAMS)
 _AMB = (
     Param(
         "ambient_rhs",

@@ -114,6 +114,15 @@ BLOWUP = Param(
     ge=0.0,
 )
 
+#: The global-error options of families with a DOP853 reference (chain, heavy top, quadrotors).
+REFERENCE_PARAMS: tuple[Param, ...] = (
+    Param(
+        "global_error", bool, False, "1",
+        "compute ‖y(T) − y_ref(T)‖ against a DOP853 reference (an extra run, not in the cell's wall time)",
+    ),
+    Param("ref_tol", float, 1e-13, "1", "rtol = atol of the DOP853 reference", gt=0.0),
+)  # fmt: skip
+
 #: Controller options of adaptive integrators (the tolerance is the sweep's ``tol`` axis).
 ADAPTIVE_PARAMS: tuple[Param, ...] = (
     Param("theta", float, 0.85, "1", "controller safety factor θ", gt=0.0, le=1.0),

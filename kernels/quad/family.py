@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.core.cells import ADAPTIVE_PARAMS, COMMON_DIAGNOSTICS, common_values, finish, make_run, start_trajectory
+from kernels.core.cells import (
+    ADAPTIVE_PARAMS,
+    COMMON_DIAGNOSTICS,
+    REFERENCE_PARAMS,
+    common_values,
+    finish,
+    make_run,
+    start_trajectory,
+)
 from kernels.core.trajectory import Trajectory
 from kernels.lie import tableaux
 from kernels.quad import stepper as qs
@@ -261,10 +269,7 @@ FAMILY = FamilyDef(
     start=start,
     collect=collect,
 )
-_REF = (
-    Param("global_error", bool, False, "1", "compute ‖y(T) − y_ref(T)‖ against a DOP853 reference"),
-    Param("ref_tol", float, 1e-13, "1", "rtol = atol of the DOP853 reference", gt=0.0),
-)
+_REF = REFERENCE_PARAMS
 
 
 def _i(name: str, order: int, doc: str) -> IntegratorDef:

@@ -21,6 +21,7 @@ from kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,
     COMMON_DIAGNOSTICS,
+    REFERENCE_PARAMS,
     common_values,
     finish,
     make_run,
@@ -238,11 +239,7 @@ FAMILY = FamilyDef(
     collect=collect,
 )
 
-_REF = (
-    BLOWUP,
-    Param("global_error", bool, False, "1", "compute ‖y(T) − y_ref(T)‖ against a DOP853 reference"),
-    Param("ref_tol", float, 1e-13, "1", "rtol = atol of the DOP853 reference", gt=0.0),
-)
+_REF = (BLOWUP, *REFERENCE_PARAMS)
 _NEWTON = (
     Param("tol", float, 1e-14, "1", "Newton stop: max_j |Δw_j| / max(1, |w_j|) ≤ tol", gt=0.0),
     Param("maxit", int, 50, "1", "Newton iterations before status nonconverged", ge=1, le=10_000),
