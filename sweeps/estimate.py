@@ -31,7 +31,7 @@ PROBE_SECONDS = 0.03
 #: start-up outside the cells (s): imports and a warm kernel load, the local Dask cluster, the store
 #: template; with Prefect also its temporary server (when no PREFECT_API_URL is set; it boots while the
 #: kernels load, so only its tail counts) and the flow's tasks
-OVERHEAD_SECONDS = {"dask": 3.0, "prefect": 5.0, "prefect_server": 2.0}
+OVERHEAD_SECONDS = {"dask": 4.0, "prefect": 5.0, "prefect_server": 2.0}
 #: per cell outside its integration (s): model hand-over, values and flags into the store
 CELL_OVERHEAD_SECONDS = 0.05
 #: cores busy with kernels run this much slower than one alone (shared caches and memory bandwidth;
