@@ -86,11 +86,21 @@ def load(ref, cell: Cell) -> dict[str, np.ndarray] | None:
 
 
 def delete(ref, cell: Cell) -> None:
+    """Remove the checkpoint of ``cell`` and, on a local store, any temporary file of it that a
+    killed writer left behind (the cell's writer is done with it once this is called)."""
     fs, path = _path(ref, cell)
     try:
         fs.rm_file(path)
     except FileNotFoundError:
         pass
+    if ref.is_local:
+        import glob
+
+        for tmp in glob.glob(f"{glob.escape(path)}.*.tmp"):
+            try:
+                os.remove(tmp)
+            except FileNotFoundError:
+                pass
 
 
 def count(ref) -> int:

@@ -319,3 +319,19 @@ def test_object_store_outage_mid_run(tmp_path, reference):
             assert np.array_equal(a[name].values, b[name].values, equal_nan=True), name
     finally:
         moto.stop()
+
+
+def test_delete_removes_what_a_killed_writer_left(tmp_path):
+    """A SIGKILL during a checkpoint write leaves ``<cell>.npz.<uuid>.tmp``; dropping the cell's
+    checkpoint once its values are written removes that too (and nothing of other cells)."""
+    store = tmp_path / "s.zarr"
+    zarr.open_group(str(store), mode="w")
+    ref = StoreRef.of(store)
+    checkpoints.save(ref, (0, 1), {"S": np.arange(3.0)}, 0.5)
+    checkpoints.save(ref, (0, 2), {"S": np.arange(3.0)}, 0.5)
+    d = store / checkpoints.DIRNAME
+    (d / "c0_1.npz.0123abcd.tmp").write_bytes(b"partial")
+    (d / "c0_2.npz.4567abcd.tmp").write_bytes(b"partial")
+    checkpoints.delete(ref, (0, 1))
+    assert sorted(p.name for p in d.iterdir()) == ["c0_2.npz", "c0_2.npz.4567abcd.tmp"]
+    assert checkpoints.count(ref) == 1
