@@ -547,7 +547,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("run", help="run (or resume) a sweep spec")
     p.add_argument("spec", help="sweep spec file (.toml, .yaml)")
     add_run_options(p)
-    p = command("demo", help="run the built-in sphere MD demo sweep (~30 s on 2 idle cores; ~15 s more the first time)")
+    p = command("demo", help="run the built-in sphere MD demo sweep (25–32 s on 2 idle cores; 10–14 s more at first)")
     add_run_options(p)
     p = command("serve", help="serve the nightly Prefect deployment of a spec (runs until stopped)")
     p.add_argument("spec", help="sweep spec file (.toml, .yaml)")
