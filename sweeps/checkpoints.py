@@ -103,6 +103,16 @@ def delete(ref, cell: Cell) -> None:
                 pass
 
 
+def remove_empty_dir(ref) -> None:
+    """Remove ``<store>/_checkpoints`` of a local store if no checkpoint is left in it (a finished
+    sweep then holds only zarr objects; object stores have no empty directories)."""
+    if ref.is_local:
+        try:
+            os.rmdir(_path(ref, (0,))[1].rsplit("/", 1)[0])
+        except OSError:  # not empty, or not there
+            pass
+
+
 def count(ref) -> int:
     """Number of partial cells with a checkpoint in the store."""
     fs, root = _fs(ref)
