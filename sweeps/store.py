@@ -578,13 +578,15 @@ def mark_fillers(plan: Plan, ref: StoreRef) -> int:
 
 
 def _consolidate(ref: StoreRef) -> None:
+    import warnings
+
     import zarr
 
+    opts = {} if ref.is_local else {"storage_options": ref.storage_options or {}}
     try:
-        if ref.is_local:
-            zarr.consolidate_metadata(ref.url)
-        else:
-            zarr.consolidate_metadata(ref.url, storage_options=ref.storage_options or {})
+        with warnings.catch_warnings():  # the checkpoint objects beside the arrays are not zarr nodes
+            warnings.filterwarnings("ignore", message="Object at .* is not recognized as a component")
+            zarr.consolidate_metadata(ref.url, **opts)
     except Exception:  # noqa: BLE001 - consolidation is an optimisation only
         pass
 
