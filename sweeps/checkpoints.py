@@ -43,9 +43,14 @@ def cell_key(cell: Cell) -> str:
     return "c" + "_".join(str(int(i)) for i in cell)
 
 
-def _path(ref, cell: Cell) -> tuple[Any, str]:
+def _dir(ref) -> tuple[Any, str]:
     fs, root = _fs(ref)
-    return fs, f"{root.rstrip('/')}/{DIRNAME}/{cell_key(cell)}.npz"
+    return fs, f"{root.rstrip('/')}/{DIRNAME}"
+
+
+def _path(ref, cell: Cell) -> tuple[Any, str]:
+    fs, d = _dir(ref)
+    return fs, f"{d}/{cell_key(cell)}.npz"
 
 
 #: key of the fraction done (0..1) inside a checkpoint object
@@ -86,38 +91,41 @@ def load(ref, cell: Cell) -> dict[str, np.ndarray] | None:
 
 
 def delete(ref, cell: Cell) -> None:
-    """Remove the checkpoint of ``cell`` and, on a local store, any temporary file of it that a
-    killed writer left behind (the cell's writer is done with it once this is called)."""
     fs, path = _path(ref, cell)
     try:
         fs.rm_file(path)
     except FileNotFoundError:
         pass
-    if ref.is_local:
-        import glob
 
-        for tmp in glob.glob(f"{glob.escape(path)}.*.tmp"):
+
+def tidy(ref) -> None:
+    """After a run, when none of its writers is left: remove the temporary files that killed
+    writers left in ``<store>/_checkpoints`` of a local store, and the directory once it is empty
+    (a finished sweep then holds only zarr objects; object stores have neither)."""
+    if not ref.is_local:
+        return
+    d = _dir(ref)[1]
+    try:
+        names = os.listdir(d)
+    except OSError:  # not there
+        return
+    for name in names:
+        if name.endswith(".tmp"):
             try:
-                os.remove(tmp)
+                os.remove(os.path.join(d, name))
             except FileNotFoundError:
                 pass
-
-
-def remove_empty_dir(ref) -> None:
-    """Remove ``<store>/_checkpoints`` of a local store if no checkpoint is left in it (a finished
-    sweep then holds only zarr objects; object stores have no empty directories)."""
-    if ref.is_local:
-        try:
-            os.rmdir(_path(ref, (0,))[1].rsplit("/", 1)[0])
-        except OSError:  # not empty, or not there
-            pass
+    try:
+        os.rmdir(d)
+    except OSError:  # checkpoints of partial cells are left
+        pass
 
 
 def count(ref) -> int:
     """Number of partial cells with a checkpoint in the store."""
-    fs, root = _fs(ref)
+    fs, d = _dir(ref)
     try:
-        return sum(1 for p in fs.ls(f"{root.rstrip('/')}/{DIRNAME}", detail=False) if str(p).endswith(".npz"))
+        return sum(1 for p in fs.ls(d, detail=False) if str(p).endswith(".npz"))
     except FileNotFoundError:
         return 0
 
@@ -125,9 +133,9 @@ def count(ref) -> int:
 def progress(ref) -> dict[Cell, float]:
     """``cell → fraction done`` of every partial cell with a readable checkpoint (reads only the
     fraction, not the state)."""
-    fs, root = _fs(ref)
+    fs, d = _dir(ref)
     try:
-        paths = [str(p) for p in fs.ls(f"{root.rstrip('/')}/{DIRNAME}", detail=False) if str(p).endswith(".npz")]
+        paths = [str(p) for p in fs.ls(d, detail=False) if str(p).endswith(".npz")]
     except FileNotFoundError:
         return {}
     out: dict[Cell, float] = {}

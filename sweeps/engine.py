@@ -443,7 +443,7 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
         if own_cluster is not None:
             own_cluster.close()
 
-    checkpoints.remove_empty_dir(ref)
+    checkpoints.tidy(ref)  # no writer of this run is left
     wall = time.perf_counter() - t_start
     # what really ran: the cells complete now that were not when this run started (a slice whose
     # worker died after writing its cells reports nothing, and its retry finds them done)

@@ -321,9 +321,10 @@ def test_object_store_outage_mid_run(tmp_path, reference):
         moto.stop()
 
 
-def test_delete_removes_what_a_killed_writer_left(tmp_path):
-    """A SIGKILL during a checkpoint write leaves ``<cell>.npz.<uuid>.tmp``; dropping the cell's
-    checkpoint once its values are written removes that too (and nothing of other cells)."""
+def test_tidy_removes_what_a_killed_writer_left(tmp_path):
+    """A SIGKILL during a checkpoint write leaves ``<cell>.npz.<uuid>.tmp``; the end of the next run
+    removes such files (no writer is left then), keeps the checkpoints of partial cells, and removes
+    the directory once no checkpoint is left."""
     store = tmp_path / "s.zarr"
     zarr.open_group(str(store), mode="w")
     ref = StoreRef.of(store)
@@ -333,5 +334,9 @@ def test_delete_removes_what_a_killed_writer_left(tmp_path):
     (d / "c0_1.npz.0123abcd.tmp").write_bytes(b"partial")
     (d / "c0_2.npz.4567abcd.tmp").write_bytes(b"partial")
     checkpoints.delete(ref, (0, 1))
-    assert sorted(p.name for p in d.iterdir()) == ["c0_2.npz", "c0_2.npz.4567abcd.tmp"]
-    assert checkpoints.count(ref) == 1
+    checkpoints.tidy(ref)
+    assert sorted(p.name for p in d.iterdir()) == ["c0_2.npz"]
+    assert checkpoints.count(ref) == 1 and checkpoints.progress(ref) == {(0, 2): 0.5}
+    checkpoints.delete(ref, (0, 2))
+    checkpoints.tidy(ref)
+    assert not d.exists() and checkpoints.count(ref) == 0
