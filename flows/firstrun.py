@@ -1,7 +1,7 @@
 """The first run on a machine: a cold Numba cache and Prefect's temporary server.
 
 A cold Numba cache means compiling what a spec runs: for the demo (the (S²)ⁿ family, its
-Lennard-Jones potential, the explicit VI and RK step kinds) about 15 s on one core, 5 s of it
+Lennard-Jones potential, the explicit VI and RK step kinds) about 10 s on one core, a third of it
 the shared driver. The family compiles lazily — only the potentials and method kinds of the
 spec (:func:`sweeps.engine.warm_plan`), not every built-in system's potential or the implicit
 VI's LU solve. :func:`prepare` says so once ("compiling kernels") and, for ``geosweep run``,
@@ -27,9 +27,10 @@ from pathlib import Path
 
 from flows.output import LOG
 
-#: cold compile, measured on 2 cores: one spec's kernels (the demo: 15 s, the driver 5 s of it), and
-#: every built-in family with the helpers of :func:`compile_families`
-COLD_SECONDS = {"family": 15, "all": 25}
+#: cold compile on 2 cores (AMD EPYC, 2026-11-24): one spec's kernels (the demo's helper: 9.4 s; 11.5 s
+#: on the slower VM of 2026-11-23, the driver 4.4 s of it), and every built-in family with the helpers
+#: of :func:`compile_families` (32.5 s: 66 CPU-s over six families)
+COLD_SECONDS = {"family": 10, "all": 35}
 #: how long the early start of Prefect's temporary server may take while kernels compile (Prefect's own
 #: default, 20 s, is too short on 2 busy cores: the flow would then start a second server)
 SERVER_START_TIMEOUT = 120
