@@ -215,9 +215,11 @@ def make_cluster(kind: str, **options: Any):
 def _local(o: LocalOptions):
     from distributed import LocalCluster
 
+    from sweeps.engine import LOCAL_WORKER
+
     return LocalCluster(
         n_workers=o.n_workers or os.cpu_count() or 1,
-        threads_per_worker=1,
+        **LOCAL_WORKER,  # one slice at a time, a spare thread for shard writers
         processes=True,
         memory_limit=o.memory_limit,
         dashboard_address=o.dashboard_address,
@@ -337,7 +339,8 @@ def _kubernetes(o: KubernetesOptions):
             n_workers=o.n_workers,
             resources={"requests": dict(limits), "limits": dict(limits)},
             env={**WORKER_ENV, **o.env},  # NUMBA_CACHE_DIR: the image's, compiled at build (deploy/Dockerfile)
-            worker_command="dask worker --nthreads 1",
+            # one slice at a time (sweeps.engine.SLICE_RESOURCE), a spare thread for shard writers
+            worker_command="dask worker --nthreads 2 --resources geosweep-slice=1",
         )
     if o.adapt_max_workers:
         cluster.adapt(minimum=o.adapt_min_workers, maximum=o.adapt_max_workers)

@@ -168,6 +168,8 @@ def _execution(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, 
         return None, None
     from distributed import Client, LocalCluster
 
+    from sweeps.engine import LOCAL_WORKER
+
     if args.cluster:
         cluster = stack.enter_context(_start_cluster(args.cluster))
         address, link = cluster.scheduler_address, cluster.dashboard_link
@@ -183,7 +185,7 @@ def _execution(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, 
         n = args.workers or os.cpu_count() or 1
         cluster = LocalCluster(
             n_workers=n,
-            threads_per_worker=1,
+            **LOCAL_WORKER,  # one slice at a time, a spare thread for shard writers
             processes=args.processes,
             dashboard_address="127.0.0.1:0",  # a free port; served only if bokeh is installed
             silence_logs=logging.ERROR if LOG.level > logging.DEBUG else logging.DEBUG,  # worker processes

@@ -6,7 +6,9 @@ store shard → one plain Dask future per slice, and one writer future per shard
 the shard's slices. Each model goes to the cluster once, as a tiny task of its own (not scattered
 data: the scheduler can recompute it when the worker holding it dies or retires); a slice receives the plan part
 its cells need and runs the kernels cell by cell (long cells in checkpointed segments); the
-shard's writer writes all its cells at once, one object per variable (:mod:`sweeps.store`).
+shard's writer writes all its cells at once, one object per variable (:mod:`sweeps.store`), on a
+worker's spare thread where workers declare :data:`SLICE_RESOURCE` (local clusters do), so a
+finished shard is written while the next shard's slices run.
 Numba caches are warmed in the driver first (which writes the on-disk cache), then on every
 worker, so workers never compile concurrently.
 """
@@ -225,6 +227,23 @@ def _write_part(ref: StoreRef, *parts: list[CellRun]) -> list[tuple]:
     return write_runs(ref, [run for part in parts for run in part])
 
 
+#: A worker resource admitting one slice at a time. A worker that declares it and has one thread
+#: more (:data:`LOCAL_WORKER`) runs a shard's writer on its spare thread as soon as the shard's
+#: slices are done, beside the next slice, instead of after it. Slices ask for it only when every
+#: worker declares it; other clusters run one task per thread as before.
+SLICE_RESOURCE = "geosweep-slice"
+#: ``LocalCluster`` keywords of a geosweep worker: one slice at a time plus a thread for writers
+LOCAL_WORKER: dict[str, Any] = {"threads_per_worker": 2, "resources": {SLICE_RESOURCE: 1}}
+
+
+def slice_resources(client: Any) -> dict[str, float] | None:
+    """``resources=`` for slice tasks on ``client``'s cluster: :data:`SLICE_RESOURCE` if every worker has it."""
+    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+    if workers and all(SLICE_RESOURCE in (w.get("resources") or {}) for w in workers.values()):
+        return {SLICE_RESOURCE: 1}
+    return None
+
+
 def _identity(x: Any) -> Any:
     return x
 
@@ -274,7 +293,8 @@ def run_sweep(
     """Run every cell of ``spec`` (a :class:`Plan`, or anything :func:`make_plan` takes) not yet complete in ``store``.
 
     Execution: ``client`` (a ``distributed.Client``), else ``address`` of a scheduler, else a
-    new ``LocalCluster`` with ``n_workers`` single-threaded workers (default: all cores) —
+    new ``LocalCluster`` with ``n_workers`` workers running one slice each (default: all cores;
+    :data:`LOCAL_WORKER`: a spare thread per worker writes finished shards) —
     threads in this process by default (the kernels release the GIL, so threads run in
     parallel and start instantly), separate processes with ``processes=True``;
     ``serial=True`` runs in this process without Dask (same results, bitwise).
@@ -369,13 +389,14 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                     n = n_workers or os.cpu_count() or 1
                     own_cluster = LocalCluster(
                         n_workers=n,
-                        threads_per_worker=1,
+                        **LOCAL_WORKER,
                         processes=processes,
                         dashboard_address=None,  # no dashboard; its HTTP server on a free port, not 8787
                         scheduler_kwargs={"dashboard_address": ":0"},
                     )
                     client = own_client = Client(own_cluster)
             n_w = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
+            resources = slice_resources(client)
             by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)
             slices = [cells for group in by_shard.values() for cells in group]
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
@@ -412,6 +433,7 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                         pure=False,
                         retries=2,  # a slice that raised is retried; finished cells and checkpoints make it cheap
                         priority=rank + min(int(1000 * sum(cost[c] for c in cells)), 10**12 - 1),
+                        resources=resources,
                     )
                     for i, cells in enumerate(group)
                 ]

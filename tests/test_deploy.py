@@ -31,7 +31,7 @@ from deploy.clusters import (  # noqa: E402
     MissingDependencyError,
     make_cluster,
 )
-from sweeps.engine import run_sweep  # noqa: E402
+from sweeps.engine import SLICE_RESOURCE, run_sweep  # noqa: E402
 from sweeps.store import StoreRef, mark_for_rerun  # noqa: E402
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
@@ -235,7 +235,7 @@ def test_example_cluster_files_and_manifest_are_valid():
     assert worker["resources"]["requests"]["cpu"] == "1" and worker["resources"]["limits"]["cpu"] == "1"
     env = {e["name"]: e["value"] for e in worker["env"]}
     assert env["NUMBA_NUM_THREADS"] == "1"
-    assert worker["args"][:4] == ["dask", "worker", "--nthreads", "1"]
+    assert worker["args"][:6] == ["dask", "worker", "--nthreads", "2", "--resources", f"{SLICE_RESOURCE}=1"]
     with pytest.raises(ValueError, match="cors"):
         make_cluster("slurm", cors=4)
     with pytest.raises(ValueError, match="unknown cluster kind"):
@@ -388,10 +388,13 @@ def test_dockerfile_builds_the_image_the_kubernetes_manifests_name():
     assert "NUMBA_CACHE_DIR" not in {e["name"] for e in worker["env"]}
 
 
-def test_local_cluster_workers_are_single_threaded(cluster):
+def test_local_cluster_workers_run_one_slice_at_a_time(cluster):
+    """Single-threaded kernels (NUMBA_NUM_THREADS=1), one slice per worker (the resource), a spare
+    thread for shard writers."""
     _, client = cluster
     workers = client.scheduler_info(n_workers=-1)["workers"]
-    assert len(workers) == 2 and all(w["nthreads"] == 1 for w in workers.values())
+    assert len(workers) == 2 and all(w["nthreads"] == 2 for w in workers.values())
+    assert all(w["resources"] == {SLICE_RESOURCE: 1} for w in workers.values())
     assert set(client.run(_numba_threads_env).values()) == {"1"}
 
 
