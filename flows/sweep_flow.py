@@ -114,7 +114,7 @@ def sweep_flow(
     ``plan`` is a :class:`~sweeps.plan.Plan` (from :func:`~sweeps.plan.make_plan`; used as is)
     or a spec path/mapping (planned once here). ``progress`` is called with every
     :class:`~sweeps.engine.Progress` update (in-process callers only; see the module doc).
-    Without ``address`` a local Dask cluster of ``n_workers`` single-threaded workers runs the
+    Without ``address`` a local Dask cluster of ``n_workers`` workers (one slice at a time each) runs the
     cells (threads by default, worker processes with ``processes=True``). ``storage_options``
     are fsspec options, best a reference (``env:NAME``, ``@file.json``, ``profile:NAME``) or a
     :class:`~sweeps.credentials.StorageOptions`: resolved here, in the flow's process, and
