@@ -1,10 +1,11 @@
 """Dask clusters for geosweep: local processes, Slurm/PBS batch jobs, Kubernetes pods.
 
-Every Dask worker is a single-threaded process with one core: the kernels are
-single-threaded Numba code, so one process per core avoids the GIL and keeps results
-bitwise identical to a serial run. Batch jobs export ``NUMBA_NUM_THREADS=1`` (and the BLAS
-thread counts) and put the Numba cache on shared storage (``NUMBA_CACHE_DIR``) so a kernel
-compiled once is loaded by every worker.
+Every Dask worker is a process on one core that runs one slice at a time (the Dask resource
+``geosweep-slice``; the kernels are single-threaded Numba code, so one process per core avoids
+the GIL and keeps results bitwise identical to a serial run) and has a second thread that
+writes finished store shards meanwhile (:data:`SLICE_WORKER_ARGS`). Batch jobs export
+``NUMBA_NUM_THREADS=1`` (and the BLAS thread counts) and put the Numba cache on shared storage
+(``NUMBA_CACHE_DIR``) so a kernel compiled once is loaded by every worker.
 
 ``make_cluster(kind, **options)`` builds a cluster in Python; :class:`ClusterConfig` reads the
 same options from a TOML/YAML file (``kind = "slurm"`` plus options), e.g. for
@@ -38,6 +39,9 @@ WORKER_ENV = {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+#: ``dask worker`` options of a geosweep worker: one slice at a time, a spare thread for shard
+#: writers (:data:`sweeps.engine.SLICE_RESOURCE`)
+SLICE_WORKER_ARGS = ("--nthreads", "2", "--resources", "geosweep-slice=1")
 #: Default Numba cache of batch workers; home directories are shared on most HPC systems.
 DEFAULT_NUMBA_CACHE_DIR = "$HOME/.cache/geosweep/numba"
 #: geosweep's defaults of dask-jobqueue keys, used where neither the cluster file nor the site's
@@ -95,14 +99,14 @@ class LocalOptions(_Options):
 
 
 class _BatchOptions(_Options):
-    """Options shared by Slurm and PBS: one batch job = ``cores`` single-threaded workers.
+    """Options shared by Slurm and PBS: one batch job = ``cores`` workers, one slice at a time each.
 
     ``None`` (the default of the dask-jobqueue keys) means not set: the site's dask configuration,
     else :data:`BATCH_DEFAULTS`, else dask-jobqueue's default applies."""
 
     queue: str | None = Field(None, description="partition (Slurm) or queue (PBS)")
     account: str | None = Field(None, description="account/project to charge")
-    cores: int | None = Field(None, ge=1, description="cores per job = single-threaded worker processes per job")
+    cores: int | None = Field(None, ge=1, description="cores per job = worker processes per job")
     memory: str | None = Field(None, description="memory per job, split evenly between its workers")
     walltime: str | None = Field(None, description="job wall-clock limit (HH:MM:SS)")
     job_name: str | None = None
@@ -280,6 +284,10 @@ def _batch_kwargs(o: _BatchOptions) -> dict[str, Any]:
     """Keyword arguments of the dask-jobqueue cluster. Keys left None are read by dask-jobqueue from
     the dask configuration (the site's jobqueue.yaml) itself."""
     extra = list(batch_setting(o, "worker-extra-args", o.worker_extra_args) or [])
+    if not {"--nthreads", "--resources"} & set(extra):
+        # dask-jobqueue starts `cores` workers of one thread each; a second thread (the later
+        # --nthreads wins) writes finished shards while the worker's one slice at a time runs
+        extra = [*SLICE_WORKER_ARGS, *extra]
     if o.worker_lifetime:
         extra += ["--lifetime", o.worker_lifetime, "--lifetime-stagger", "2m"]
     cores = int(batch_setting(o, "cores", o.cores))
@@ -290,7 +298,7 @@ def _batch_kwargs(o: _BatchOptions) -> dict[str, Any]:
         "queue": o.queue,
         "account": o.account,
         "cores": cores,
-        "processes": cores,  # one single-threaded worker process per core
+        "processes": cores,  # one worker process per core
         "memory": batch_setting(o, "memory", o.memory),
         "walltime": batch_setting(o, "walltime", o.walltime),
         "job_name": batch_setting(o, "name", o.job_name),
@@ -340,7 +348,7 @@ def _kubernetes(o: KubernetesOptions):
             resources={"requests": dict(limits), "limits": dict(limits)},
             env={**WORKER_ENV, **o.env},  # NUMBA_CACHE_DIR: the image's, compiled at build (deploy/Dockerfile)
             # one slice at a time (sweeps.engine.SLICE_RESOURCE), a spare thread for shard writers
-            worker_command="dask worker --nthreads 2 --resources geosweep-slice=1",
+            worker_command=" ".join(["dask", "worker", *SLICE_WORKER_ARGS]),
         )
     if o.adapt_max_workers:
         cluster.adapt(minimum=o.adapt_min_workers, maximum=o.adapt_max_workers)

@@ -197,7 +197,7 @@ def test_slurm_job_script_has_directives_and_env():
         assert f'export {key}="{value}"' in script
     worker = script.splitlines()[-1]
     assert "--nthreads 1" in worker and "--nworkers 4" in worker and "--memory-limit 2.00GiB" in worker
-    assert "--lifetime 55m" in worker
+    assert worker.endswith(" --nthreads 2 --resources geosweep-slice=1 --lifetime 55m --lifetime-stagger 2m")
     # the environment is set before the worker starts
     assert script.index("NUMBA_NUM_THREADS") < script.index("distributed.cli.dask_worker")
 
@@ -220,6 +220,7 @@ def test_pbs_cluster_from_example_file_has_directives_and_env():
     assert 'export NUMBA_NUM_THREADS="1"' in script
     assert f'export NUMBA_CACHE_DIR="{cfg.root.numba_cache_dir}"' in script
     assert "--nthreads 1 --memory-limit" in script and f"--nworkers {cfg.root.cores}" in script
+    assert f"--nthreads 2 --resources {SLICE_RESOURCE}=1" in script
 
 
 def test_example_cluster_files_and_manifest_are_valid():
@@ -320,6 +321,35 @@ def test_cluster_file_overrides_only_what_it_sets_of_the_site_jobqueue_yaml(site
     assert "#SBATCH -p site-partition" in lines and "#SBATCH --cpus-per-task=2" in lines
     assert "source $HOME/venvs/gs/bin/activate" in lines and "module load site-python/3.11" not in lines
     assert lines[-1].startswith("python3.11 -m distributed.cli.dask_worker") and "--nworkers 2" in lines[-1]
+
+
+def test_a_batch_jobs_worker_command_runs_one_slice_at_a_time_with_a_writer_thread(tmp_path, reference):
+    """The worker line of a Slurm job script, run here as the job would run it (its exports, then
+    the command) against the cluster's own scheduler: its workers declare the slice resource, have a
+    spare thread, and run a sweep bitwise equal to the serial reference."""
+    from distributed import Client
+
+    c = make_cluster("slurm", cores=2, memory="4GiB", dashboard_address=":0", numba_cache_dir=str(tmp_path / "nc"))
+    try:
+        lines = c.job_script().splitlines()
+        exports = [line for line in lines if line.startswith("export ") or line.startswith("mkdir ")]
+        script = tmp_path / "job.sh"
+        script.write_text("\n".join(["set -e", *exports, "exec " + lines[-1]]) + "\n")
+        job = subprocess.Popen(["bash", str(script)], start_new_session=True, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            with Client(c) as client:
+                client.wait_for_workers(2, timeout=60)
+                workers = client.scheduler_info(n_workers=-1)["workers"].values()
+                assert all(w["nthreads"] == 2 and w["resources"] == {SLICE_RESOURCE: 1} for w in workers)
+                result = run_sweep(SPEC, tmp_path / "batch.zarr", client=client)
+                assert result.complete and result.ran == 4
+        finally:
+            os.killpg(job.pid, 15)
+            job.wait(30)
+    finally:
+        c.close()
+    assert_bitwise_equal(xr.open_zarr(tmp_path / "batch.zarr"), reference)
 
 
 def test_example_batch_files_choose_the_workers_python_explicitly():
