@@ -395,13 +395,6 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                         scheduler_kwargs={"dashboard_address": ":0"},
                     )
                     client = own_client = Client(own_cluster)
-            n_w = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
-            resources = slice_resources(client)
-            by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)
-            slices = [cells for group in by_shard.values() for cells in group]
-            log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
-            for line in client.run(warm_worker, plan, pending).values():
-                log(f"worker {line}")
             # every model once to the cluster; tasks carry the plan without models, plus references
             keys = plan.combinations(pending)
             tag = f"{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
@@ -409,6 +402,18 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                 k: client.submit(_identity, plan.models[k], key=f"geosweep-model-{tag}-{i}", pure=False)
                 for i, k in enumerate(keys)
             }
+            if not client.scheduler_info(n_workers=-1).get("workers"):
+                # an adaptive cluster starts workers for the pending model tasks; the slices' layout
+                # and resources follow the workers it starts
+                log("waiting for a first Dask worker")
+                client.wait_for_workers(1)
+            n_w = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
+            resources = slice_resources(client)
+            by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)
+            slices = [cells for group in by_shard.values() for cells in group]
+            log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
+            for line in client.run(warm_worker, plan, pending).values():
+                log(f"worker {line}")
             bare = plan.part(models={})
             topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
             client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))

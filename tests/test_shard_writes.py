@@ -86,6 +86,28 @@ def test_one_task_per_thread_without_the_resource(tmp_path):
             assert slice_resources(c) == {SLICE_RESOURCE: 1}
 
 
+def test_an_adaptive_cluster_from_no_workers_runs_one_slice_per_worker(tmp_path):
+    """With no worker yet the engine waits for the first one the adaptive cluster starts, then asks
+    for the resource: no worker ever runs two slices at once (its second thread only writes)."""
+    logs: list[str] = []
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None, **LOCAL_WORKER) as cluster:
+        cluster.adapt(minimum=0, maximum=2, interval="100ms")
+        with Client(cluster) as c, get_task_stream(c) as ts:
+            res = run_sweep(SPEC, tmp_path / "a.zarr", client=c, slice_seconds=0.01, log=logs.append)
+        stream = ts.data
+    assert res.complete and res.ran == N_CELLS
+    assert "waiting for a first Dask worker" in logs
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    for rec in stream:
+        if "-slice-" in rec["key"]:
+            (comp,) = [x for x in rec["startstops"] if x["action"] == "compute"]
+            by_worker.setdefault(rec["worker"], []).append((comp["start"], comp["stop"]))
+    assert sum(len(v) for v in by_worker.values()) == N_CELLS
+    for spans in by_worker.values():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+
+
 @pytest.mark.slow
 def test_without_a_spare_thread_the_writer_waits(tmp_path):
     """The control: with single-threaded workers (no resource) a shard written while others run waits
