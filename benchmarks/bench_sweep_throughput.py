@@ -1,13 +1,15 @@
 """Sweep throughput: the same 16 sphere-MD cells serially in-process vs on 2 Dask workers
-(threads, the default for a local cluster, and worker processes).
+(threads, the default for a local cluster, and worker processes; each worker as geosweep starts
+it: one slice at a time, shard writes on a second thread).
 
 Also measures the fixed costs separately: LocalCluster start + worker warm-up, and the
 Prefect flow's start-up (embedded server + flow/task bookkeeping) on an already complete
-store (so no cells run). Run: ``python benchmarks/bench_sweep_throughput.py``.
+store (so no cells run). Run: ``python benchmarks/bench_sweep_throughput.py [--single-threaded]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import tempfile
 import time
@@ -25,9 +27,15 @@ SPEC = {
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description="sweep throughput: serial vs 2 Dask workers")
+    ap.add_argument(
+        "--single-threaded", action="store_true", help="workers of one thread, no slice resource (the old layout)"
+    )
+    single_threaded = ap.parse_args().single_threaded
     from distributed import Client, LocalCluster
 
-    from sweeps.engine import run_sweep
+    from sweeps.engine import LOCAL_WORKER, run_sweep
+    from sweeps.plan import make_plan
 
     tmp = Path(tempfile.mkdtemp(prefix="geosweep-bench-"))
     try:
@@ -36,17 +44,17 @@ def main() -> None:
         serial = run_sweep(SPEC, tmp / "serial.zarr", serial=True)
         t_serial = time.perf_counter() - t
 
-        from kernels.registry import FAMILIES
         from sweeps.engine import warm_worker
 
         timings = {}
         for processes in (False, True):
             t = time.perf_counter()
-            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=processes, dashboard_address=None)
+            worker = {"threads_per_worker": 1} if single_threaded else LOCAL_WORKER
+            cluster = LocalCluster(n_workers=2, processes=processes, dashboard_address=None, **worker)
             client = Client(cluster)
             t_cluster = time.perf_counter() - t
             t = time.perf_counter()
-            client.run(warm_worker, FAMILIES["s2"])  # load the Numba caches once per worker
+            client.run(warm_worker, make_plan(SPEC))  # load the Numba caches once per worker
             t_warm = time.perf_counter() - t
             t = time.perf_counter()
             store = tmp / f"parallel-{processes}.zarr"
@@ -55,7 +63,6 @@ def main() -> None:
             client.close()
             cluster.close()
 
-        from sweeps.plan import make_plan
         from sweeps.store import StoreRef, ensure_store
 
         plan = make_plan(SPEC)
