@@ -10,6 +10,7 @@ complete. Both stores are compared bitwise (the layout changes no value).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import tempfile
@@ -34,7 +35,9 @@ def count(path: Path) -> tuple[int, int, int]:
 
 
 def main() -> None:
-    names = sys.argv[1:] or ["chain_e3.toml", "sphere_demo.toml"]
+    ap = argparse.ArgumentParser(description="objects and bytes per cell: shards vs one cell per object")
+    ap.add_argument("specs", nargs="*", help="spec files or names in sweeps/examples (default: chain_e3, sphere_demo)")
+    names = ap.parse_args().specs or ["chain_e3.toml", "sphere_demo.toml"]
     rows = []
     for name in names:
         spec = name if os.path.exists(name) else str(resources.files("sweeps").joinpath("examples", name))
