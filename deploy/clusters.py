@@ -3,7 +3,7 @@
 Every Dask worker is a process on one core that runs one slice at a time (the Dask resource
 ``geosweep-slice``; the kernels are single-threaded Numba code, so one process per core avoids
 the GIL and keeps results bitwise identical to a serial run) and has a second thread that
-writes finished store shards meanwhile (:data:`SLICE_WORKER_ARGS`). Batch jobs export
+writes finished store shards meanwhile (:data:`sweeps.engine.WORKER_ARGS`). Batch jobs export
 ``NUMBA_NUM_THREADS=1`` (and the BLAS thread counts) and put the Numba cache on shared storage
 (``NUMBA_CACHE_DIR``) so a kernel compiled once is loaded by every worker.
 
@@ -39,9 +39,6 @@ WORKER_ENV = {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
-#: ``dask worker`` options of a geosweep worker: one slice at a time, a spare thread for shard
-#: writers (:data:`sweeps.engine.SLICE_RESOURCE`)
-SLICE_WORKER_ARGS = ("--nthreads", "2", "--resources", "geosweep-slice=1")
 #: Default Numba cache of batch workers; home directories are shared on most HPC systems.
 DEFAULT_NUMBA_CACHE_DIR = "$HOME/.cache/geosweep/numba"
 #: geosweep's defaults of dask-jobqueue keys, used where neither the cluster file nor the site's
@@ -283,11 +280,13 @@ def batch_prologue(o: _BatchOptions) -> list[str]:
 def _batch_kwargs(o: _BatchOptions) -> dict[str, Any]:
     """Keyword arguments of the dask-jobqueue cluster. Keys left None are read by dask-jobqueue from
     the dask configuration (the site's jobqueue.yaml) itself."""
+    from sweeps.engine import WORKER_ARGS
+
     extra = list(batch_setting(o, "worker-extra-args", o.worker_extra_args) or [])
     if not {"--nthreads", "--resources"} & set(extra):
         # dask-jobqueue starts `cores` workers of one thread each; a second thread (the later
         # --nthreads wins) writes finished shards while the worker's one slice at a time runs
-        extra = [*SLICE_WORKER_ARGS, *extra]
+        extra = [*WORKER_ARGS, *extra]
     if o.worker_lifetime:
         extra += ["--lifetime", o.worker_lifetime, "--lifetime-stagger", "2m"]
     cores = int(batch_setting(o, "cores", o.cores))
@@ -336,6 +335,8 @@ def _pbs(o: PBSOptions):
 def _kubernetes(o: KubernetesOptions):
     from dask_kubernetes.operator import KubeCluster
 
+    from sweeps.engine import WORKER_ARGS
+
     if o.manifest:
         cluster = KubeCluster(custom_cluster_spec=o.manifest, namespace=o.namespace)
     else:
@@ -348,7 +349,7 @@ def _kubernetes(o: KubernetesOptions):
             resources={"requests": dict(limits), "limits": dict(limits)},
             env={**WORKER_ENV, **o.env},  # NUMBA_CACHE_DIR: the image's, compiled at build (deploy/Dockerfile)
             # one slice at a time (sweeps.engine.SLICE_RESOURCE), a spare thread for shard writers
-            worker_command=" ".join(["dask", "worker", *SLICE_WORKER_ARGS]),
+            worker_command=" ".join(["dask", "worker", *WORKER_ARGS]),
         )
     if o.adapt_max_workers:
         cluster.adapt(minimum=o.adapt_min_workers, maximum=o.adapt_max_workers)

@@ -234,11 +234,13 @@ def _write_part(ref: StoreRef, *parts: list[CellRun]) -> list[tuple]:
 SLICE_RESOURCE = "geosweep-slice"
 #: ``LocalCluster`` keywords of a geosweep worker: one slice at a time plus a thread for writers
 LOCAL_WORKER: dict[str, Any] = {"threads_per_worker": 2, "resources": {SLICE_RESOURCE: 1}}
+#: the same worker as ``dask worker`` options (batch job scripts, Kubernetes pods)
+WORKER_ARGS = ("--nthreads", str(LOCAL_WORKER["threads_per_worker"]), "--resources", f"{SLICE_RESOURCE}=1")
 
 
-def slice_resources(client: Any) -> dict[str, float] | None:
-    """``resources=`` for slice tasks on ``client``'s cluster: :data:`SLICE_RESOURCE` if every worker has it."""
-    workers = client.scheduler_info(n_workers=-1).get("workers", {})
+def slice_resources(workers: dict[str, dict]) -> dict[str, float] | None:
+    """``resources=`` for slice tasks on a cluster of ``workers`` (the scheduler's worker info):
+    :data:`SLICE_RESOURCE` if every worker has it."""
     if workers and all(SLICE_RESOURCE in (w.get("resources") or {}) for w in workers.values()):
         return {SLICE_RESOURCE: 1}
     return None
@@ -402,13 +404,15 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                 k: client.submit(_identity, plan.models[k], key=f"geosweep-model-{tag}-{i}", pure=False)
                 for i, k in enumerate(keys)
             }
-            if not client.scheduler_info(n_workers=-1).get("workers"):
+            workers = client.scheduler_info(n_workers=-1).get("workers", {})
+            if not workers:
                 # an adaptive cluster starts workers for the pending model tasks; the slices' layout
                 # and resources follow the workers it starts
                 log("waiting for a first Dask worker")
                 client.wait_for_workers(1)
-            n_w = max(1, len(client.scheduler_info(n_workers=-1).get("workers", {})))
-            resources = slice_resources(client)
+                workers = client.scheduler_info(n_workers=-1).get("workers", {})
+            n_w = max(1, len(workers))
+            resources = slice_resources(workers)
             by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)
             slices = [cells for group in by_shard.values() for cells in group]
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")

@@ -80,10 +80,10 @@ def test_one_task_per_thread_without_the_resource(tmp_path):
     """A cluster whose workers do not declare the resource gets slices without it (old behaviour)."""
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
         with Client(cluster) as c:
-            assert slice_resources(c) is None
+            assert slice_resources(c.scheduler_info(n_workers=-1)["workers"]) is None
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None, **LOCAL_WORKER) as cluster:
         with Client(cluster) as c:
-            assert slice_resources(c) == {SLICE_RESOURCE: 1}
+            assert slice_resources(c.scheduler_info(n_workers=-1)["workers"]) == {SLICE_RESOURCE: 1}
 
 
 def test_an_adaptive_cluster_from_no_workers_runs_one_slice_per_worker(tmp_path):
