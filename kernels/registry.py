@@ -162,6 +162,8 @@ class SystemDef:
     #: e.g. the sphere's vortex case; parameters not named here take their declared default if
     #: swept, else their first swept value
     report_sel: dict[str, Any] = field(default_factory=dict)
+    #: former parameter names → current ones, so that an old spec is refused naming the new name
+    renamed: dict[str, str] = field(default_factory=dict)
 
     def param(self, name: str) -> Param:
         for p in self.params:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, InstanceOf, model_serializer
 
 from kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, FamilyDef, IntegratorDef, RunRequest, SystemDef
 from sweeps.grid import Cell, Grid
-from sweeps.spec import SweepSpec, build_models, check_size_limits, parse_spec
+from sweeps.spec import SpecError, SweepSpec, build_models, check_size_limits, parse_spec
 
 
 class Plan(BaseModel):
@@ -139,5 +139,10 @@ def make_plan(source: Plan | SweepSpec | str | os.PathLike | dict) -> Plan:
         for dim, n in famdef.sizes(model).items():
             sizes[dim] = max(sizes.get(dim, 0), int(n))
     plan = Plan(spec=spec, sysdef=sysdef, famdef=famdef, idefs=idefs, grid=grid, models=models, sizes=sizes)
+    from sweeps.store import name_clash
+
+    clash = name_clash(sysdef, famdef, plan.first_model)
+    if clash:  # xarray would refuse the store's template only once the run starts
+        raise SpecError([clash], spec.name)
     check_size_limits(spec, plan.size_estimate(), grid.size)  # before any store or cluster exists
     return plan

@@ -391,6 +391,9 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
     if sysdef is not None:
         declared = {p.name: p for p in sysdef.params}
         for key, value in spec.params.items():
+            if key in sysdef.renamed:
+                problems.append((f"params.{key}", f"renamed to {sysdef.renamed[key]!r} (parameter of {spec.system})"))
+                continue
             if key not in declared:
                 problems.append((f"params.{key}", f"unknown parameter of {spec.system}; known: {sorted(declared)}"))
                 continue

@@ -325,6 +325,35 @@ def objects_estimate(plan: Plan) -> dict[str, float]:
     }
 
 
+#: coordinates the store adds besides the sweep axes and the per-cell dims (see :func:`template`)
+LAYOUT_COORDS = ("integrator_family", "integrator_order", "integrator_adaptive", "time", "snapshot", "snapshot_time")
+#: the method axes of every grid (:class:`sweeps.grid.Grid`)
+METHOD_AXES = ("integrator", "h", "tol")
+
+
+def stored_names(famdef, model) -> set[str]:
+    """Every variable and coordinate name the store of a sweep of ``model`` writes, except the system parameters."""
+    names = {d.name for d in famdef.diagnostics(model)} | set(SWEEP_FLAGS) | set(LAYOUT_COORDS)
+    return names | set(famdef.sizes(model)) | set(METHOD_AXES)
+
+
+def name_clash(sysdef, famdef, model) -> tuple[str, str] | None:
+    """``(field, reason)`` for the first system parameter (every parameter becomes a coordinate, swept
+    or fixed) or method axis whose name a stored variable or coordinate also has; ``None`` if disjoint."""
+    taken = stored_names(famdef, model)
+    for p in sysdef.params:
+        if p.name in taken:
+            return f"params.{p.name}", (
+                f"system {sysdef.name!r} declares a parameter {p.name!r}, which is also the name of a stored "
+                "variable or coordinate; the system must rename it"
+            )
+    diagnostics = {d.name for d in famdef.diagnostics(model)}
+    for axis in METHOD_AXES:
+        if axis in diagnostics:
+            return "system", f"family {famdef.name!r} stores a variable {axis!r}, the name of a sweep axis"
+    return None
+
+
 def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     """The lazily filled xarray Dataset describing the store (nothing computed), and its encoding."""
     import dask.array as da
