@@ -60,7 +60,7 @@ from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_VALUE
 from kernels.core.signatures import contract_types
 from kernels.core.trajectory import Reductions, StepperSpec
 from kernels.dg.gradients import lu_factor, lu_solve
-from kernels.dg.model import CB_TYPE, LagrangianForm, SkewSystem, dg_skew
+from kernels.dg.model import CB_TYPE, LagrangianForm, SkewSystem, dg_skew, reduce_angles, with_angles
 from kernels.status import Status
 
 _STEP_SIG, _OBS_SIG, _DENSE_SIG, _ = contract_types(CB_TYPE)
@@ -161,7 +161,7 @@ def dla_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     skew, V, dV, cons = cb
     n = int(p[0])
     k = int(p[1])
-    pp = p[P_HEAD:]
+    pp = p[P_HEAD : p.shape[0] - int(p[3])]
     kind = int(meth[0])
     tol = meth[1]
     maxit = int(meth[2])
@@ -241,6 +241,7 @@ def dla_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     if _project(A0, k, n, pn) != 0:
         sio[S_FAIL_VALUE] = np.nan
         return _NONCONV
+    reduce_angles(p, int(p[3]), qn)
     return _OK
 
 
@@ -250,7 +251,7 @@ def dla_observe(cb, meth, S, p, work, full, obs):
     skew, V, dV, cons = cb
     n = int(p[0])
     k = int(p[1])
-    pp = p[P_HEAD:]
+    pp = p[P_HEAD : p.shape[0] - int(p[3])]
     E = V(S[:n], pp)
     for i in range(n):
         E += 0.5 * S[n + i] * S[n + i]
@@ -291,7 +292,9 @@ def make_stepper(system: SkewSystem, method: str, *, tol: float = 1e-14, maxit: 
         raise ValueError(f"unknown DLA integrator {method!r}; choose from {sorted(METHODS)}")
     lag = lagrangian(system)
     n = lag.n
-    p = np.ascontiguousarray(np.concatenate([[n, lag.k, 0.0, 0.0], lag.params]), dtype=np.float64)
+    if any(i >= n for i in system.periodic):  # q comes first in the system's state and in z = (q, p)
+        raise ValueError(f"{system.name}: periodic entries {system.periodic} must be configuration coordinates")
+    p = with_angles(np.concatenate([[n, lag.k, 0.0, 0.0], lag.params]), system.periodic)
     red = np.array([Reductions.NONE, Reductions.MAX], dtype=np.int64)
     return StepperSpec(
         drive=compile_driver(CB_TYPE),

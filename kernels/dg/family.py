@@ -23,7 +23,7 @@ from kernels.core.cells import (
 from kernels.core.trajectory import Trajectory
 from kernels.dg import dla
 from kernels.dg.chain_lp import SYSTEM as CHAIN_LP
-from kernels.dg.model import SkewSystem
+from kernels.dg.model import SkewSystem, reduce_angles
 from kernels.dg.steppers import METHODS, make_stepper
 from kernels.dg.systems import SYSTEMS as _BUILTIN
 from kernels.dg.systems import rigid_body
@@ -82,8 +82,10 @@ def start(model: SkewSystem, integrator: str, request: RunRequest, options: dict
         # the shared default T/100 can overflow a first trial step of a long run (an inf error
         # estimate fails the cell); start from at most one output interval instead
         options = {**options, "h0": min(request.T / 100.0, request.dt_out)}
-    x0 = dla.initial_state(model) if integrator in dla.METHODS else model.x0
-    return start_trajectory(_stepper(model, integrator, options), x0, request, options)
+    stepper = _stepper(model, integrator, options)
+    x0 = np.array(dla.initial_state(model) if integrator in dla.METHODS else model.x0)
+    reduce_angles(stepper.p, len(model.periodic), x0)  # the periodic entries in (−π, π] from the start
+    return start_trajectory(stepper, x0, request, options)
 
 
 def collect(model: SkewSystem, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:

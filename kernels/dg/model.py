@@ -17,6 +17,7 @@ use :func:`no_extra`). One compiled driver serves every system (first-class func
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,6 +63,29 @@ def no_extra(x, p, mode, out):
     """For systems with no constraint residual, Casimir or multiplier form."""
 
 
+_TWO_PI = 2.0 * math.pi
+
+
+@kjit
+def reduce_angles(p, m, x):
+    """Reduce the periodic entries of ``x`` to (−π, π]: their m indices are the last m entries of the
+    model vector ``p``. Entries already in range are left untouched (bitwise); one wrap subtracts
+    fl(2π) exactly (Sterbenz)."""
+    last = p.shape[0] - m
+    for j in range(m):
+        i = int(p[last + j])
+        a = x[i]
+        if a > math.pi or a <= -math.pi:
+            x[i] = a - _TWO_PI * math.ceil((a - math.pi) / _TWO_PI)
+
+
+def with_angles(p: np.ndarray, periodic: tuple[int, ...]) -> np.ndarray:
+    """The model vector ``p`` (header slot 3 free) with ``periodic`` appended and counted in ``p[3]``."""
+    out = np.concatenate([p, np.asarray(periodic, dtype=np.float64)])
+    out[3] = float(len(periodic))
+    return np.ascontiguousarray(out)
+
+
 @dataclass(frozen=True, eq=False)
 class SkewSystem:
     """A concrete skew-gradient system with its initial state.
@@ -71,6 +95,9 @@ class SkewSystem:
     Casimirs that follow it; ``n_multipliers`` k > 0 marks a multiplier form (004 eq. (15),
     N = 2n even, S = canonical J for the discrete gradient methods; the baselines integrate
     ẋ = S(x)∇H(x) with the model's S, which must be the constrained canonical field there).
+    ``periodic``: indices of angles on which S, H and the invariants depend 2π-periodically; the
+    steppers keep them in (−π, π] (the initial state and every accepted step), so an angle that
+    grows without bound (a rotating pendulum) keeps its absolute precision.
     """
 
     name: str
@@ -86,6 +113,7 @@ class SkewSystem:
     casimirs: tuple[str, ...] = ()
     n_multipliers: int = 0
     info: dict = field(default_factory=dict)
+    periodic: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         x0 = np.ascontiguousarray(self.x0, dtype=np.float64).ravel()
@@ -97,6 +125,8 @@ class SkewSystem:
             raise ValueError(f"{self.name}: a multiplier form needs a canonical state (q, p) of even length")
         if not np.all(np.isfinite(x0)):
             raise ValueError(f"{self.name}: the initial state is not finite")
+        if any(not 0 <= i < x0.shape[0] for i in self.periodic) or len(set(self.periodic)) != len(self.periodic):
+            raise ValueError(f"{self.name}: periodic {self.periodic} must be distinct state indices")
 
     @property
     def N(self) -> int:

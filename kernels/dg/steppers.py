@@ -1,7 +1,9 @@
 """The skew-gradient family on the shared driver: method records, step, observe, dense.
 
 State ``S`` = x (N): nothing else survives a step. Model vector ``p``: a header (N, k
-multipliers, number of invariants) then the system's own parameters. Method record ``meth``:
+multipliers, number of invariants, number m of periodic entries) then the system's own
+parameters, then the m indices of the periodic entries, which every accepted step reduces to
+(−π, π] (:func:`kernels.dg.model.reduce_angles`). Method record ``meth``:
 kind (discrete gradient, RK4, DOPRI5), discrete-gradient kind, quadrature points s, solver,
 tolerance, iteration limit, then s Gauss–Legendre nodes and weights, then the DOPRI5 tableau.
 
@@ -41,7 +43,7 @@ from kernels.dg.gradients import (
     lu_factor,
     lu_solve,
 )
-from kernels.dg.model import CB_TYPE, SkewSystem
+from kernels.dg.model import CB_TYPE, SkewSystem, reduce_angles, with_angles
 from kernels.status import Status
 
 _OK = int(Status.OK)
@@ -56,7 +58,7 @@ S_MAX = 32
 _O_NODES = M_HEAD
 _O_WEIGHTS = M_HEAD + S_MAX
 _O_TAB = M_HEAD + 2 * S_MAX  # DOPRI5: A (7·7), b (7), b̂ (7), P (7·4)
-P_N, P_K, P_NINV = 0, 1, 2
+P_N, P_K, P_NINV, P_NPER = 0, 1, 2, 3
 P_HEAD = 4
 _EPS = np.finfo(np.float64).eps
 #: a solve that stops contracting (‖Δ_k‖ > STALL_RATIO·‖Δ_{k−1}‖, k ≥ 3) below STALL_FLOOR·tol·scale
@@ -123,7 +125,7 @@ _DOPRI5 = _q(
 
 def model_vector(system: SkewSystem) -> np.ndarray:
     head = np.array([system.N, system.n_multipliers, system.n_invariants, 0.0])
-    return np.ascontiguousarray(np.concatenate([head, system.params]))
+    return with_angles(np.concatenate([head, system.params]), system.periodic)
 
 
 def work_size(N: int, k: int, ninv: int) -> int:
@@ -360,14 +362,19 @@ def _rk_step(cb, p, meth, nu, o, h, x, xn, work, info, sio):
 def dg_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     n = int(p[P_N])
     k = int(p[P_K])
-    pp = p[P_HEAD:]
+    m = int(p[P_NPER])
+    pp = p[P_HEAD : p.shape[0] - m]
     x = S[:n]
     xn = Sn[:n]
     o = 7 * n + 8 + int(p[P_NINV])  # past the stages and the observe scratch
     if int(meth[M_KIND]) == K_DG:
         ks = k if int(meth[M_DG]) != MIDPOINT else 0
-        return _dg_step(cb, pp, meth, ks, k, o, h, x, xn, work, iwork, info, sio)
-    return _rk_step(cb, pp, meth, n + k, o, h, x, xn, work, info, sio)
+        st = _dg_step(cb, pp, meth, ks, k, o, h, x, xn, work, iwork, info, sio)
+    else:
+        st = _rk_step(cb, pp, meth, n + k, o, h, x, xn, work, info, sio)
+    if st == _OK and m > 0:
+        reduce_angles(p, m, xn)
+    return st
 
 
 @kjit(_OBS_SIG)
@@ -375,7 +382,7 @@ def dg_observe(cb, meth, S, p, work, full, obs):
     skew, energy, grad, extra = cb
     n = int(p[P_N])
     ninv = int(p[P_NINV])
-    pp = p[P_HEAD:]
+    pp = p[P_HEAD : p.shape[0] - int(p[P_NPER])]
     x = S[:n]
     obs[0] = energy(x, pp)
     if ninv > 0:
