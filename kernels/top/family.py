@@ -299,8 +299,12 @@ INTEGRATORS = (
     _slgi("slgi0", 1, "Symplectic Lie group integrator θ = 0 (001 (15)-(17)) on T*SO(3) (formulation A); Newton."),
     _slgi("slgi_half", 2, "Symplectic Lie group integrator θ = ½ on T*SO(3) (formulation A); Newton."),
     _slgi("slgi1", 1, "Symplectic Lie group integrator θ = 1 on T*SO(3) (formulation A); Newton."),
-    _slgi("slgikk_half", 2, "SLGI θ = ½ on the quadratic form over T*(SO(3) × R³) (formulation C; consistency). "
-          "E0 = H_C(0) includes the auxiliary ½|p|²; relative energy errors divide by |E0 − ½|p(0)|²| = |H_A(0)|."),
+    _slgi(
+        "slgikk_half",
+        2,
+        "SLGI θ = ½ on the quadratic form over T*(SO(3) × R³) (formulation C; consistency). "
+        "E0 = H_C(0) includes the auxiliary ½|p|²; relative energy errors divide by |E0 − ½|p(0)|²| = |H_A(0)|.",
+    ),
     _lp("lp_lie_euler", 1, "Lie–Euler on se(3)* (formulation B, coadjoint action)."),
     _lp("lp_lie_euler_heun", 2, "Lie–Euler–Heun (RKMK) on se(3)*."),
     _lp("lp_rkmk3", 3, "RKMK3 on se(3)* (exact dexp⁻¹)."),
