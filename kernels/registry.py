@@ -191,9 +191,16 @@ class IntegratorDef:
     #: further families whose ``run`` also handles this integrator (e.g. the (S²)ⁿ implicit VI
     #: applied to the pendulum chain through its (S²)ⁿ form)
     also: tuple[str, ...] = ()
+    #: ``order_on(model) -> int``: the order on that model when it differs from ``order`` (e.g. a
+    #: method that is order 2 on additively separable Hamiltonians and ``order`` otherwise)
+    order_on: Callable[[Any], int] | None = None
 
     def serves(self, family: str) -> bool:
         return family == self.family or family in self.also
+
+    def order_for(self, model: Any) -> int:
+        """The order of accuracy on ``model`` (the store's ``integrator_order``)."""
+        return int(self.order_on(model)) if self.order_on is not None else self.order
 
 
 @dataclass(frozen=True)

@@ -427,9 +427,10 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
             values = values.astype(str)
         coords[axis.name] = xr.Variable((axis.name,), values, {"units": axis.units, "long_name": axis.doc})
     idefs = [plan.idefs[name] for name in spec.integrators]
+    orders = [min(i.order_for(m) for m in plan.models.values()) for i in idefs]  # on this sweep's models
     for name, values, doc in (
         ("integrator_family", np.array([i.family for i in idefs]).astype(str), "family the integrator belongs to"),
-        ("integrator_order", np.array([i.order for i in idefs], dtype=np.int64), "order of accuracy"),
+        ("integrator_order", np.array(orders, dtype=np.int64), "order of accuracy"),
         ("integrator_adaptive", np.array([i.adaptive for i in idefs], dtype=bool), "adaptive (swept over tol)"),
     ):
         coords[name] = xr.Variable(("integrator",), values, {"long_name": doc})

@@ -193,6 +193,11 @@ def _needs_lagrangian(model) -> str | None:
     return None
 
 
+def _itoh_abe_order(model) -> int:
+    """2 on an additively separable H (SkewSystem.separable: Itoh–Abe = AVF there), else 1."""
+    return 2 if getattr(model, "separable", False) else 1
+
+
 _ON_CHAIN = {"also": ("ts2",), "applicable": _chain_size}
 _S = Param("quad_points", int, 6, "1", "Gauss–Legendre points s (exact for polynomial H of degree ≤ 2s)", ge=1, le=32)
 
@@ -209,8 +214,9 @@ INTEGRATORS = (
         params=_SOLVE, **_ON_CHAIN,
     ),
     IntegratorDef(
-        "dg_itoh_abe", "dg", 1, "Itoh–Abe coordinate-increment discrete gradient with S(x̄) (004 eq. (13)).",
-        params=_SOLVE, **_ON_CHAIN,
+        "dg_itoh_abe", "dg", 1, "Itoh–Abe coordinate-increment discrete gradient with S(x̄) (004 eq. (13)); "
+        "order 1, and 2 on an additively separable H (gearbox, sleigh, Suslov, rolling disk, rigid body), where it "
+        "equals AVF.", params=_SOLVE, order_on=_itoh_abe_order, **_ON_CHAIN,
     ),
     IntegratorDef(
         "implicit_midpoint", "dg", 2, "Implicit midpoint rule on ẋ = S(x)∇H(x) (baseline; a discrete gradient "

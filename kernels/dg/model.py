@@ -97,7 +97,9 @@ class SkewSystem:
     ẋ = S(x)∇H(x) with the model's S, which must be the constrained canonical field there).
     ``periodic``: indices of angles on which S, H and the invariants depend 2π-periodically; the
     steppers keep them in (−π, π] (the initial state and every accepted step), so an angle that
-    grows without bound (a rotating pendulum) keeps its absolute precision.
+    grows without bound (a rotating pendulum) keeps its absolute precision. ``separable``: H is
+    additively separable, H(x) = Σ_i h_i(x_i); the Itoh–Abe discrete gradient then equals AVF's and
+    the method is symmetric, order 2 (order 1 otherwise).
     """
 
     name: str
@@ -114,6 +116,7 @@ class SkewSystem:
     n_multipliers: int = 0
     info: dict = field(default_factory=dict)
     periodic: tuple[int, ...] = ()
+    separable: bool = False
 
     def __post_init__(self) -> None:
         x0 = np.ascontiguousarray(self.x0, dtype=np.float64).ravel()

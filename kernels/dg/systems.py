@@ -225,7 +225,7 @@ def sleigh(J=8.0, a=1.0, m=1.0, x1=-5.0, x2=0.0, theta=0.1, rho1=0.001, rho2=-0.
     return SkewSystem(
         "chaplygin_sleigh", sleigh_skew, rho12_energy, rho12_grad, np.array([x1, x2, theta, rho1, rho2]),
         np.array([J, a, m]), ("x1", "x2", "theta", "rho1", "rho2"), sleigh_extra, True,
-        info={"C": a * math.sqrt(m) / (J + m * a * a)},
+        info={"C": a * math.sqrt(m) / (J + m * a * a)}, separable=True,
     )  # fmt: skip
 
 
@@ -253,7 +253,7 @@ def suslov_grad(x, p, g):
 def suslov(I11=1.0, I22=2.0, I13=0.3, I23=0.5, rho1=1.0, rho2=0.5) -> SkewSystem:
     return SkewSystem(
         "suslov", suslov_skew, suslov_energy, suslov_grad, np.array([rho1, rho2]), np.array([I11, I22, I13, I23]),
-        ("rho1", "rho2"),
+        ("rho1", "rho2"), separable=True,
     )  # fmt: skip
 
 
@@ -495,7 +495,7 @@ def gearbox(form: str = "reduced", seed: int = 0) -> SkewSystem:
         return SkewSystem(
             "gearbox_reduced", gear_r_skew, gear_r_energy, gear_r_grad, np.concatenate([z[:3], rho]), np.zeros(1),
             ("q1", "q2", "q3", "rho1", "rho2"), gear_r_extra, True, "momentum",
-            info={"lagrangian": _gear_lagrangian(_gear_basis_reduced)}, periodic=_GEAR_ANGLES,
+            info={"lagrangian": _gear_lagrangian(_gear_basis_reduced)}, periodic=_GEAR_ANGLES, separable=True,
         )  # fmt: skip
     if form == "qr":
         X = np.empty((3, 2))
@@ -503,13 +503,13 @@ def gearbox(form: str = "reduced", seed: int = 0) -> SkewSystem:
         return SkewSystem(
             "gearbox_qr", gear_qr_skew, gear_r_energy, gear_r_grad, np.concatenate([z[:3], X.T @ z[3:]]),
             np.zeros(1), ("q1", "q2", "q3", "rho1", "rho2"), gear_qr_extra, True, "momentum",
-            info={"lagrangian": _gear_lagrangian(_gear_basis_qr)}, periodic=_GEAR_ANGLES,
+            info={"lagrangian": _gear_lagrangian(_gear_basis_qr)}, periodic=_GEAR_ANGLES, separable=True,
         )  # fmt: skip
     if form == "canonical":
         return SkewSystem(
             "gearbox_canonical", gear_c_skew, gear_c_energy, gear_c_grad, z, np.zeros(1),
             ("q1", "q2", "q3", "p1", "p2", "p3"), gear_c_extra, True, "momentum", n_multipliers=1,
-            info={"lagrangian": _gear_lagrangian(None)}, periodic=_GEAR_ANGLES,
+            info={"lagrangian": _gear_lagrangian(None)}, periodic=_GEAR_ANGLES, separable=True,
         )  # fmt: skip
     raise ValueError(f"form must be 'reduced', 'qr' or 'canonical', got {form!r}")
 
@@ -558,6 +558,7 @@ def rolling_disk(m=1.0, r=0.5, J_theta=0.25, J_phi=0.125, theta=0.0, rho1=1.0, r
     return SkewSystem(
         "rolling_disk", disk_skew, disk_energy, disk_grad, np.array([0.0, 0.0, theta, 0.0, rho1, rho2]),
         np.array([m, r, J_theta, J_phi]), ("x1", "x2", "theta", "phi", "rho1", "rho2"), disk_extra, True,
+        separable=True,
     )  # fmt: skip
 
 
@@ -597,7 +598,7 @@ def body_extra(x, p, mode, out):
 def rigid_body(I1=1.0, I2=2.0, I3=3.0, quartic=0.5, m1=1.0, m2=0.5, m3=0.8) -> SkewSystem:
     return SkewSystem(
         "rigid_body", body_skew, body_energy, body_grad, np.array([m1, m2, m3]), np.array([I1, I2, I3, quartic]),
-        ("m1", "m2", "m3"), body_extra, casimirs=("norm2",),
+        ("m1", "m2", "m3"), body_extra, casimirs=("norm2",), separable=True,
     )  # fmt: skip
 
 
