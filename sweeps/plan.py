@@ -139,9 +139,9 @@ def make_plan(source: Plan | SweepSpec | str | os.PathLike | dict) -> Plan:
         for dim, n in famdef.sizes(model).items():
             sizes[dim] = max(sizes.get(dim, 0), int(n))
     plan = Plan(spec=spec, sysdef=sysdef, famdef=famdef, idefs=idefs, grid=grid, models=models, sizes=sizes)
-    from sweeps.store import name_clash
+    from sweeps.store import name_clash, state_layout_clash
 
-    clash = name_clash(sysdef, famdef, plan.first_model)
+    clash = name_clash(sysdef, famdef, plan.first_model) or state_layout_clash(plan)
     if clash:  # xarray would refuse the store's template only once the run starts
         raise SpecError([clash], spec.name)
     check_size_limits(spec, plan.size_estimate(), grid.size)  # before any store or cluster exists

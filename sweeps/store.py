@@ -354,6 +354,28 @@ def name_clash(sysdef, famdef, model) -> tuple[str, str] | None:
     return None
 
 
+def _state_labels(model) -> tuple[str, ...]:
+    """The stored ``state`` labels of a model whose family has no fixed ``state_labels`` (dg)."""
+    return tuple(getattr(model, "stored_labels", None) or getattr(model, "labels", ()) or ())
+
+
+def state_layout_clash(plan: Plan) -> tuple[str, str] | None:
+    """``(field, reason)`` when the models of a sweep store different ``state`` layouts (the ``state``
+    coordinate would be a bare index meaning different entries in different cells); else ``None``."""
+    if plan.famdef.state_labels or "state" not in plan.sizes:
+        return None
+    layouts = {_state_labels(m) for m in plan.models.values()}
+    if len(layouts) <= 1:
+        return None
+    swept = list(plan.spec.swept_params())
+    field = f"params.{swept[0]}" if len(swept) == 1 else "params"
+    shown = "; ".join(f"({', '.join(x)})" for x in sorted(layouts, key=len)[:2])
+    return field, (
+        f"the models of this sweep store different state layouts ({shown}); run them in separate sweeps "
+        "or give the system one layout for every variant (SkewSystem.layout)"
+    )
+
+
 def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     """The lazily filled xarray Dataset describing the store (nothing computed), and its encoding."""
     import dask.array as da
@@ -451,7 +473,7 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
             ("state",), np.array(fam.state_labels).astype(str), {"long_name": "entry of the state vector of a body"}
         )
     elif "state" in sizes:  # families whose state depends on the system (dg): the models' own labels
-        labels = {tuple(getattr(m, "labels", ()) or ()) for m in plan.models.values()}
+        labels = {_state_labels(m) for m in plan.models.values()}
         if len(labels) == 1 and len(next(iter(labels))) == sizes["state"]:
             coords["state"] = xr.Variable(
                 ("state",), np.array(next(iter(labels))).astype(str), {"long_name": "entry of the state vector"}

@@ -22,7 +22,7 @@ def _final_error(model, h: float, ref: np.ndarray) -> float:
     x = F.run(model, "dg_itoh_abe", RunRequest(T=T, dt_out=T, h=h), {}).values["final_state"][0]
     d = x - ref
     d[list(model.periodic)] = np.angle(np.exp(1j * d[list(model.periodic)]))
-    return float(np.abs(d).max())
+    return float(np.nanmax(np.abs(d)))  # NaN: entries of the shared gearbox layout this form does not carry
 
 
 @pytest.mark.parametrize(

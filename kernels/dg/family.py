@@ -55,7 +55,7 @@ def diagnostics(model: SkewSystem) -> tuple[Diagnostic, ...]:
 
 
 def sizes(model: SkewSystem) -> dict[str, int]:
-    return {"body": 1, "state": model.N}
+    return {"body": 1, "state": len(model.stored_labels)}
 
 
 def _stepper(model: SkewSystem, integrator: str, options: dict):
@@ -92,9 +92,9 @@ def collect(model: SkewSystem, integrator: str, traj: Trajectory, options: dict 
     """The stored values of a finished (or failed) trajectory."""
     if integrator in dla.METHODS:  # (q, p) → the system's coordinates
         lag = dla.lagrangian(model)
-        values = common_values(traj, lambda z: np.ascontiguousarray(lag.from_canonical(z).reshape(1, -1)))
+        values = common_values(traj, lambda z: model.to_layout(lag.from_canonical(z)))
     else:
-        values = common_values(traj, lambda x: np.ascontiguousarray(x.reshape(1, -1)))
+        values = common_values(traj, model.to_layout)
     names = traj.stepper.obs_names
     nan_t = np.full(traj.out.shape[0], np.nan)
     if model.has_constraint:

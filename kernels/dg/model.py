@@ -99,7 +99,10 @@ class SkewSystem:
     steppers keep them in (−π, π] (the initial state and every accepted step), so an angle that
     grows without bound (a rotating pendulum) keeps its absolute precision. ``separable``: H is
     additively separable, H(x) = Σ_i h_i(x_i); the Itoh–Abe discrete gradient then equals AVF's and
-    the method is symmetric, order 2 (order 1 otherwise).
+    the method is symmetric, order 2 (order 1 otherwise). ``layout``: the stored state labels, a
+    superset of ``labels`` that every variant of one system shares (every gearbox form), so that a
+    sweep over the variants stores one labelled ``state`` layout; entries a variant does not carry
+    are NaN (empty: ``labels``).
     """
 
     name: str
@@ -117,6 +120,7 @@ class SkewSystem:
     info: dict = field(default_factory=dict)
     periodic: tuple[int, ...] = ()
     separable: bool = False
+    layout: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         x0 = np.ascontiguousarray(self.x0, dtype=np.float64).ravel()
@@ -128,8 +132,23 @@ class SkewSystem:
             raise ValueError(f"{self.name}: a multiplier form needs a canonical state (q, p) of even length")
         if not np.all(np.isfinite(x0)):
             raise ValueError(f"{self.name}: the initial state is not finite")
+        if len(set(self.stored_labels)) != len(self.stored_labels) or not set(self.labels) <= set(self.stored_labels):
+            raise ValueError(f"{self.name}: layout {self.layout} must hold every label {self.labels} once")
         if any(not 0 <= i < x0.shape[0] for i in self.periodic) or len(set(self.periodic)) != len(self.periodic):
             raise ValueError(f"{self.name}: periodic {self.periodic} must be distinct state indices")
+
+    @property
+    def stored_labels(self) -> tuple[str, ...]:
+        """The labels of the stored ``state`` entries (``layout``, else ``labels``)."""
+        return self.layout or self.labels
+
+    def to_layout(self, x: np.ndarray) -> np.ndarray:
+        """A state in the system's coordinates → (1, len(stored_labels)), NaN where not carried."""
+        if not self.layout:
+            return np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(1, -1))
+        out = np.full((1, len(self.layout)), np.nan)
+        out[0, [self.layout.index(lab) for lab in self.labels]] = x
+        return out
 
     @property
     def N(self) -> int:

@@ -484,6 +484,8 @@ def _gear_lagrangian(basis) -> LagrangianForm:
 #: the pendulum angle q3: V, the constraint and S are 2π-periodic in it, and a rotating pendulum's q3
 #: grows without bound (7.9·10⁴ rad by t = 5·10⁴ from seed 2), so the steppers keep it in (−π, π]
 _GEAR_ANGLES = (2,)
+#: one stored state layout for the reduced and canonical forms (a sweep over form stays labelled)
+_GEAR_LAYOUT = ("q1", "q2", "q3", "rho1", "rho2", "p1", "p2", "p3")
 
 
 def gearbox(form: str = "reduced", seed: int = 0) -> SkewSystem:
@@ -496,6 +498,7 @@ def gearbox(form: str = "reduced", seed: int = 0) -> SkewSystem:
             "gearbox_reduced", gear_r_skew, gear_r_energy, gear_r_grad, np.concatenate([z[:3], rho]), np.zeros(1),
             ("q1", "q2", "q3", "rho1", "rho2"), gear_r_extra, True, "momentum",
             info={"lagrangian": _gear_lagrangian(_gear_basis_reduced)}, periodic=_GEAR_ANGLES, separable=True,
+            layout=_GEAR_LAYOUT,
         )  # fmt: skip
     if form == "qr":
         X = np.empty((3, 2))
@@ -510,6 +513,7 @@ def gearbox(form: str = "reduced", seed: int = 0) -> SkewSystem:
             "gearbox_canonical", gear_c_skew, gear_c_energy, gear_c_grad, z, np.zeros(1),
             ("q1", "q2", "q3", "p1", "p2", "p3"), gear_c_extra, True, "momentum", n_multipliers=1,
             info={"lagrangian": _gear_lagrangian(None)}, periodic=_GEAR_ANGLES, separable=True,
+            layout=_GEAR_LAYOUT,
         )  # fmt: skip
     raise ValueError(f"form must be 'reduced', 'qr' or 'canonical', got {form!r}")
 
