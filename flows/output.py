@@ -203,6 +203,11 @@ def store_problem(url: str, storage_options: dict | None = None) -> str | None:
     credentials of a URL in the reason (an ``endpoint_url`` with ``user:password@``) are removed."""
     from sweeps.credentials import scrub
 
+    if scrub(url) != url:  # Prefect would record it (the flow's store parameter) and every line print it
+        return (
+            f"the store URL {scrub(url)} holds credentials (user:password@): pass them by reference in "
+            "--storage-options (env:NAME, @file.json), never in the URL"
+        )
     problem = _store_problem(url, storage_options)
     return scrub(problem) if problem else None
 

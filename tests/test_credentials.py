@@ -173,3 +173,11 @@ def test_credentials_of_an_endpoint_url_are_not_printed(tmp_path):
     assert p.returncode == 2, p.stderr[-3000:]
     assert "pw-alice" not in p.stderr + p.stdout and "c0ffee" not in p.stderr + p.stdout
     assert "http://***@127.0.0.1:9" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_store_url_with_credentials_is_refused(capsys):
+    """``s3://user:password@bucket/…`` would be recorded by Prefect (the flow's store parameter) and
+    printed on every line: refused in one line that does not echo the password."""
+    code = main(["status", "s3://alice:pw-alice-0815@creds/x.zarr"])
+    err = capsys.readouterr().err
+    assert code == 2 and "pw-alice" not in err and "s3://***@creds/x.zarr" in err, err
