@@ -69,6 +69,29 @@ def test_ordinary_specs_keep_the_hash_of_existing_stores():
     assert parse_spec(chain).spec_hash == "8c9f5aae4541cea14ecdfd74036e0de69d66d35481a0d64597c5503cbdda78b5"
 
 
+#: what geosweep wrote before the exact-integer change (a0310b8) for OLD_SPEC: its store's attributes
+OLD_SPEC = SPEC + "[params]\nkappa12 = [0, 10]\ng = 9\n[integrator_options.explicit_vi]\n"
+OLD_TEXT = (
+    '{"T":0.2,"dt_out":0.1,"h":[0.01],"integrator_options":{"explicit_vi":{}},"integrators":["explicit_vi","rk4"],'
+    '"name":"errs","params":{"g":9.0,"kappa12":[0.0,10.0]},"snapshot_dt":null,"system":"spring_pendula","tol":[]}'
+)
+OLD_HASH = "047ed55dab65569be01db1331e84b5f6076c35325f510761885f37dcc909549f"
+
+
+def test_a_store_written_before_the_change_resumes(tmp_path):
+    """A store whose identity attributes are those the previous geosweep wrote (OLD_TEXT, OLD_HASH,
+    taken from a store it wrote) is resumed: every cell already complete, exit 0."""
+    (tmp_path / "s.toml").write_text(OLD_SPEC)
+    spec = parse_spec(tmp_path / "s.toml")
+    assert spec.canonical_json() == OLD_TEXT and spec.spec_hash == OLD_HASH
+    p = geosweep("run", "s.toml", "--store", "s.zarr", "--serial", "--no-prefect", cwd=tmp_path, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="r+")
+    group.attrs.update({"spec": OLD_TEXT, "spec_hash": OLD_HASH})
+    p = geosweep("run", "s.toml", "--store", "s.zarr", "--serial", "--no-prefect", cwd=tmp_path)
+    assert p.returncode == 0 and "4/4 cells already complete, 0 to run" in p.stderr, p.stderr[-3000:]
+
+
 def test_integers_above_2_53_are_distinct_and_int64_bounded():
     chain = {"name": "c", "system": "pendulum_chain", "integrators": ["lie_euler"], "h": [0.01], "T": 0.1,
              "dt_out": 0.05}  # fmt: skip
