@@ -38,6 +38,22 @@ def test_modules_in_the_working_directory_do_not_run(tmp_path, name):
     assert "compiling kernels" in p.stderr and "cells complete: 1/1" in p.stdout
 
 
+def test_dask_worker_processes_do_not_run_modules_of_the_working_directory(tmp_path):
+    """``--processes``: Dask spawns its workers with ``python -c`` (the working directory first on
+    sys.path); a ``multiprocessing.py`` there would run in every worker."""
+    marker = tmp_path / "executed"
+    (tmp_path / "multiprocessing.py").write_text(
+        f"with open({str(marker)!r}, 'a') as f:\n    f.write('multiprocessing\\n')\nraise SystemExit(7)\n"
+    )
+    (tmp_path / "s.toml").write_text(SPEC)
+    exe = shutil.which("geosweep")
+    cmd = [exe] if exe else [sys.executable, "-P", "-m", "flows.cli"]
+    p = subprocess.run([*cmd, "run", "s.toml", "--store", "s.zarr", "--workers", "1", "--processes", "--no-prefect"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert not marker.exists(), f"ran from the working directory: {marker.read_text()}"
+    assert p.returncode == 0 and "cells complete: 1/1" in p.stdout, p.stderr[-3000:]
+
+
 def test_the_flag_keeps_pythonpath(tmp_path):
     """``-P`` (not ``-I``): PYTHONPATH, where plugins may live, still reaches the helpers."""
     from flows.firstrun import SAFE_PATH
