@@ -643,6 +643,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     # an offline machine cannot send Prefect's telemetry: do not log an error for it
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if argv is None:  # the console script: every Python process it starts (Dask's spawned workers too)
+        # keeps the working directory off sys.path, like firstrun.SAFE_PATH (a multiprocessing.py there
+        # must not run in a worker); --import still finds modules there (flows.plugins puts it on sys.path)
+        os.environ.setdefault("PYTHONSAFEPATH", "1")
     parser = build_parser()
     args = parser.parse_args(argv)
     # the options themselves (dict) for this process; the StorageOptions (reference, or redacted when

@@ -34,6 +34,10 @@ COLD_SECONDS = {"family": 10, "all": 35}
 #: how long the early start of Prefect's temporary server may take while kernels compile (Prefect's own
 #: default, 20 s, is too short on 2 busy cores: the flow would then start a second server)
 SERVER_START_TIMEOUT = 120
+#: interpreter flag of every Python process geosweep starts: the working directory is not put on
+#: ``sys.path`` (a ``uvicorn.py`` or ``yaml.py`` there must not run); unlike ``-I`` it keeps
+#: ``PYTHONPATH`` and the user's site-packages, where plugins (``--import``) may live
+SAFE_PATH = ("-P",)
 
 _prepared: list[str] = []
 
@@ -80,7 +84,8 @@ def compile_families() -> None:
     first, *rest = BUILTIN_FAMILIES
     env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
     helpers = [
-        subprocess.Popen([sys.executable, "-c", f"import {m}"], env=env, stdout=subprocess.DEVNULL) for m in rest
+        subprocess.Popen([sys.executable, *SAFE_PATH, "-c", f"import {m}"], env=env, stdout=subprocess.DEVNULL)
+        for m in rest
     ]
     try:
         __import__(first)
@@ -143,7 +148,7 @@ class _TemporaryServer(threading.Thread):
         self.url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
         env.pop("PREFECT_API_URL", None)
-        cmd = [sys.executable, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
+        cmd = [sys.executable, *SAFE_PATH, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
                "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
                "--log-level", "error", "--lifespan", "on"]  # fmt: skip
         self.proc = subprocess.Popen(cmd, env=env, start_new_session=False)
@@ -261,7 +266,7 @@ def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, w
     elif cold and names[0] in BUILTIN_SYSTEMS:
         env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
         helper = subprocess.Popen(
-            [sys.executable, "-c", _COMPILE, os.fspath(spec_path)],
+            [sys.executable, *SAFE_PATH, "-c", _COMPILE, os.fspath(spec_path)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

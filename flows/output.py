@@ -38,11 +38,17 @@ def quiet_distributed(level: int = logging.WARNING) -> None:
 
 
 class _Stderr(logging.StreamHandler):
-    """Writes to the current ``sys.stderr`` (which may be replaced, e.g. under pytest)."""
+    """Writes to the current ``sys.stderr`` (which may be replaced, e.g. under pytest), with the
+    credentials of any URL in a line removed (``https://***@host``: :func:`sweeps.credentials.scrub`)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         self.stream = sys.stderr
         super().emit(record)
+
+    def format(self, record: logging.LogRecord) -> str:
+        from sweeps.credentials import scrub
+
+        return scrub(super().format(record))
 
 
 def configure(level: str = "INFO", quiet: bool = False) -> int:
@@ -193,7 +199,20 @@ def _endpoint_problem(endpoint: str, timeout: float = 5.0) -> str | None:
 
 
 def store_problem(url: str, storage_options: dict | None = None) -> str | None:
-    """Why a URL store cannot be used (unreachable endpoint, missing bucket), or None if it can."""
+    """Why a URL store cannot be used (unreachable endpoint, missing bucket), or None if it can; the
+    credentials of a URL in the reason (an ``endpoint_url`` with ``user:password@``) are removed."""
+    from sweeps.credentials import scrub
+
+    if scrub(url) != url:  # Prefect would record it (the flow's store parameter) and every line print it
+        return (
+            f"the store URL {scrub(url)} holds credentials (user:password@): pass them by reference in "
+            "--storage-options (env:NAME, @file.json), never in the URL"
+        )
+    problem = _store_problem(url, storage_options)
+    return scrub(problem) if problem else None
+
+
+def _store_problem(url: str, storage_options: dict | None = None) -> str | None:
     if "://" not in url:
         return None
     import fsspec

@@ -17,6 +17,12 @@ from typing import Any
 import numpy as np
 
 
+def _echo(value: Any, limit: int = 100) -> str:
+    """``repr(value)`` cut to about ``limit`` characters (a bad value as echoed in a message)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
 @dataclass(frozen=True)
 class Param:
     """A typed parameter with units and bounds.
@@ -43,28 +49,28 @@ class Param:
             raise ValueError("must not be null")
         if self.kind is bool:
             if not isinstance(value, bool):
-                raise ValueError(f"must be true or false, got {value!r}")
+                raise ValueError(f"must be true or false, got {_echo(value)}")
         elif self.kind is int:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"must be an integer, got {value!r}")
+                raise ValueError(f"must be an integer, got {_echo(value)}")
             value = int(value)
         elif self.kind is float:
             if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
-                raise ValueError(f"must be a number, got {value!r}")
+                raise ValueError(f"must be a number, got {_echo(value)}")
             value = float(value)
             if not np.isfinite(value):
-                raise ValueError(f"must be finite, got {value!r}")
+                raise ValueError(f"must be finite, got {_echo(value)}")
         elif self.kind is str:
             if not isinstance(value, str):
-                raise ValueError(f"must be a string, got {value!r}")
+                raise ValueError(f"must be a string, got {_echo(value)}")
         if self.choices is not None and value not in self.choices:
-            raise ValueError(f"must be one of {list(self.choices)}, got {value!r}")
+            raise ValueError(f"must be one of {list(self.choices)}, got {_echo(value)}")
         if self.gt is not None and not value > self.gt:
-            raise ValueError(f"must be > {self.gt}, got {value!r}")
+            raise ValueError(f"must be > {self.gt}, got {_echo(value)}")
         if self.ge is not None and not value >= self.ge:
-            raise ValueError(f"must be >= {self.ge}, got {value!r}")
+            raise ValueError(f"must be >= {self.ge}, got {_echo(value)}")
         if self.le is not None and not value <= self.le:
-            raise ValueError(f"must be <= {self.le}, got {value!r}")
+            raise ValueError(f"must be <= {self.le}, got {_echo(value)}")
         return value
 
 

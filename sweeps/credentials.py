@@ -9,11 +9,14 @@
 
 :class:`StorageOptions` carries the resolved options together with the reference they came
 from. Its JSON form (what Prefect records when it is a flow parameter) is the reference alone,
-or — for literal options — the options with every secret value replaced by ``"***"``
-(:func:`redact`); the resolved options exist only in memory (the flow's process and, pickled,
-its Dask tasks). A deployment (whose parameters live in Prefect's database) accepts a reference
-or options without secrets only (:func:`deployment_parameter`); its flow resolves the reference
-in the process that runs it, from that process's environment and files.
+or — for literal options — the options with every value but true/false/null replaced by ``"***"``
+(:func:`redact_values`: whether a value is a secret cannot be told from its name, e.g.
+``s3_additional_kwargs.SSECustomerKey``, or an ``endpoint_url`` with ``user:password@``); the
+resolved options exist only in memory (the flow's process and, pickled, its Dask tasks). A
+deployment (whose parameters live in Prefect's database) accepts a reference or literal options
+of true/false/null only (:func:`deployment_parameter`); its flow resolves the reference in the
+process that runs it, from that process's environment and files. :func:`scrub` removes the
+credentials of URLs (``scheme://user:password@host``) from a message.
 """
 
 from __future__ import annotations
@@ -33,8 +36,10 @@ SECRET_KEYS = frozenset(
     {"key", "secret", "access_key", "secret_key", "aws_access_key_id", "aws_secret_access_key", "aws_session_token",
      "session_token", "client_secret", "account_key", "sas_token", "connection_string", "passwd", "private_key"}
 )  # fmt: skip
-_SECRET_PARTS = ("secret", "password", "token", "credential", "private_key")
+_SECRET_PARTS = ("secret", "password", "token", "credential", "private_key", "customerkey", "customer_key", "apikey")
 REDACTED = "***"
+#: ``scheme://user:password@`` (or ``scheme://token@``): the credentials part of a URL.
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)[^/\s@'\"]+@")
 
 
 class StorageOptionsError(ValueError):
@@ -54,6 +59,30 @@ def redact(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [redact(v) for v in value]
     return value
+
+
+def redact_values(value: Any) -> Any:
+    """A copy of ``value`` (nested mappings and lists) with every value but true/false/null replaced by
+    ``"***"``: what literal storage options look like wherever they are recorded."""
+    if isinstance(value, dict):
+        return {k: redact_values(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_values(v) for v in value]
+    return value if value is None or isinstance(value, bool) else REDACTED
+
+
+def recordable_names(value: Any, prefix: str = "") -> list[str]:
+    """Dotted names of the entries of (nested) options that :func:`redact_values` would hide."""
+    if isinstance(value, dict):
+        return [n for k, v in value.items() for n in recordable_names(v, f"{prefix}.{k}" if prefix else str(k))]
+    if isinstance(value, list | tuple):
+        return [n for i, v in enumerate(value) for n in recordable_names(v, f"{prefix}[{i}]")]
+    return [] if value is None or isinstance(value, bool) else [prefix]
+
+
+def scrub(text: str) -> str:
+    """``text`` with the credentials of every URL in it replaced (``s3://***@host``): safe to print."""
+    return _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{REDACTED}@", text)
 
 
 def secret_names(value: Any, prefix: str = "") -> list[str]:
@@ -151,7 +180,7 @@ class StorageOptions(BaseModel):
 
     @model_serializer
     def _public(self) -> dict[str, Any]:
-        return {"reference": self.reference} if self.reference else redact(self.options)
+        return {"reference": self.reference} if self.reference else redact_values(self.options)
 
     def __repr__(self) -> str:
         return f"StorageOptions({self._public()!r})"
@@ -166,8 +195,9 @@ def resolve(value: StorageOptions | dict | str | None) -> dict | None:
 
 
 def deployment_parameter(value: StorageOptions | dict | str | None) -> str | dict | None:
-    """What a deployment may store as its ``storage_options`` parameter: the reference, or options
-    without secrets. Literal secrets are refused (:class:`StorageOptionsError`)."""
+    """What a deployment may store as its ``storage_options`` parameter: the reference, or literal
+    options of true/false/null only. Any other literal value (it may be a credential) is refused
+    (:class:`StorageOptionsError`)."""
     if isinstance(value, str) and is_reference(value.strip()):
         StorageOptions.of(value)  # resolvable here (a typo is refused now, not at 02:00)
         return value.strip()
@@ -176,9 +206,10 @@ def deployment_parameter(value: StorageOptions | dict | str | None) -> str | dic
         return None
     if so.reference:
         return so.reference
-    if so.secrets:
+    if names := recordable_names(so.options):
+        listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         raise StorageOptionsError(
-            f"storage options hold credentials ({', '.join(so.secrets)}): a deployment keeps its parameters in "
-            "Prefect's database, so pass a reference instead (env:NAME, @path/to/options.json, profile:NAME)"
+            f"storage options hold values that may be credentials ({listed}): a deployment keeps its parameters "
+            "in Prefect's database, so pass a reference instead (env:NAME, @path/to/options.json, profile:NAME)"
         )
     return dict(so.options)

@@ -24,6 +24,8 @@ import hashlib
 import itertools
 import json
 import math
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -38,8 +40,14 @@ Scalar = bool | int | float | str
 #: Relative tolerance for "T/h is an integer" and "dt_out is a multiple of h".
 INTEGRALITY_RTOL = 1e-9
 
-#: Largest spec file read (bytes); a larger one (or an endless device) is refused after this many.
+#: Largest spec file read (bytes); a larger one is refused after this many (a device or FIFO before opening).
 MAX_SPEC_BYTES = 4 * 2**20
+
+#: Integers a spec may hold: the range of the stored ``int64`` coordinates.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+#: Characters of a bad value (or name) echoed in a message.
+MAX_ECHO = 100
 
 #: Size limits checked before any work (a spec may raise them in its ``[limits]`` table).
 LIMITS: dict[str, float] = {
@@ -58,13 +66,18 @@ PLAN_LIMITS = ("store_bytes", "task_memory_bytes")
 class SpecError(ValueError):
     """A sweep spec was refused. ``problems`` lists ``(field, reason)`` pairs."""
 
+    #: Problems listed at most (the rest are counted), and characters of a field name or reason.
+    MAX_LISTED, MAX_FIELD, MAX_REASON = 20, 200, 2000
+
     def __init__(self, problems: list[tuple[str, str]], name: str | None = None):
         self.problems = problems
-        head = f"invalid sweep spec{f' {name!r}' if name else ''}:"
+        head = f"invalid sweep spec{f' {_cut(name)!r}' if name else ''}:"
+        lines = [(_cut(f, self.MAX_FIELD), _cut(r, self.MAX_REASON)) for f, r in problems[: self.MAX_LISTED]]
         if len(problems) == 1:  # one problem, one line
-            super().__init__(f"{head} {problems[0][0]}: {problems[0][1]}")
+            super().__init__(f"{head} {lines[0][0]}: {lines[0][1]}")
         else:
-            super().__init__("\n".join([head] + [f"  - {f}: {r}" for f, r in problems]))
+            more = [f"  … and {len(problems) - self.MAX_LISTED} more"] if len(problems) > self.MAX_LISTED else []
+            super().__init__("\n".join([head] + [f"  - {f}: {r}" for f, r in lines] + more))
 
 
 class SweepSpec(BaseModel):
@@ -108,7 +121,12 @@ class SweepSpec(BaseModel):
         """Numbers are numbers: no bool, no string (strict); an int is taken as a float."""
 
         def one(x: Any) -> Any:
-            return float(x) if isinstance(x, int) and not isinstance(x, bool) else x
+            if isinstance(x, int) and not isinstance(x, bool):
+                try:
+                    return float(x)
+                except OverflowError:  # beyond any float: left to the strict check ("a valid number")
+                    return x
+            return x
 
         return [one(x) for x in v] if isinstance(v, list) else one(v)
 
@@ -116,12 +134,13 @@ class SweepSpec(BaseModel):
     def canonical_json(self) -> str:
         """Canonical JSON text (sorted keys) that identifies the sweep's results.
 
-        Values, not spellings, identify a sweep: numbers compare by value (10 == 10.0), and
-        ``checkpoint_every`` (segments are bitwise identical to one run), ``limits`` and the free
-        text ``description`` are left out, so a sweep may resume with another checkpoint interval
-        or description."""
+        Values, not spellings, identify a sweep: numbers compare by value (10 == 10.0; an integer
+        is written as a float when one equals it exactly, as always, and as an integer otherwise, so
+        2**53 + 1 and 2**53 differ), and ``checkpoint_every`` (segments are bitwise identical to one
+        run), ``limits`` and the free text ``description`` are left out, so a sweep may resume with
+        another checkpoint interval or description."""
         data = self.model_dump(mode="json", exclude={"checkpoint_every", "description", "limits"})
-        return json.dumps(_numbers_as_floats(data), sort_keys=True, separators=(",", ":"))
+        return json.dumps(_canonical_numbers(data), sort_keys=True, separators=(",", ":"))
 
     @property
     def spec_hash(self) -> str:
@@ -190,12 +209,15 @@ class SweepSpec(BaseModel):
 # ---------------------------------------------------------------------------------------
 # loading and validation
 # ---------------------------------------------------------------------------------------
+_UNION_LABELS = frozenset({"bool", "int", "float", "str", "list[union[bool,int,float,str]]"})
+
+
 def _loc(loc: tuple) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in {"bool", "int", "float", "str", "list[union[bool,int,float,str]]"} or "[" in str(part):
+        elif part in _UNION_LABELS or "[" in str(part):
             continue  # pydantic's union-branch labels
         else:
             out += f".{part}" if out else str(part)
@@ -207,15 +229,11 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.suffix not in (".toml", ".yaml", ".yml"):  # checked before anything is read
         raise SpecError([("file", f"{path.name}: use a .toml, .yaml or .yml file")])
-    try:
-        with open(path, "rb") as f:  # at most MAX_SPEC_BYTES (+1 to notice more): /dev/zero is not read fully
-            raw = f.read(MAX_SPEC_BYTES + 1)
-    except OSError as e:
-        raise SpecError([("file", f"cannot read {path}: {e.strerror or e}")]) from None
+    raw = _read_regular_file(path)
     if len(raw) > MAX_SPEC_BYTES:
         raise SpecError([("file", f"{path} is larger than {MAX_SPEC_BYTES // 2**20} MiB: not a sweep spec")])
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a leading byte-order mark is not part of the text
     except UnicodeDecodeError as e:
         where = f"byte 0x{raw[e.start]:02x} at offset {e.start}"
         raise SpecError([("file", f"{path.name} is not UTF-8 text ({where})")]) from None
@@ -223,12 +241,100 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
         if path.suffix == ".toml":
             data = tomllib.loads(text)
         else:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
-        raise SpecError([("file", f"{path.name} is not valid {path.suffix[1:].upper()}: {e}")]) from None
+        reason = _cut(_one_line_error(e), 300)
+        raise SpecError([("file", f"{path.name} is not valid {path.suffix[1:].upper()}: {reason}")]) from None
     if not isinstance(data, dict):
         raise SpecError([("file", f"{path.name} must contain a table/mapping at top level")])
     return data
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """At most ``MAX_SPEC_BYTES + 1`` bytes of a regular file. Opened without blocking and checked
+    before reading: a FIFO (which would block), a device (``/dev/zero``) or a directory is refused."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise SpecError([("file", f"cannot read {path}: {e.strerror or e}")]) from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SpecError([("file", f"{path} is not a regular file (a FIFO, device or directory): not a sweep spec")])
+        try:
+            return f.read(MAX_SPEC_BYTES + 1)
+        except OSError as e:
+            raise SpecError([("file", f"cannot read {path}: {e.strerror or e}")]) from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader refusing a key given twice in one mapping (YAML itself keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: SafeLoader's own error follows
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {_short(key)}", key_node.start_mark
+                )  # fmt: skip
+        return super().construct_mapping(node, deep=deep)
+
+
+def _one_line_error(e: Exception) -> str:
+    """A parser's error on one line: YAML's problem and its position (not the quoted snippet)."""
+    if isinstance(e, yaml.MarkedYAMLError) and e.problem:
+        mark = e.problem_mark
+        return f"{e.problem}" + (f" (line {mark.line + 1}, column {mark.column + 1})" if mark else "")
+    return " ".join(str(e).split())
+
+
+def _cut(text: str, limit: int = MAX_ECHO) -> str:
+    """``text`` cut to about ``limit`` characters for a message."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def _short(value: Any) -> str:
+    """``repr(value)`` cut to about :data:`MAX_ECHO` characters: a bad value as echoed in a message."""
+    return _cut(repr(value))
+
+
+def _union_message(inputs: list[Any], allows_list: bool) -> str:
+    """The reason for a value matching no branch of ``Scalar`` (or ``Scalar | list[Scalar]``)."""
+    kinds = {dict: "a table", list: "a list", type(None): "null"}
+    got = kinds.get(type(inputs[0]), type(inputs[0]).__name__)
+    allowed = "a number, a string or true/false" + (", or a list of these" if allows_list else "")
+    return f"must be {allowed}, not {got}"
+
+
+def _problems(e: ValidationError) -> list[tuple[str, str]]:
+    """``(field, reason)`` of pydantic's errors: one per field; a value matching no branch of the
+    ``Scalar`` union gets one reason naming what is allowed (not the first branch's "valid boolean")."""
+    problems: list[tuple[str, str]] = []
+    union: dict[str, list[Any]] = {}
+    lists: set[str] = set()  # fields whose list branch failed inside the list (its items are reported)
+    for err in e.errors():
+        loc = err["loc"]
+        labels = [i for i, part in enumerate(loc) if isinstance(part, str) and part in _UNION_LABELS]
+        if labels and labels[-1] + 1 == len(loc) and err["type"].endswith("_type"):
+            field = _loc(loc[: labels[-1]])
+            union.setdefault(field, []).append(err.get("input"))
+            if loc[-1].startswith("list["):
+                lists.add(field)
+            continue
+        problems.append((_loc(loc), "unknown field" if err["type"] == "extra_forbidden" else err["msg"]))
+    nested = {f.rsplit("[", 1)[0] for f in union if f.endswith("]")}
+    for field, inputs in union.items():
+        if field not in nested:
+            problems.append((field, _union_message(inputs, field in lists)))
+    seen: dict[str, str] = {}
+    for f, m in problems:
+        seen.setdefault(f, m)
+    return list(seen.items())
 
 
 def parse_spec(source: str | Path | dict | SweepSpec) -> SweepSpec:
@@ -240,17 +346,7 @@ def parse_spec(source: str | Path | dict | SweepSpec) -> SweepSpec:
     try:
         spec = SweepSpec.model_validate(data)
     except ValidationError as e:
-        problems = []
-        for err in e.errors():
-            msg = err["msg"]
-            if err["type"] == "extra_forbidden":
-                msg = "unknown field"
-            problems.append((_loc(err["loc"]), msg))
-        # collapse duplicate union-branch messages
-        seen: dict[str, str] = {}
-        for f, m in problems:
-            seen.setdefault(f, m)
-        raise SpecError(list(seen.items()), name) from None
+        raise SpecError(_problems(e), name) from None
     return check_spec(spec)
 
 
@@ -294,7 +390,7 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
         raise SpecError(problems, spec.name)
     sysdef = SYSTEMS.get(spec.system)
     if sysdef is None:
-        problems.append(("system", f"unknown system {spec.system!r}; known: {sorted(SYSTEMS)}"))
+        problems.append(("system", f"unknown system {_short(spec.system)}; known: {sorted(SYSTEMS)}"))
 
     # integrators
     if len(set(spec.integrators)) != len(spec.integrators):
@@ -302,7 +398,7 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
     for i, name in enumerate(spec.integrators):
         idef = INTEGRATORS.get(name)
         if idef is None:
-            problems.append((f"integrators[{i}]", f"unknown integrator {name!r}; known: {sorted(INTEGRATORS)}"))
+            problems.append((f"integrators[{i}]", f"unknown integrator {_short(name)}; known: {sorted(INTEGRATORS)}"))
         elif sysdef is not None and not idef.serves(sysdef.family):
             problems.append(
                 (f"integrators[{i}]", f"{name!r} integrates the {idef.family!r} family, not {spec.system!r}")
@@ -318,6 +414,9 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
                 problems.append(
                     (f"integrator_options.{name}.{key}", f"unknown option; {name} takes {sorted(declared) or 'none'}")
                 )
+                continue
+            if reason := _int64_problem(value):
+                problems.append((f"integrator_options.{name}.{key}", reason))
                 continue
             try:
                 declared[key].check(value)
@@ -403,10 +502,13 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
             if isinstance(value, list):
                 if not value:
                     problems.append((f"params.{key}", "an axis needs at least one value"))
-                if len({json.dumps(_numbers_as_floats(v)) for v in value}) != len(value):
-                    problems.append((f"params.{key}", "axis values must be unique"))
+                if len({_value_key(v) for v in value}) != len(value):
+                    problems.append((f"params.{key}", "axis values must be unique (by value: 10 == 10.0, -0.0 == 0.0)"))
             for j, v in enumerate(values):
                 field = f"params.{key}[{j}]" if isinstance(value, list) else f"params.{key}"
+                if reason := _int64_problem(v):
+                    problems.append((field, reason))
+                    continue
                 try:
                     declared[key].check(v)
                 except ValueError as e:
@@ -417,23 +519,45 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
     return spec
 
 
-def _numbers_as_floats(x: Any) -> Any:
+def _canonical_numbers(x: Any) -> Any:
+    """Numbers as the spec hash sees them: an integer as the float equal to it (how every spec has
+    always been hashed: ``10`` and ``10.0`` are one sweep), or as itself when no float is (above 2**53:
+    ``2**53 + 1`` must not be hashed as ``2**53``)."""
     if isinstance(x, dict):
-        return {k: _numbers_as_floats(v) for k, v in x.items()}
+        return {k: _canonical_numbers(v) for k, v in x.items()}
     if isinstance(x, list):
-        return [_numbers_as_floats(v) for v in x]
+        return [_canonical_numbers(v) for v in x]
     if isinstance(x, int) and not isinstance(x, bool):
-        return float(x)
+        try:
+            f = float(x)
+        except OverflowError:
+            return x
+        return f if int(f) == x else x
     return x
+
+
+def _value_key(v: Any) -> tuple[str, Any]:
+    """Equal keys for equal axis values: numbers by value (``10 == 10.0``, ``-0.0 == 0.0``, as the
+    store's coordinate index compares them), never a number equal to true/false or a string."""
+    return ("bool" if isinstance(v, bool) else "str" if isinstance(v, str) else "number", v)
+
+
+def _int64_problem(v: Any) -> str | None:
+    """Why an integer cannot be a spec value (outside int64, the stored coordinates' type), or None."""
+    if isinstance(v, int) and not isinstance(v, bool) and not INT64_MIN <= v <= INT64_MAX:
+        return f"integer {_short(v)} is outside the 64-bit range [-2**63, 2**63 - 1]"
+    return None
 
 
 def check_limits(spec: SweepSpec) -> list[tuple[str, str]]:
     """Sizes against :data:`LIMITS` (raised by the spec's ``limits`` table), before anything is built."""
     problems: list[tuple[str, str]] = []
-    for key in spec.limits:
+    for key, value in spec.limits.items():
         if key not in LIMITS:
             problems.append((f"limits.{key}", f"unknown limit; known: {sorted(LIMITS)}"))
-    lim = {**LIMITS, **{k: v for k, v in spec.limits.items() if k in LIMITS}}
+        elif not (math.isfinite(value) and value > 0):  # a NaN limit would compare False: no bound
+            problems.append((f"limits.{key}", f"must be a positive finite number, got {value}"))
+    lim = {**LIMITS, **{k: v for k, v in spec.limits.items() if k in LIMITS and math.isfinite(v) and v > 0}}
     if not (spec.T > 0 and spec.dt_out > 0 and math.isfinite(spec.T) and math.isfinite(spec.dt_out)):
         return problems
     n_steps_axes = max(len(spec.h), 1) * max(len(spec.tol), 1)

@@ -22,6 +22,7 @@ The template (metadata, coordinates, attrs) is written once.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -443,10 +444,9 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     add("done", (), "int8", {"long_name": "1 once every value of the cell is written"}, 0)
 
     coords: dict[str, Any] = {}
-    for axis in grid.axes:
-        values = np.array(axis.values, dtype=object if isinstance(axis.values[0], str) else None)
-        if values.dtype == object:
-            values = values.astype(str)
+    for i, axis in enumerate(grid.axes):
+        kind = sysdef.param(axis.name).kind if i >= grid.n_method_axes else None
+        values = _coord_values(axis.values, kind)
         coords[axis.name] = xr.Variable((axis.name,), values, {"units": axis.units, "long_name": axis.doc})
     idefs = [plan.idefs[name] for name in spec.integrators]
     orders = [min(i.order_for(m) for m in plan.models.values()) for i in idefs]  # on this sweep's models
@@ -488,7 +488,8 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         value = spec.params.get(p.name, p.default)
         if value is None:
             continue
-        coords[p.name] = xr.Variable((), value, {"units": p.units, "long_name": p.doc, "fixed_parameter": 1})
+        meta = {"units": p.units, "long_name": p.doc, "fixed_parameter": 1}
+        coords[p.name] = xr.Variable((), _coord_values([value], p.kind)[0], meta)
     options = {name: grid.options(name) for name in spec.integrators}
     prov = provenance()
     attrs = {
@@ -515,6 +516,20 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     return ds, encoding
 
 
+#: Stored type of a parameter coordinate, by the parameter's declared kind (``str``: fixed-width text).
+_COORD_DTYPES = {bool: np.bool_, int: np.int64, float: np.float64, str: np.str_}
+
+
+def _coord_values(values, kind: type | None) -> np.ndarray:
+    """A coordinate's values in the declared parameter type (``int`` → int64: a spec's integers
+    are checked to fit), or as numpy infers them (method axes: names, ``h``, ``tol``)."""
+    dtype = _COORD_DTYPES.get(kind)
+    if dtype is None:
+        values = np.array(values, dtype=object if isinstance(values[0], str) else None)
+        return values.astype(str) if values.dtype == object else values
+    return np.array(values, dtype=dtype)
+
+
 def check_format(url: str, attrs: dict) -> None:
     """Refuse a store written in another format (raises :class:`StoreFormatError`, store untouched)."""
     found = attrs.get("geosweep_format")
@@ -522,7 +537,12 @@ def check_format(url: str, attrs: dict) -> None:
         return
     if "spec" not in attrs and found is None:
         raise StoreFormatError(f"{url} exists but is not a geosweep store (no spec in its attributes)")
-    has = f"store format {found}" if found is not None else "an unversioned store format (before format 2)"
+    if found is None:
+        has = "an unversioned store format (before format 2)"
+    elif isinstance(found, int) and not isinstance(found, bool):
+        has = f"store format {found}"
+    else:  # "2" is not format 2: a hand-edited or foreign attribute
+        has = f"an unrecognised store format (geosweep_format = {_echo(found)}, not a format number)"
     by = attrs.get("geosweep_version")
     raise StoreFormatError(
         f"store {url} has {has}{f', written by geosweep {by}' if by else ''}; this geosweep reads and writes "
@@ -586,7 +606,7 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
             _remove(ref)
         else:
             check_format(ref.url, attrs)
-            if attrs.get("spec_hash") != plan.spec.spec_hash:
+            if attrs.get("spec_hash") != plan.spec.spec_hash or not _spec_attr_intact(attrs):
                 raise StoreMismatchError(_mismatch_message(ref.url, attrs, plan.spec))
             return False
     kwargs: dict[str, Any] = {"zarr_format": 3, "mode": "w-", "compute": False, "encoding": encoding}
@@ -643,16 +663,41 @@ def _consolidate(ref: StoreRef) -> None:
         pass
 
 
+def _echo(value: Any, limit: int = 100) -> str:
+    """``repr(value)`` cut to about ``limit`` characters (a stored attribute as echoed in a message)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def _spec_attr_intact(attrs: dict) -> bool:
+    """True if the stored ``spec`` text is the one its ``spec_hash`` was computed from (not edited)."""
+    text = attrs.get("spec")
+    return isinstance(text, str) and hashlib.sha256(text.encode()).hexdigest() == attrs.get("spec_hash")
+
+
 def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
     old_text = attrs.get("spec")
     if not old_text:
         return f"{url} exists but is not a geosweep store (no spec in its attributes); choose another --store"
-    old = json.loads(old_text)
+    if attrs.get("spec_hash") == spec.spec_hash and not _spec_attr_intact(attrs):
+        return (
+            f"store {url}: its spec attribute was changed after the store was written (it no longer matches "
+            f"its spec_hash); refusing to resume a store whose sweep cannot be told. Use a new --store path."
+        )
+    try:
+        old = json.loads(old_text) if isinstance(old_text, str) else None
+    except ValueError:
+        old = None
+    if not isinstance(old, dict):  # e.g. edited by hand: the hashes differ, the text says nothing
+        return (
+            f"store {url} was created by a different sweep spec (its spec attribute is not a spec: "
+            f"{_echo(old_text)}); refusing to mix results. Use a new --store path (or delete the old store)."
+        )
     new = json.loads(spec.canonical_json())
     diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    details = "; ".join(f"{k}: store has {old.get(k)!r}, spec has {new.get(k)!r}" for k in diff)
+    details = "; ".join(f"{k}: store has {_echo(old.get(k))}, spec has {_echo(new.get(k))}" for k in diff)
     return (
-        f"store {url} was created by a different sweep spec ({old.get('name')!r}); refusing to mix results. "
+        f"store {url} was created by a different sweep spec ({_echo(old.get('name'))}); refusing to mix results. "
         f"Differences: {details}. Use a new --store path (or delete the old store)."
     )
 

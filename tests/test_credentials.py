@@ -41,7 +41,7 @@ def test_references_resolve_and_never_serialise_a_secret(tmp_path, monkeypatch):
     literal = StorageOptions.of(json.dumps(opts))
     assert literal.reference is None and literal.secrets == ["key", "secret"]
     dumped = literal.model_dump()
-    assert dumped["secret"] == REDACTED and dumped["client_kwargs"] == opts["client_kwargs"]
+    assert dumped == {"key": REDACTED, "secret": REDACTED, "client_kwargs": {"endpoint_url": REDACTED}}
     assert SECRET not in literal.model_dump_json() and SECRET not in repr(literal)
     assert redact({"a": [{"aws_session_token": "t"}]}) == {"a": [{"aws_session_token": REDACTED}]}
     with pytest.raises(StorageOptionsError, match="credentials"):
@@ -118,7 +118,7 @@ def test_prefect_flow_runs_hold_no_credentials(s3, prefect_server, tmp_path, mon
     assert out["ran"] == 2
     stored = _stored_runs().replace(" ", "")
     assert '"reference":"env:GEOSWEEP_TEST_S3"' in stored  # the subflow keeps the reference
-    assert '"secret":"***"' in stored and '"endpoint_url":"http' in stored  # the CLI's literal options, redacted
+    assert '"secret":"***"' in stored and '"endpoint_url":"***"' in stored  # the CLI's literal options, redacted
     assert SECRET not in stored and KEY_ID not in stored
     ds = xr.open_zarr(url, storage_options=s3)
     assert int(ds["done"].sum()) == 2 and np.isfinite(ds["max_abs_energy_error"].values).all()
@@ -127,3 +127,57 @@ def test_prefect_flow_runs_hold_no_credentials(s3, prefect_server, tmp_path, mon
     assert dep.parameters["storage_options"] == "env:GEOSWEEP_TEST_S3"
     with pytest.raises(StorageOptionsError, match="credentials"):
         nightly_deployment(SPEC, f"s3://{BUCKET}/nightly", storage_options=s3)
+
+
+HIDDEN = {"s3_additional_kwargs": {"SSECustomerKey": "c0ffee-customer-key-0815", "SSECustomerAlgorithm": "AES256"},
+          "client_kwargs": {"endpoint_url": "http://alice:pw-alice-0815@127.0.0.1:9"}, "anon": False}  # fmt: skip
+
+
+def test_no_value_of_literal_options_is_recorded():
+    """Whether a value is a secret cannot be told from its name (SSECustomerKey, a URL's user:password@):
+    every value of literal options but true/false/null is redacted, and a deployment refuses them."""
+    so = StorageOptions.of(json.dumps(HIDDEN))
+    text = so.model_dump_json() + repr(so)
+    assert "c0ffee" not in text and "pw-alice" not in text and "AES256" not in text
+    assert so.model_dump()["anon"] is False and so.model_dump()["client_kwargs"] == {"endpoint_url": REDACTED}
+    with pytest.raises(StorageOptionsError, match="s3_additional_kwargs.SSECustomerKey"):
+        deployment_parameter(HIDDEN)
+
+
+def test_prefect_records_no_value_of_literal_options(prefect_server, tmp_path):
+    """The CLI's Prefect path with literal options (a local store: the options travel as the flow's
+    parameter but reach no filesystem): neither the customer key nor the URL's password is stored."""
+    from flows.sweep_flow import sweep_flow
+    from sweeps.plan import make_plan
+
+    out = sweep_flow(make_plan(SPEC), store=str(tmp_path / "s.zarr"), n_workers=1,
+                     storage_options=StorageOptions.of(json.dumps(HIDDEN)))  # fmt: skip
+    assert out["ran"] == 2
+    stored = _stored_runs()
+    assert "c0ffee-customer-key" not in stored and "pw-alice" not in stored
+
+
+def test_credentials_of_an_endpoint_url_are_not_printed(tmp_path):
+    """An unreachable endpoint is named in the error line without its ``user:password@``."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    (tmp_path / "s.toml").write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in SPEC.items()))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
+    p = subprocess.run([sys.executable, "-m", "flows.cli", "run", "s.toml", "--store", f"s3://{BUCKET}/x.zarr",
+                        "--storage-options", json.dumps(HIDDEN), "--serial", "--no-prefect"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert p.returncode == 2, p.stderr[-3000:]
+    assert "pw-alice" not in p.stderr + p.stdout and "c0ffee" not in p.stderr + p.stdout
+    assert "http://***@127.0.0.1:9" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_store_url_with_credentials_is_refused(capsys):
+    """``s3://user:password@bucket/…`` would be recorded by Prefect (the flow's store parameter) and
+    printed on every line: refused in one line that does not echo the password."""
+    code = main(["status", "s3://alice:pw-alice-0815@creds/x.zarr"])
+    err = capsys.readouterr().err
+    assert code == 2 and "pw-alice" not in err and "s3://***@creds/x.zarr" in err, err

@@ -66,9 +66,12 @@ def test_spec_path_at_dev_zero_is_not_read_fully(tmp_path):
         pytest.skip("no /dev/zero")
     p, _ = geosweep("run", "/dev/zero", cwd=tmp_path)  # refused by its suffix, before reading
     assert_one_line(p, "zero", ".toml, .yaml or .yml")
-    (tmp_path / "zero.toml").symlink_to("/dev/zero")  # a spec suffix: read with a size cap
+    (tmp_path / "zero.toml").symlink_to("/dev/zero")  # a spec suffix: a device is refused before reading
     p, seconds = geosweep("run", "zero.toml", cwd=tmp_path)
-    assert_one_line(p, "zero.toml", "larger than")
+    assert_one_line(p, "zero.toml", "not a regular file")
+    (tmp_path / "big.toml").write_bytes(b"#" * (5 * 2**20))  # a regular file: read with a size cap
+    p, _ = geosweep("run", "big.toml", cwd=tmp_path)
+    assert_one_line(p, "big.toml", "larger than")
     assert seconds < 60
 
 
