@@ -26,8 +26,13 @@ import numpy as np
 from sweeps.grid import Cell
 from sweeps.plan import Plan, make_plan
 
-#: seconds of probing per (integrator, tolerance): enough steps for a stable time per step
-PROBE_SECONDS = 0.03
+#: seconds of probing per (integrator, tolerance, combination): batches enough for a stable fastest one
+#: (two consecutive ``geosweep validate`` agree within a few per cent; tests/test_estimate.py)
+PROBE_SECONDS = 0.1
+#: timed batches of one size per probe at least (the fastest counts, see ``_time_steps``)
+PROBE_BATCHES = 3
+#: seconds of probing in all, at most (the budget per probe shrinks with their number)
+PROBE_TOTAL_SECONDS = 3.0
 #: start-up outside the cells (s): imports and a warm kernel load, the local Dask cluster, the store
 #: template; with Prefect also its temporary server (when no PREFECT_API_URL is set; it boots while the
 #: kernels load, so only its tail counts) and the flow's tasks
@@ -102,27 +107,31 @@ def _bytes(n: float) -> str:
 def _time_steps(traj: Any, budget: float) -> tuple[float, float]:
     """Time ``traj`` for about ``budget`` seconds: (CPU seconds per step, steps per unit time).
 
-    Batches of 4, 16, 64 … steps until one takes a third of the budget; the time per step is the
-    last full batch's, so neither the first call (buffers, first sample) nor the Python call per
-    batch counts. CPU time of this thread, not wall time: other processes on a shared machine do
-    not inflate it."""
+    Batches of 4, 16, 64 … steps until one takes a tenth of the budget, then batches of that size
+    until the budget is spent (at least :data:`PROBE_BATCHES`). The time per step is the fastest
+    batch's: the first calls (buffers, first sample) and the Python call per batch do not count,
+    and neither does what other processes on a shared machine add (shared caches, memory
+    bandwidth, a virtual machine's stolen time count as this thread's CPU time too). They slow some
+    batches, never speed one up, so the fastest batch is what a second probe finds again."""
     k0, t_start = traj.steps, traj.time
-    n, per_step, cpu_all = 4, None, 0.0
+    n, best, cpu_all, sized = 4, None, 0.0, 0
     t0 = time.perf_counter()
     while not traj.finished:
         k, c0 = traj.steps, time.thread_time()
         traj.advance(steps=n)
         cpu = time.thread_time() - c0
         cpu_all += cpu
-        if traj.steps - k == n and n > 4:
-            per_step = cpu / n
-        if cpu >= budget / 3 or time.perf_counter() - t0 >= budget:
+        if traj.steps - k == n and (n > 4 or sized):
+            best = min(best, cpu / n) if best is not None else cpu / n
+        sized += bool(sized) or cpu >= budget / 10
+        elapsed = time.perf_counter() - t0
+        if (elapsed >= budget and sized > PROBE_BATCHES) or elapsed >= 4 * budget:
             break
-        n *= 4
+        if not sized:
+            n *= 4
     steps = traj.steps - k0
     advanced = traj.time - t_start
-    if per_step is None:
-        per_step = cpu_all / max(steps, 1)
+    per_step = best if best is not None else cpu_all / max(steps, 1)
     return per_step, steps / advanced if advanced > 0 else 0.0
 
 
@@ -133,6 +142,13 @@ PROBED_COMBINATIONS = 16
 Probes = dict[tuple[str, float | None, tuple[int, ...]], tuple[float, float, float]]
 
 
+def _probe_key(plan: Plan, cell: Cell) -> tuple[str, float | None, tuple[int, ...]]:
+    """(integrator, tol or None for a fixed-step one, parameter combination) of ``cell``."""
+    coords = plan.grid.coords(cell)
+    name = coords["integrator"]
+    return name, float(coords["tol"]) if plan.idefs[name].adaptive else None, plan.grid.combination(cell)
+
+
 def probe(plan: Plan, budget: float = PROBE_SECONDS) -> Probes:
     """Measured ``(CPU seconds per step, steps per unit time, seconds to start a cell)`` keyed by
     ``(integrator, tol, combination)`` (``tol`` None for fixed-step integrators)."""
@@ -141,13 +157,13 @@ def probe(plan: Plan, budget: float = PROBE_SECONDS) -> Probes:
     combos = plan.combinations(runnable)
     if len(combos) > PROBED_COMBINATIONS:
         combos = combos[:1]
-    budget = max(min(budget, 2.0 / max(len(runnable), 1)), 0.002)
+    keys = {_probe_key(plan, c) for c in runnable if grid.combination(c) in combos}
+    budget = max(min(budget, PROBE_TOTAL_SECONDS / max(len(keys), 1)), 0.01)
     out: Probes = {}
     for cell in runnable:
         combo = grid.combination(cell)
-        coords = grid.coords(cell)
-        name = coords["integrator"]
-        key = (name, float(coords["tol"]) if plan.idefs[name].adaptive else None, combo)
+        name = grid.coords(cell)["integrator"]
+        key = _probe_key(plan, cell)
         if combo not in combos or key in out:
             continue
         request, options = plan.request(cell)

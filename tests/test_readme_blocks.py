@@ -139,8 +139,8 @@ COMMANDS: dict[str, str] = {
     '\'{"client_kwargs": {"endpoint_url": "https://s3.example.org"}}\'': "parse: needs an S3 endpoint",
     "geosweep status s3://my-bucket/geosweep/my_sweep.zarr --storage-options "
     '\'{"client_kwargs": {"endpoint_url": "https://s3.example.org"}}\'': "parse: needs an S3 endpoint",
-    "export 'GEOSWEEP_S3={\"key\": \"…\", \"secret\": \"…\", \"client_kwargs\": {\"endpoint_url\": "
-    "\"https://s3.example.org\"}}'": "skip: sets the variable the next lines' parse uses",
+    'export \'GEOSWEEP_S3={"key": "…", "secret": "…", "client_kwargs": {"endpoint_url": '
+    '"https://s3.example.org"}}\'': "skip: sets the variable the next lines' parse uses",
     "geosweep run my_sweep.toml --store s3://my-bucket/geosweep/my_sweep.zarr --storage-options env:GEOSWEEP_S3": (
         "parse: needs an S3 endpoint"
     ),
@@ -357,12 +357,12 @@ def test_readme_entry_point_block():
 
 
 def test_readme_skew_gradient_block(tmp_path):
+    import importlib.util
+
     import numpy as np
 
     from kernels.registry import SYSTEMS
     from sweeps.engine import run_sweep
-
-    import importlib.util
 
     path = tmp_path / "readme_lv.py"  # a file, as the README asks (Numba caches compiled code by file)
     path.write_text(block("README.md", "import math"))
