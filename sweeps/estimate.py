@@ -45,8 +45,10 @@ PARALLEL_EFFICIENCY = 0.9
 #: zstd's ratio on a cell's float64 states (final_state, snapshot_state: 0.39-0.65 measured on the demo
 #: at T = 0.5 and T = 5); smaller per-cell arrays (time series, summaries) hardly compress
 FLOAT_RATIO, FLOAT_RATIO_FROM = 0.55, 4096
-#: bytes per stored chunk besides its values (shard index entry, compressed-frame header)
-CHUNK_OVERHEAD = 24
+#: bytes per stored chunk besides its values (shard index entry: offset and length)
+CHUNK_OVERHEAD = 16
+#: the short cell :func:`sampled_bytes` runs per integrator: samples, and steps per sample at most
+SAMPLE_OUTPUTS, SAMPLE_STEPS = 64, 4
 #: bytes of metadata per array (its zarr.json and its entry in the consolidated copy) and the group's
 META_PER_ARRAY, META_GROUP = 3400, 8000
 
@@ -241,14 +243,97 @@ def _cell_bytes(plan: Plan) -> dict[str, tuple[int, str]]:
     return out
 
 
-def store_bytes(plan: Plan) -> float:
-    """Bytes of the finished store (compressed values, chunk overheads, metadata)."""
-    per_cell = 0.0
-    for nbytes, dtype in _cell_bytes(plan).values():
+def _modelled_bytes(plan: Plan) -> dict[str, float]:
+    """Compressed bytes per cell of each variable from fixed ratios (when no sample could be run)."""
+    out = {}
+    for name, (nbytes, dtype) in _cell_bytes(plan).items():
         ratio = FLOAT_RATIO if dtype.startswith("float") and nbytes >= FLOAT_RATIO_FROM else 1.0
-        per_cell += nbytes * ratio + CHUNK_OVERHEAD
-    n_arrays = len(_cell_bytes(plan)) + len(plan.grid.dims) + len(plan.sizes) + 6
-    return per_cell * plan.grid.size + n_arrays * META_PER_ARRAY + META_GROUP
+        out[name] = nbytes * ratio
+    return out
+
+
+def _short_request(request: Any) -> Any:
+    """``request`` cut to :data:`SAMPLE_OUTPUTS` samples of at most :data:`SAMPLE_STEPS` steps each."""
+    from dataclasses import replace
+
+    dt_out = request.dt_out
+    if request.h is not None:
+        per_out = max(1, round(request.dt_out / request.h))
+        dt_out = min(per_out, SAMPLE_STEPS) * request.h
+    n_out = max(1, min(SAMPLE_OUTPUTS, round(request.T / dt_out)))
+    return replace(request, T=n_out * dt_out, dt_out=dt_out, snapshot_every=0)
+
+
+def sampled_bytes(plan: Plan) -> dict[str, dict[Cell, float]]:
+    """Compressed bytes of each stored variable in each runnable cell.
+
+    What the store really writes: one short cell per integrator (first combination, first ``tol``;
+    :func:`_short_request`) is run and each of its values compressed as the store's inner chunks are
+    (zstd level 0, one chunk per cell). An array equal to its fill value (NaN: a diagnostic this
+    system does not have) is not written at all. Time series scale with the samples, per-body arrays
+    with the combination's sizes (``FamilyDef.sizes``); states (final, snapshots) take the fixed
+    ratio :data:`FLOAT_RATIO`, since a short run's state has hardly left its (regular) start."""
+    from numcodecs import Zstd
+
+    from sweeps.store import _fill
+
+    grid, famdef, sizes = plan.grid, plan.famdef, plan.sizes
+    zstd = Zstd(level=0)
+    dims = {d.name: (d.dims, d.dtype) for d in famdef.diagnostics(plan.first_model)}
+    runnable = [c for c in grid.cells() if grid.applicable(c)]
+    modelled = _modelled_bytes(plan)
+    per_integrator: dict[str, dict[str, float]] = {}
+    for cell in runnable:
+        name = grid.coords(cell)["integrator"]
+        if name in per_integrator:
+            continue
+        request, options = plan.request(cell)
+        short = _short_request(request)
+        model = plan.model(cell)
+        values = famdef.run(model, name, short, options).values
+        own = {**famdef.sizes(model), "time": short.n_out + 1, "snapshot": 2}
+        measured = {}
+        for var, (var_dims, dtype) in dims.items():
+            arr = np.ascontiguousarray(np.asarray(values[var], dtype=dtype))
+            if np.array_equal(arr, np.full(arr.shape, _fill(dtype), dtype=dtype), equal_nan=True):
+                measured[var] = 0.0
+                continue
+            if "time" not in var_dims:  # states: a short run's barely moved state compresses too well
+                measured[var] = modelled[var] / np.prod([sizes[d] / own[d] for d in var_dims if d in own])
+                continue
+            scale = np.prod([sizes[d] / own[d] for d in var_dims if d in ("time", "snapshot")])
+            measured[var] = len(zstd.encode(arr)) * float(scale)
+        per_integrator[name] = measured
+    first = famdef.sizes(plan.first_model)
+    out: dict[str, dict[Cell, float]] = {}
+    for var, (var_dims, _dtype) in dims.items():
+        per = out.setdefault(var, {})
+        for cell in runnable:
+            combo, name = grid.combination(cell), grid.coords(cell)["integrator"]
+            body = famdef.sizes(plan.models[combo])
+            scale = np.prod([body[d] / first[d] for d in var_dims if d in body and first.get(d)])
+            per[cell] = per_integrator[name][var] * float(scale)
+    return out
+
+
+def store_bytes(plan: Plan, sample: bool = True) -> float:
+    """Bytes of the finished store: compressed values of the runnable cells (measured on a short
+    sample cell per integrator, :func:`sampled_bytes`; fixed ratios if ``sample`` is false or the
+    sample fails), chunk overheads, metadata."""
+    grid = plan.grid
+    runnable = [c for c in grid.cells() if grid.applicable(c)]
+    modelled = _modelled_bytes(plan)
+    per_var: dict[str, float] = {name: b * len(runnable) for name, b in modelled.items()}
+    if sample:
+        try:
+            measured = sampled_bytes(plan)
+        except Exception:  # noqa: BLE001 - an estimate: fall back to the fixed ratios
+            measured = {}
+        for var, per in measured.items():
+            per_var[var] = sum(per.values())
+    values = sum(per_var.values()) + CHUNK_OVERHEAD * len(per_var) * len(runnable)
+    n_arrays = len(modelled) + len(grid.dims) + len(plan.sizes) + 6
+    return values + n_arrays * META_PER_ARRAY + META_GROUP
 
 
 # ---------------------------------------------------------------------------------------

@@ -208,7 +208,8 @@ def test_first_run_says_it_compiles(tmp_path):
     assert list((tmp_path / "cache" / "geosweep").glob("kernels-compiled-*"))
     # a new geosweep cache (no stamp) on the same, warm Numba cache: nothing compiles, nothing is said
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache2")
-    fresh = subprocess.run([*_cmd(), "run", str(spec), "--serial", "--store", str(tmp_path / "s.zarr")],
+    fresh = subprocess.run([*_cmd(), "run", str(spec), "--no-prefect", "--store", str(tmp_path / "s.zarr")],
                            capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
     assert fresh.returncode == 0, fresh.stderr[-2000:]
-    assert "compil" not in fresh.stderr and "ready in" not in fresh.stderr and "warm in" not in fresh.stderr
+    for noise in ("compiling kernels", "kernels compiled", "compiled its kernels", "ready in", "warm in"):
+        assert noise not in fresh.stderr, fresh.stderr
