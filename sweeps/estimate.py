@@ -291,7 +291,8 @@ def sampled_bytes(plan: Plan) -> dict[str, dict[Cell, float]]:
         short = _short_request(request)
         model = plan.model(cell)
         values = famdef.run(model, name, short, options).values
-        own = {**famdef.sizes(model), "time": short.n_out + 1, "snapshot": 2}
+        body = famdef.sizes(model)  # this model's (``sizes`` holds the largest: smaller cells are padded)
+        own = {**body, "time": short.n_out + 1, "snapshot": 2}
         measured = {}
         for var, (var_dims, dtype) in dims.items():
             arr = np.ascontiguousarray(np.asarray(values[var], dtype=dtype))
@@ -299,7 +300,7 @@ def sampled_bytes(plan: Plan) -> dict[str, dict[Cell, float]]:
                 measured[var] = 0.0
                 continue
             if "time" not in var_dims:  # states: a short run's barely moved state compresses too well
-                measured[var] = modelled[var] / np.prod([sizes[d] / own[d] for d in var_dims if d in own])
+                measured[var] = modelled[var] * np.prod([own[d] / sizes[d] for d in var_dims if d in body])
                 continue
             scale = np.prod([sizes[d] / own[d] for d in var_dims if d in ("time", "snapshot")])
             measured[var] = len(zstd.encode(arr)) * float(scale)
