@@ -404,3 +404,16 @@ def test_deploy_readme_nightly_block_imports():
     code = block("deploy/README.md", "from analysis.report import compare_stores")
     imports = "\n".join(line for line in code.splitlines() if line.startswith(("from ", "import ")))
     exec(imports, {})
+
+
+def test_readme_gearbox_forms_are_accepted():
+    """Every `form = "…"` the README's systems table gives the gearbox validates and builds."""
+    from sweeps.plan import make_plan
+
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `gearbox` |"))
+    forms = re.findall(r'`form = "(\w+)"`|`"(\w+)"`', row)
+    forms = sorted({a or b for a, b in forms})
+    assert forms == ["canonical", "qr", "reduced"], forms
+    spec = {"name": "g", "system": "gearbox", "integrators": ["dg_gonzalez"], "h": [0.1], "T": 0.2, "dt_out": 0.1}
+    plan = make_plan(spec | {"params": {"form": forms}})
+    assert plan.grid.shape == (1, 1, 3)
