@@ -147,16 +147,25 @@ def compile_families(modules: list[str] | None = None) -> None:
 
 def load_families() -> None:
     """Import every built-in family (``geosweep systems``, ``serve``). Importing compiles a family's
-    fixed-signature kernels where the Numba cache is cold: the first family shows whether it is, and
-    then the others compile in parallel helpers; "compiling kernels" is said only if something compiles."""
+    fixed-signature kernels where the Numba cache is cold: once the first family starts compiling,
+    the others compile in parallel helpers; "compiling kernels" is said only if something compiles."""
     from kernels._jit import watch_compiles
     from kernels.registry import BUILTIN_FAMILIES, load_builtins
 
     first, *rest = BUILTIN_FAMILIES
-    with watch_compiles(on_first=lambda: _announce("all")) as count:
-        __import__(first)
-    if count[0]:
-        compile_families(rest)
+    helpers: list[tuple[subprocess.Popen, threading.Thread]] = []
+
+    def cold() -> None:  # the first family compiles: the others compile meanwhile, in helpers
+        _announce("all")
+        helpers.extend(_helper(f"import {m}", what="all", need_valid=False) for m in rest)
+
+    try:
+        with watch_compiles(on_first=cold):
+            __import__(first)
+    finally:
+        for proc, reader in helpers:
+            proc.wait()
+            reader.join()
     with watch_compiles(on_first=lambda: _announce("all")):
         load_builtins()
 
