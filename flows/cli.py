@@ -1,4 +1,4 @@
-"""``geosweep`` command line: run, demo, serve, validate, status, systems.
+"""``geosweep`` command line: run, demo, serve, validate, status, verify, report, systems.
 
 ``run``/``demo`` write to a local path or an fsspec URL (``--store s3://…`` with
 ``--storage-options``: JSON, or a reference ``env:NAME``/``@FILE``/``profile:NAME`` for credentials,
@@ -354,12 +354,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         prefect=not args.no_prefect,
         cold=False,  # compiled by now, here
         # measured here when this validate compiled; else the reference machine's figure
-        compile_seconds=compiled if cold else firstrun.COLD_SECONDS["family"],
+        compile_seconds=compiled if firstrun.compiled() else firstrun.COLD_SECONDS["family"],
         slice_seconds=args.slice_seconds,
     )
     for line in est.lines():
         print(line)
-    if cold:
+    if firstrun.compiled():
         print(f"(this validate compiled the kernels, {compiled:.0f} s: runs on this machine skip it)")
     return 0
 
@@ -429,14 +429,33 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"{ref.url}: every finished cell matches its checksum")
         return 0
     print(f"{ref.url}: {len(found['damaged'])} damaged cell(s), {len(found['flags'])} unreadable flag(s)")
-    for cell in bad[:20]:
-        print(f"  cell {tuple(int(i) for i in cell)}")
+    for label in _cell_labels(ref, bad[:20]):
+        print(f"  {label}")
     if args.repair:
         mark_for_rerun(ref, bad)
         print("marked for recomputation: rerun the sweep's command to recompute exactly these cells")
         return 0
     print("run `geosweep verify STORE --repair`, then the sweep's command, to recompute them")
     return 1
+
+
+def _cell_labels(ref, cells: list) -> list[str]:
+    """Cells by their coordinates (``integrator=rk4, h=0.01, omega=3.25``), or by index where the
+    store's coordinates cannot be read."""
+    import numpy as np
+
+    try:
+        group = ref.open_group("r")
+        status = group["status"]
+        dims = getattr(status.metadata, "dimension_names", None) or status.attrs["_ARRAY_DIMENSIONS"]
+        coords = {d: np.asarray(group[d][:]) for d in dims}
+    except Exception:  # noqa: BLE001 - a damaged store: the indices still name the cells
+        return [f"cell {tuple(int(i) for i in cell)}" for cell in cells]
+
+    def value(v) -> str:
+        return format(float(v), ".12g") if isinstance(v, np.floating | float) else str(v)
+
+    return [", ".join(f"{d}={value(coords[d][int(i)])}" for d, i in zip(dims, cell)) for cell in cells]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -471,9 +490,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_systems(args: argparse.Namespace) -> int:
-    from kernels.registry import INTEGRATORS, SYSTEMS, integrators_for, load_builtins
+    from flows import firstrun
+    from kernels.registry import INTEGRATORS, SYSTEMS, integrators_for
 
-    load_builtins()
+    firstrun.load_families()  # says "compiling kernels" when a cold Numba cache makes importing compile
     for sysdef in SYSTEMS.values():
         print(f"{sysdef.name}  [family {sysdef.family}]")
         print(f"    {sysdef.doc}")
@@ -492,7 +512,7 @@ def cmd_systems(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="geosweep", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="geosweep")
     parser.add_argument("--version", action="version", version=f"geosweep {_version()}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -616,6 +636,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_store_options(p)
     command("systems", help="list systems, integrators and their parameters")
+    # the description names every command, from the parser itself (one added later is listed too)
+    parser.description = f"Distributed parameter sweeps of geometric integrators. Commands: {', '.join(sub.choices)}."
     return parser
 
 

@@ -4,12 +4,14 @@ A cold Numba cache means compiling what a spec runs: for the demo (the (S²)ⁿ 
 Lennard-Jones potential, the explicit VI and RK step kinds) about 10 s on one core, a third of it
 the shared driver. The family compiles lazily — only the potentials and method kinds of the
 spec (:func:`sweeps.engine.warm_plan`), not every built-in system's potential or the implicit
-VI's LU solve. :func:`prepare` says so once ("compiling kernels") and, for ``geosweep run``,
+VI's LU solve. :func:`prepare` says so once ("compiling kernels", only after the helper found the
+spec valid and only when Numba really compiles, not when it loads its cache) and, for ``geosweep run``,
 compiles in a helper process while Prefect's temporary server starts
 (:func:`start_prefect_server`: the server process is started at once, before this process
-imports Prefect), then :func:`finish` waits for it. Without a spec (``serve``) every built-in
-family is compiled, in parallel helper processes. A stamp per (family, system, integrators)
-in ``~/.cache/geosweep`` records that this kernel source was compiled.
+imports Prefect), then :func:`finish` waits for it. Without a spec (``serve``, ``systems``) every
+built-in family is imported (:func:`load_families`), compiled in parallel helper processes when
+cold. A stamp per (family, system, integrators) in ``~/.cache/geosweep`` records that this kernel
+source was compiled.
 """
 
 from __future__ import annotations
@@ -77,21 +79,103 @@ def mark_warm(key: str | None = None) -> None:
             pass
 
 
-def compile_families() -> None:
-    """Compile every built-in family into the on-disk cache: helpers in parallel, the first family here."""
+#: lines a compile helper prints: the first kernel Numba really compiles, and the spec validated
+_COMPILING, _VALID = "geosweep-compiling", "geosweep-valid"
+_announced: list[bool] = []
+
+
+def _announce(what: str = "family") -> None:
+    """Say "compiling kernels" once per process (only when a compile has really started)."""
+    if not _announced:
+        _announced.append(True)
+        LOG.info(f"compiling kernels (first run only, ~{COLD_SECONDS[what]} s)")
+
+
+def compiled() -> bool:
+    """Whether this process (or its compile helpers) compiled a kernel since it started."""
+    return bool(_announced)
+
+
+def report_compiles() -> None:
+    """In a compile helper: print :data:`_COMPILING` on stdout when the first kernel really compiles."""
+    from numba.core import event
+
+    class _Report(event.Listener):
+        said = False
+
+        def on_start(self, ev: event.Event) -> None:
+            if not self.said:
+                self.said = True
+                print(_COMPILING, flush=True)
+
+        def on_end(self, ev: event.Event) -> None:
+            pass
+
+    event.register("numba:compile", _Report())
+
+
+def _watch(helper: subprocess.Popen, what: str, need_valid: bool) -> threading.Thread:
+    """Read a helper's notices: announce the compile once it has started and (``need_valid``) the
+    spec was valid — a spec about to be refused is not announced."""
+
+    def read() -> None:
+        seen: set[str] = set()
+        for line in helper.stdout or ():
+            seen.add(line.strip())
+            if _COMPILING in seen and (_VALID in seen or not need_valid):
+                _announce(what)
+
+    thread = threading.Thread(target=read, name="geosweep-compile-notice", daemon=True)
+    thread.start()
+    return thread
+
+
+def _helper(code: str, *args: str, what: str, need_valid: bool) -> tuple[subprocess.Popen, threading.Thread]:
+    env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
+    code = f"from flows.firstrun import report_compiles; report_compiles(); {code}"
+    proc = subprocess.Popen(
+        [sys.executable, *SAFE_PATH, "-c", code, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    return proc, _watch(proc, what, need_valid)
+
+
+def compile_families(modules: list[str] | None = None) -> None:
+    """Compile built-in families (default: every one) into the on-disk cache in parallel helpers."""
     from kernels.registry import BUILTIN_FAMILIES
 
+    helpers = [_helper(f"import {m}", what="all", need_valid=False) for m in modules or BUILTIN_FAMILIES]
+    for proc, reader in helpers:
+        proc.wait()
+        reader.join()
+
+
+def load_families() -> None:
+    """Import every built-in family (``geosweep systems``, ``serve``). Importing compiles a family's
+    fixed-signature kernels where the Numba cache is cold: once the first family starts compiling,
+    the others compile in parallel helpers; "compiling kernels" is said only if something compiles."""
+    from kernels._jit import watch_compiles
+    from kernels.registry import BUILTIN_FAMILIES, load_builtins
+
     first, *rest = BUILTIN_FAMILIES
-    env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
-    helpers = [
-        subprocess.Popen([sys.executable, *SAFE_PATH, "-c", f"import {m}"], env=env, stdout=subprocess.DEVNULL)
-        for m in rest
-    ]
+    helpers: list[tuple[subprocess.Popen, threading.Thread]] = []
+
+    def cold() -> None:  # the first family compiles: the others compile meanwhile, in helpers
+        _announce("all")
+        helpers.extend(_helper(f"import {m}", what="all", need_valid=False) for m in rest)
+
     try:
-        __import__(first)
+        with watch_compiles(on_first=cold):
+            __import__(first)
     finally:
-        for h in helpers:
-            h.wait()
+        for proc, reader in helpers:
+            proc.wait()
+            reader.join()
+    with watch_compiles(on_first=lambda: _announce("all")):
+        load_builtins()
 
 
 def _api_url_configured() -> bool | None:
@@ -229,24 +313,25 @@ def _spec_names(spec_path: str | os.PathLike) -> tuple[str, list[str]] | None:
     return system, [i for i in integrators if isinstance(i, str)]
 
 
-#: what a compile helper runs: the spec's plan (importing its family) and the kernels its cells run
+#: what a compile helper runs: the spec's plan (importing its family; validated) and the kernels its cells run
 _COMPILE = (
     "import sys; from sweeps.plan import make_plan; from sweeps.engine import warm_plan; "
-    "warm_plan(make_plan(sys.argv[1]))"
+    f"plan = make_plan(sys.argv[1]); print({_VALID!r}, flush=True); warm_plan(plan)"
 )
-_pending: list[tuple[subprocess.Popen | None, tuple[str, list[str]]]] = []
+_pending: list[tuple[tuple[subprocess.Popen, threading.Thread] | None, tuple[str, list[str]]]] = []
 
 
 def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, wait: bool = True) -> bool:
-    """Load what a spec needs (every built-in family without one), saying "compiling kernels" if the
-    cache is cold; returns whether it was. Call :func:`mark_warm` after the family's ``warmup``.
+    """Load what a spec needs (every built-in family without one); returns whether geosweep's stamp
+    says the cache is cold. "compiling kernels" is said only once the spec is valid and a kernel
+    really compiles (:func:`compiled`). Call :func:`mark_warm` after the family's ``warmup``.
 
     ``wait=False``: return at once; :func:`finish` loads the family. With a cold cache and a built-in
     system the family and its warmup compile meanwhile in a helper process (while the caller starts
     Prefect's server), and :func:`finish` waits for it and loads them from the filled cache. The
     caller must not import the family in between.
     """
-    from kernels.registry import BUILTIN_SYSTEMS, load_builtins
+    from kernels.registry import BUILTIN_SYSTEMS
 
     _prepared.clear()
     if not families:
@@ -257,21 +342,11 @@ def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, w
     key = "all" if names is None else "-".join([BUILTIN_SYSTEMS.get(names[0], "plugin"), names[0], *sorted(names[1])])
     _prepared.append(key)
     cold = is_cold(key)
-    if cold:
-        LOG.info(f"compiling kernels (first run only, ~{COLD_SECONDS['all' if names is None else 'family']} s)")
+    # "compiling kernels" is said by the helper's notices (_watch) or load_families, once a compile starts
     if names is None:
-        if cold:
-            compile_families()
-        load_builtins()
+        load_families()
     elif cold and names[0] in BUILTIN_SYSTEMS:
-        env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
-        helper = subprocess.Popen(
-            [sys.executable, *SAFE_PATH, "-c", _COMPILE, os.fspath(spec_path)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        _pending.append((helper, names))
+        _pending.append((_helper(_COMPILE, os.fspath(spec_path), what="family", need_valid=True), names))
     else:
         _pending.append((None, names))  # loading from a warm cache takes seconds too: in finish()
     if wait:
@@ -281,14 +356,18 @@ def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, w
 
 def finish() -> None:
     """Wait for the compile helper of :func:`prepare` and load its family (now from the cache)."""
+    from kernels._jit import watch_compiles
     from kernels.registry import load_for
 
     while _pending:
         helper, names = _pending.pop()
         if helper is not None:
+            proc, reader = helper
             try:
-                helper.wait()
+                proc.wait()
+                reader.join()
             finally:
-                if helper.poll() is None:  # interrupted while waiting
-                    helper.kill()
-        load_for(*names)  # compiles here only if the helper failed
+                if proc.poll() is None:  # interrupted while waiting
+                    proc.kill()
+        with watch_compiles(on_first=_announce):
+            load_for(*names)  # compiles here only if the helper failed

@@ -9,6 +9,8 @@ No ``fastmath``: reassociation would break reversibility and bitwise reproducibi
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from numba import njit
 from numba.core.errors import NumbaExperimentalFeatureWarning
@@ -25,3 +27,24 @@ def kjit(*args, **kwargs):
     opts = dict(JIT_OPTIONS)
     opts.update(kwargs)
     return njit(*args, **opts)
+
+
+@contextmanager
+def watch_compiles(on_first: Callable[[], None] | None = None) -> Iterator[list[int]]:
+    """Count the functions Numba really compiles inside the block (a load from the on-disk cache is
+    not a compile); ``on_first()`` runs when the first compile starts. Yields ``[count]``."""
+    from numba.core import event
+
+    count = [0]
+
+    class _Notice(event.Listener):
+        def on_start(self, ev: event.Event) -> None:
+            count[0] += 1
+            if count[0] == 1 and on_first is not None:
+                on_first()
+
+        def on_end(self, ev: event.Event) -> None:
+            pass
+
+    with event.install_listener("numba:compile", _Notice()):
+        yield count

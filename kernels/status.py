@@ -37,5 +37,12 @@ class Status(IntEnum):
     def label(self) -> str:
         return self.name.lower()
 
+    def __repr__(self) -> str:
+        return f"Status.{self.name}"
+
+    def __str__(self) -> str:
+        """The stored label (``print(tr.status)`` → ``ok``); ``int(s)`` and f-string formats keep the code."""
+        return self.label
+
 
 STATUS_MEANINGS = {int(s): s.label for s in Status}

@@ -265,10 +265,16 @@ def warm_plan(plan: Plan, cells: Sequence[Cell] | None = None) -> None:
 
 
 def warm_worker(plan: Plan, cells: Sequence[Cell] | None = None) -> str:
-    """Compile or load the kernels of ``cells`` in this process (call once per worker)."""
+    """Compile or load the kernels of ``cells`` in this process (call once per worker); what it
+    compiled, as a line to log, or "" when everything came from the cache."""
+    from kernels._jit import watch_compiles
+
     t0 = time.perf_counter()
-    warm_plan(plan, cells)
-    return f"{socket.gethostname()}:{os.getpid()} warm in {time.perf_counter() - t0:.1f}s"
+    with watch_compiles() as compiles:
+        warm_plan(plan, cells)
+    if not compiles[0]:
+        return ""  # loaded from the cache: nothing to say
+    return f"{socket.gethostname()}:{os.getpid()} compiled its kernels in {time.perf_counter() - t0:.1f}s"
 
 
 # ---------------------------------------------------------------------------------------
@@ -330,9 +336,13 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
     if not pending:
         return SweepResult(ref.url, total, skipped, 0, 0, 0.0, 0)
 
+    from kernels._jit import watch_compiles
+
     t0 = time.perf_counter()
-    warm_plan(plan, pending)  # compiles once here and fills the on-disk cache
-    log(f"kernels ready in {time.perf_counter() - t0:.1f}s")
+    with watch_compiles() as compiles:
+        warm_plan(plan, pending)  # compiles once here and fills the on-disk cache
+    if compiles[0]:
+        log(f"kernels compiled in {time.perf_counter() - t0:.1f}s")
 
     shards = sweep_shards(ref.open_group("r"))
     done = skipped
@@ -417,7 +427,8 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
             slices = [cells for group in by_shard.values() for cells in group]
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
             for line in client.run(warm_worker, plan, pending).values():
-                log(f"worker {line}")
+                if line:
+                    log(f"worker {line}")
             bare = plan.part(models={})
             topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
             client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))

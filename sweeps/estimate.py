@@ -26,8 +26,13 @@ import numpy as np
 from sweeps.grid import Cell
 from sweeps.plan import Plan, make_plan
 
-#: seconds of probing per (integrator, tolerance): enough steps for a stable time per step
-PROBE_SECONDS = 0.03
+#: seconds of probing per (integrator, tolerance, combination): batches enough for a stable fastest one
+#: (two consecutive ``geosweep validate`` agree within a few per cent; tests/test_estimate.py)
+PROBE_SECONDS = 0.1
+#: timed batches of one size per probe at least (the fastest counts, see ``_time_steps``)
+PROBE_BATCHES = 3
+#: seconds of probing in all, at most (the budget per probe shrinks with their number)
+PROBE_TOTAL_SECONDS = 3.0
 #: start-up outside the cells (s): imports and a warm kernel load, the local Dask cluster, the store
 #: template; with Prefect also its temporary server (when no PREFECT_API_URL is set; it boots while the
 #: kernels load, so only its tail counts) and the flow's tasks
@@ -40,8 +45,10 @@ PARALLEL_EFFICIENCY = 0.9
 #: zstd's ratio on a cell's float64 states (final_state, snapshot_state: 0.39-0.65 measured on the demo
 #: at T = 0.5 and T = 5); smaller per-cell arrays (time series, summaries) hardly compress
 FLOAT_RATIO, FLOAT_RATIO_FROM = 0.55, 4096
-#: bytes per stored chunk besides its values (shard index entry, compressed-frame header)
-CHUNK_OVERHEAD = 24
+#: bytes per stored chunk besides its values (shard index entry: offset and length)
+CHUNK_OVERHEAD = 16
+#: the short cell :func:`sampled_bytes` runs per integrator: samples, and steps per sample at most
+SAMPLE_OUTPUTS, SAMPLE_STEPS = 64, 4
 #: bytes of metadata per array (its zarr.json and its entry in the consolidated copy) and the group's
 META_PER_ARRAY, META_GROUP = 3400, 8000
 
@@ -102,27 +109,31 @@ def _bytes(n: float) -> str:
 def _time_steps(traj: Any, budget: float) -> tuple[float, float]:
     """Time ``traj`` for about ``budget`` seconds: (CPU seconds per step, steps per unit time).
 
-    Batches of 4, 16, 64 … steps until one takes a third of the budget; the time per step is the
-    last full batch's, so neither the first call (buffers, first sample) nor the Python call per
-    batch counts. CPU time of this thread, not wall time: other processes on a shared machine do
-    not inflate it."""
+    Batches of 4, 16, 64 … steps until one takes a tenth of the budget, then batches of that size
+    until the budget is spent (at least :data:`PROBE_BATCHES`). The time per step is the fastest
+    batch's: the first calls (buffers, first sample) and the Python call per batch do not count,
+    and neither does what other processes on a shared machine add (shared caches, memory
+    bandwidth, a virtual machine's stolen time count as this thread's CPU time too). They slow some
+    batches, never speed one up, so the fastest batch is what a second probe finds again."""
     k0, t_start = traj.steps, traj.time
-    n, per_step, cpu_all = 4, None, 0.0
+    n, best, cpu_all, sized = 4, None, 0.0, 0
     t0 = time.perf_counter()
     while not traj.finished:
         k, c0 = traj.steps, time.thread_time()
         traj.advance(steps=n)
         cpu = time.thread_time() - c0
         cpu_all += cpu
-        if traj.steps - k == n and n > 4:
-            per_step = cpu / n
-        if cpu >= budget / 3 or time.perf_counter() - t0 >= budget:
+        if traj.steps - k == n and (n > 4 or sized):
+            best = min(best, cpu / n) if best is not None else cpu / n
+        sized += bool(sized) or cpu >= budget / 10
+        elapsed = time.perf_counter() - t0
+        if (elapsed >= budget and sized > PROBE_BATCHES) or elapsed >= 4 * budget:
             break
-        n *= 4
+        if not sized:
+            n *= 4
     steps = traj.steps - k0
     advanced = traj.time - t_start
-    if per_step is None:
-        per_step = cpu_all / max(steps, 1)
+    per_step = best if best is not None else cpu_all / max(steps, 1)
     return per_step, steps / advanced if advanced > 0 else 0.0
 
 
@@ -133,6 +144,13 @@ PROBED_COMBINATIONS = 16
 Probes = dict[tuple[str, float | None, tuple[int, ...]], tuple[float, float, float]]
 
 
+def _probe_key(plan: Plan, cell: Cell) -> tuple[str, float | None, tuple[int, ...]]:
+    """(integrator, tol or None for a fixed-step one, parameter combination) of ``cell``."""
+    coords = plan.grid.coords(cell)
+    name = coords["integrator"]
+    return name, float(coords["tol"]) if plan.idefs[name].adaptive else None, plan.grid.combination(cell)
+
+
 def probe(plan: Plan, budget: float = PROBE_SECONDS) -> Probes:
     """Measured ``(CPU seconds per step, steps per unit time, seconds to start a cell)`` keyed by
     ``(integrator, tol, combination)`` (``tol`` None for fixed-step integrators)."""
@@ -141,13 +159,13 @@ def probe(plan: Plan, budget: float = PROBE_SECONDS) -> Probes:
     combos = plan.combinations(runnable)
     if len(combos) > PROBED_COMBINATIONS:
         combos = combos[:1]
-    budget = max(min(budget, 2.0 / max(len(runnable), 1)), 0.002)
+    keys = {_probe_key(plan, c) for c in runnable if grid.combination(c) in combos}
+    budget = max(min(budget, PROBE_TOTAL_SECONDS / max(len(keys), 1)), 0.01)
     out: Probes = {}
     for cell in runnable:
         combo = grid.combination(cell)
-        coords = grid.coords(cell)
-        name = coords["integrator"]
-        key = (name, float(coords["tol"]) if plan.idefs[name].adaptive else None, combo)
+        name = grid.coords(cell)["integrator"]
+        key = _probe_key(plan, cell)
         if combo not in combos or key in out:
             continue
         request, options = plan.request(cell)
@@ -225,14 +243,98 @@ def _cell_bytes(plan: Plan) -> dict[str, tuple[int, str]]:
     return out
 
 
-def store_bytes(plan: Plan) -> float:
-    """Bytes of the finished store (compressed values, chunk overheads, metadata)."""
-    per_cell = 0.0
-    for nbytes, dtype in _cell_bytes(plan).values():
+def _modelled_bytes(plan: Plan) -> dict[str, float]:
+    """Compressed bytes per cell of each variable from fixed ratios (when no sample could be run)."""
+    out = {}
+    for name, (nbytes, dtype) in _cell_bytes(plan).items():
         ratio = FLOAT_RATIO if dtype.startswith("float") and nbytes >= FLOAT_RATIO_FROM else 1.0
-        per_cell += nbytes * ratio + CHUNK_OVERHEAD
-    n_arrays = len(_cell_bytes(plan)) + len(plan.grid.dims) + len(plan.sizes) + 6
-    return per_cell * plan.grid.size + n_arrays * META_PER_ARRAY + META_GROUP
+        out[name] = nbytes * ratio
+    return out
+
+
+def _short_request(request: Any) -> Any:
+    """``request`` cut to :data:`SAMPLE_OUTPUTS` samples of at most :data:`SAMPLE_STEPS` steps each."""
+    from dataclasses import replace
+
+    dt_out = request.dt_out
+    if request.h is not None:
+        per_out = max(1, round(request.dt_out / request.h))
+        dt_out = min(per_out, SAMPLE_STEPS) * request.h
+    n_out = max(1, min(SAMPLE_OUTPUTS, round(request.T / dt_out)))
+    return replace(request, T=n_out * dt_out, dt_out=dt_out, snapshot_every=0)
+
+
+def sampled_bytes(plan: Plan) -> dict[str, dict[Cell, float]]:
+    """Compressed bytes of each stored variable in each runnable cell.
+
+    What the store really writes: one short cell per integrator (first combination, first ``tol``;
+    :func:`_short_request`) is run and each of its values compressed as the store's inner chunks are
+    (zstd level 0, one chunk per cell). An array equal to its fill value (NaN: a diagnostic this
+    system does not have) is not written at all. Time series scale with the samples, per-body arrays
+    with the combination's sizes (``FamilyDef.sizes``); states (final, snapshots) take the fixed
+    ratio :data:`FLOAT_RATIO`, since a short run's state has hardly left its (regular) start."""
+    from numcodecs import Zstd
+
+    from sweeps.store import _fill
+
+    grid, famdef, sizes = plan.grid, plan.famdef, plan.sizes
+    zstd = Zstd(level=0)
+    dims = {d.name: (d.dims, d.dtype) for d in famdef.diagnostics(plan.first_model)}
+    runnable = [c for c in grid.cells() if grid.applicable(c)]
+    modelled = _modelled_bytes(plan)
+    per_integrator: dict[str, dict[str, float]] = {}
+    for cell in runnable:
+        name = grid.coords(cell)["integrator"]
+        if name in per_integrator:
+            continue
+        request, options = plan.request(cell)
+        short = _short_request(request)
+        model = plan.model(cell)
+        values = famdef.run(model, name, short, options).values
+        body = famdef.sizes(model)  # this model's (``sizes`` holds the largest: smaller cells are padded)
+        own = {**body, "time": short.n_out + 1, "snapshot": 2}
+        measured = {}
+        for var, (var_dims, dtype) in dims.items():
+            arr = np.ascontiguousarray(np.asarray(values[var], dtype=dtype))
+            if np.array_equal(arr, np.full(arr.shape, _fill(dtype), dtype=dtype), equal_nan=True):
+                measured[var] = 0.0
+                continue
+            if "time" not in var_dims:  # states: a short run's barely moved state compresses too well
+                measured[var] = modelled[var] * np.prod([own[d] / sizes[d] for d in var_dims if d in body])
+                continue
+            scale = np.prod([sizes[d] / own[d] for d in var_dims if d in ("time", "snapshot")])
+            measured[var] = len(zstd.encode(arr)) * float(scale)
+        per_integrator[name] = measured
+    first = famdef.sizes(plan.first_model)
+    out: dict[str, dict[Cell, float]] = {}
+    for var, (var_dims, _dtype) in dims.items():
+        per = out.setdefault(var, {})
+        for cell in runnable:
+            combo, name = grid.combination(cell), grid.coords(cell)["integrator"]
+            body = famdef.sizes(plan.models[combo])
+            scale = np.prod([body[d] / first[d] for d in var_dims if d in body and first.get(d)])
+            per[cell] = per_integrator[name][var] * float(scale)
+    return out
+
+
+def store_bytes(plan: Plan, sample: bool = True) -> float:
+    """Bytes of the finished store: compressed values of the runnable cells (measured on a short
+    sample cell per integrator, :func:`sampled_bytes`; fixed ratios if ``sample`` is false or the
+    sample fails), chunk overheads, metadata."""
+    grid = plan.grid
+    runnable = [c for c in grid.cells() if grid.applicable(c)]
+    modelled = _modelled_bytes(plan)
+    per_var: dict[str, float] = {name: b * len(runnable) for name, b in modelled.items()}
+    if sample:
+        try:
+            measured = sampled_bytes(plan)
+        except Exception:  # noqa: BLE001 - an estimate: fall back to the fixed ratios
+            measured = {}
+        for var, per in measured.items():
+            per_var[var] = sum(per.values())
+    values = sum(per_var.values()) + CHUNK_OVERHEAD * len(per_var) * len(runnable)
+    n_arrays = len(modelled) + len(grid.dims) + len(plan.sizes) + 6
+    return values + n_arrays * META_PER_ARRAY + META_GROUP
 
 
 # ---------------------------------------------------------------------------------------

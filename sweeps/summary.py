@@ -53,34 +53,50 @@ def status_table(store, storage_options: dict | None = None) -> str:
         "",
     ]
     lines[-1:-1] = partial_lines(ds, StoreRef.of(store, storage_options))
-    metric = "max_rel_energy_error"
-    if metric in ds:
-        ok = ds[metric].where(ds["status"] == 0)
-        step_dims = [d for d in ("h", "tol") if d in ok.dims]
-        other = [d for d in ok.dims if d not in ("integrator", *step_dims)]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: failed/n.a. cells
-            med = (ok.median(dim=other) if other else ok).compute()
-        lines.append(f"median over other axes of {metric} (max_k |E_k − E_0| / |E_0|; status ok only)")
-        lines.append("")
-        adaptive = dict(zip(ds["integrator"].values, ds["integrator_adaptive"].values))  # from the store
-        for step in step_dims:
-            vals = [f"{step} = {v:g}" for v in ds[step].values]
-            names = [
-                n
-                for n in ds["integrator"].values
-                if bool(adaptive[n]) == (step == "tol") and bool(np.isfinite(med.sel(integrator=n)).any())
-            ]
-            if not names:
-                continue
-            lines.append("| integrator | " + " | ".join(vals) + " |")
-            lines.append("|---|" + "---|" * len(vals))
-            for name in names:
-                row = med.sel(integrator=name)
-                for d in step_dims:
-                    if d != step:
-                        row = row.isel({d: 0})
-                cells = ["—" if np.isnan(v) else f"{v:.3e}" for v in np.atleast_1d(row.values)]
-                lines.append(f"| {name} | " + " | ".join(cells) + " |")
-            lines.append("")
+    for metric, meaning in SUMMARY_METRICS:  # the first with a finite value: the quadrotors store no energy error
+        if metric in ds and (table := _median_table(ds, metric, meaning)):
+            lines.extend(table)
+            break
     return "\n".join(lines)
+
+
+#: what the summary tabulates: the first of these a store holds with a finite value in an ok cell
+SUMMARY_METRICS = (
+    ("max_rel_energy_error", "max_k |E_k − E_0| / |E_0|"),
+    ("e_y_final", "load tracking error |y − y_d| at T"),
+)
+
+
+def _median_table(ds, metric: str, meaning: str) -> list[str]:
+    """Markdown tables of ``metric`` per integrator × step (h, tol), the median over the other axes
+    of the ok cells; [] when no integrator has a finite value (no heading without a table)."""
+    lines: list[str] = []
+    ok = ds[metric].where(ds["status"] == 0)
+    step_dims = [d for d in ("h", "tol") if d in ok.dims]
+    other = [d for d in ok.dims if d not in ("integrator", *step_dims)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: failed/n.a. cells
+        med = (ok.median(dim=other) if other else ok).compute()
+    adaptive = dict(zip(ds["integrator"].values, ds["integrator_adaptive"].values))  # from the store
+    for step in step_dims:
+        vals = [f"{step} = {v:g}" for v in ds[step].values]
+        names = [
+            n
+            for n in ds["integrator"].values
+            if bool(adaptive[n]) == (step == "tol") and bool(np.isfinite(med.sel(integrator=n)).any())
+        ]
+        if not names:
+            continue
+        lines.append("| integrator | " + " | ".join(vals) + " |")
+        lines.append("|---|" + "---|" * len(vals))
+        for name in names:
+            row = med.sel(integrator=name)
+            for d in step_dims:
+                if d != step:
+                    row = row.isel({d: 0})
+            cells = ["—" if np.isnan(v) else f"{v:.3e}" for v in np.atleast_1d(row.values)]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+    if not lines:
+        return []
+    return [f"median over other axes of {metric} ({meaning}; status ok only)", "", *lines]

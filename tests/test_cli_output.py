@@ -191,12 +191,25 @@ def test_sigterm_on_the_prefect_path_leaves_no_prefect_server(tmp_path):
 
 
 def test_first_run_says_it_compiles(tmp_path):
-    """A cold cache (no stamp for this kernel source) is announced once; the stamp silences later runs."""
+    """A cold Numba cache is announced once, after the spec is valid; a warm cache (even with no
+    geosweep stamp) and a refused spec say nothing about compiling."""
     spec = tmp_path / "s.toml"
     spec.write_text(SPEC)
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache"), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SPEC + "[integrator_options.rk4]\nblowup = 0.1\n")  # rk4 is not in the spec
+    refused = subprocess.run([*_cmd(), "validate", str(bad)], capture_output=True, text=True, timeout=300, env=env)
+    assert refused.returncode == 2 and "compiling" not in refused.stderr, refused.stderr
     first = subprocess.run([*_cmd(), "validate", str(spec)], capture_output=True, text=True, timeout=300, env=env)
     assert first.returncode == 0 and re.match(r"geosweep: compiling kernels \(first run only, ~\d+ s\)", first.stderr)
+    assert first.stderr.count("compiling") == 1 and "this validate compiled the kernels" in first.stdout
     again = subprocess.run([*_cmd(), "validate", str(spec)], capture_output=True, text=True, timeout=300, env=env)
     assert again.returncode == 0 and "compiling" not in again.stderr
     assert list((tmp_path / "cache" / "geosweep").glob("kernels-compiled-*"))
+    # a new geosweep cache (no stamp) on the same, warm Numba cache: nothing compiles, nothing is said
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache2")
+    fresh = subprocess.run([*_cmd(), "run", str(spec), "--no-prefect", "--store", str(tmp_path / "s.zarr")],
+                           capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    for noise in ("compiling kernels", "kernels compiled", "compiled its kernels", "ready in", "warm in"):
+        assert noise not in fresh.stderr, fresh.stderr

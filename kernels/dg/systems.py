@@ -668,8 +668,8 @@ SYSTEMS = (
                 str,
                 "reduced",
                 "1",
-                "adapted coordinates or canonical with a multiplier",
-                choices=("reduced", "canonical"),
+                "adapted coordinates (reduced, or qr: Householder basis) or canonical with a multiplier",
+                choices=("reduced", "qr", "canonical"),
             ),
             Param("seed", int, 0, "1", "seed of the random initial state (p projected onto the constraint)", ge=0),
         ),  # fmt: skip

@@ -1,0 +1,419 @@
+"""Every fenced code block of README.md and deploy/README.md runs here (or is listed with the reason it cannot).
+
+Blocks are found by their first line (:data:`BLOCKS`): a block that is added, or whose first line
+changes, fails :func:`test_every_block_is_checked` until it is given a check here. Shell blocks
+are checked line by line (:data:`COMMANDS`): a ``geosweep`` line is run in a scratch directory
+(``geosweep`` is this checkout's CLI), or, where it needs a cluster, a remote store or a Prefect
+deployment, parsed by the CLI's own argument parser with its spec and cluster files validated.
+TOML specs are validated as written and run shortened (the sphere spec at icosphere level 1:
+42 molecules instead of 642, same axes, same T); Python blocks are executed against the stores
+the shell lines wrote. ``tests/test_lint.py`` checks the set-up commands against ``.ci/run``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+READMES = ("README.md", "deploy/README.md")
+
+# --------------------------------------------------------------------------------------------
+# the blocks
+# --------------------------------------------------------------------------------------------
+
+
+def code_blocks(name: str) -> list[tuple[str, str]]:
+    """(language, text) of every fenced block of ``name`` (a path under the repository root)."""
+    text = (ROOT / name).read_text()
+    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)]
+
+
+def block(name: str, first_line: str) -> str:
+    """The block of ``name`` whose first line starts with ``first_line``."""
+    found = [text for _lang, text in code_blocks(name) if text.startswith(first_line)]
+    assert len(found) == 1, f"{name}: {len(found)} blocks start with {first_line!r}"
+    return found[0]
+
+
+def commands(text: str) -> list[str]:
+    """The commands of a shell block: continuation lines joined, comments and blank lines dropped."""
+    out = []
+    for line in text.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        while words:  # `a && b` is two commands
+            n = words.index("&&") if "&&" in words else len(words)
+            out.append(shlex.join(words[:n]))
+            words = words[n + 1 :]
+    return out
+
+
+#: how each block is checked, by (file, start of its first line); "" language blocks included
+BLOCKS: dict[tuple[str, str], str] = {
+    ("README.md", "spec (TOML/YAML) →"): "not code: the pipeline diagram",
+    ("README.md", "python3 -m pip install -U pip && python3 -m pip install -e . &&"): "shell: set-up + demo",
+    ("README.md", 'python3 -m pip install -U pip && python3 -m pip install -e ".[test]"'): "shell: the CI command",
+    ("README.md", "# sphere.toml"): "spec: validated as written, run shortened",
+    ("README.md", "geosweep validate sphere.toml"): "shell: the sweep commands",
+    ("README.md", "import xarray as xr, analysis"): "python: against the shortened sphere store",
+    ("README.md", "geosweep report results/sphere-demo.zarr"): "shell: reports of the demo store",
+    ("README.md", "from kernels.systems.lj_sphere import lj_sphere"): "python: executed",
+    ("README.md", "from kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
+    ("README.md", "from sweeps.engine import run_sweep"): "python: executed with a shortened spec_dict",
+    ("README.md", "geosweep run sweeps/examples/long_energy.toml"): "shell: parsed, spec and cluster validated",
+    ("README.md", "import numpy as np"): "python: my_systems.py of `geosweep run my_sweep.toml --import`",
+    ("README.md", "# your package's pyproject.toml"): "toml: parsed, group checked",
+    ("README.md", "import math"): "python: executed, then a short sweep",
+    ("README.md", "kernels/    Numba models"): "not code: the folder layout",
+    ("deploy/README.md", "export NUMBA_CACHE_DIR="): "shell: validate run, Slurm run parsed",
+    ("deploy/README.md", "from deploy.clusters import ClusterConfig"): "python: executed (jobs=0 submits nothing)",
+    ("deploy/README.md", "docker build"): "shell: no Docker daemon (test_deploy checks the Dockerfile)",
+    ("deploy/README.md", "geosweep run my_sweep.toml --cluster deploy/k8s"): "shell: parsed, cluster validated",
+    ("deploy/README.md", "kubectl apply"): "shell: kubectl skipped, the run parsed",
+    ("deploy/README.md", "geosweep run my_sweep.toml --store s3://"): "shell: parsed (needs an S3 endpoint)",
+    ("deploy/README.md", "import xarray as xr"): "python: needs an S3 endpoint; test_deploy opens S3 stores",
+    ("deploy/README.md", "export GEOSWEEP_S3="): "shell: parsed with the variable set",
+    ("deploy/README.md", "prefect server start &"): "shell: parsed (a long-running Prefect server)",
+    ("deploy/README.md", "prefect work-pool create"): "shell: needs a Prefect server and work pool",
+    ("deploy/README.md", "from analysis.report import compare_stores"): "python: imports executed; nightly runs",
+}
+
+SCRATCH = "/scratch/"
+#: every command of every shell block: "run" (in the scratch directory; /scratch/ mapped into it) or
+#: "parse: <reason>" (parsed by the CLI's parser; its spec and cluster files validated) or "skip: <reason>"
+COMMANDS: dict[str, str] = {
+    # README: set-up (pip needs the network and changes the environment; `geosweep demo` runs below)
+    "python3 -m pip install -U pip": "skip: installs packages (the test environment is the installed one)",
+    "python3 -m pip install -e .": "skip: installs packages",
+    "python3 -m pip install -e '.[test]'": "skip: installs packages",
+    "python3 -m pytest": "skip: this suite itself",
+    "geosweep demo": "run",
+    # README: the sweep commands
+    "geosweep validate sphere.toml": "run",
+    "geosweep run sphere.toml": "run",
+    "geosweep run sphere.toml --workers 8 --store /scratch/s.zarr": "run",
+    "geosweep run sphere.toml --address tcp://scheduler:8786": "parse: needs a running Dask scheduler",
+    "geosweep run sphere.toml --no-prefect": "run",
+    "geosweep run sphere.toml --processes": "run",
+    "geosweep status results/sphere-omega.zarr": "run",
+    "geosweep report results/sphere-omega.zarr": "run",
+    "geosweep systems": "run",
+    "geosweep run my_sweep.toml --import my_systems": "run",
+    "geosweep run sphere.toml --quiet": "run",
+    # README: reports of the demo store
+    "geosweep report results/sphere-demo.zarr": "run",
+    "geosweep report results/sphere-demo.zarr --sel omega=0": "run",
+    "python3 -m analysis.render results/sphere-demo.zarr.report": "run",
+    # README: the long example on Slurm
+    "geosweep run sweeps/examples/long_energy.toml --cluster deploy/slurm/cluster.toml --store /scratch/long.zarr": (
+        "parse: submits Slurm jobs"
+    ),
+    "geosweep status /scratch/long.zarr": "parse: the store of the Slurm run",
+    "geosweep report /scratch/long.zarr": "parse: the store of the Slurm run",
+    # deploy/README.md
+    "export 'NUMBA_CACHE_DIR=$HOME/.cache/geosweep/numba'": "skip: sets the shell's environment",
+    "geosweep validate my_sweep.toml": "run",
+    "geosweep run my_sweep.toml --cluster deploy/slurm/cluster.toml --store '/scratch/$USER/my_sweep.zarr'": (
+        "parse: submits Slurm jobs"
+    ),
+    "docker build -t geosweep:latest -f deploy/Dockerfile .": "skip: no Docker daemon",
+    "docker tag geosweep:latest registry.example.org/geosweep:latest": "skip: no Docker daemon",
+    "docker push registry.example.org/geosweep:latest": "skip: no Docker daemon",
+    "geosweep run my_sweep.toml --cluster deploy/k8s/cluster.yaml --store s3://my-bucket/geosweep/my_sweep.zarr": (
+        "parse: starts pods on a Kubernetes cluster"
+    ),
+    "kubectl apply -f deploy/k8s/daskcluster.yaml": "skip: needs a Kubernetes cluster",
+    "kubectl port-forward svc/geosweep-scheduler 8786:8786 '&'": "skip: needs a Kubernetes cluster",
+    "geosweep run my_sweep.toml --address tcp://localhost:8786 --store s3://my-bucket/geosweep/my_sweep.zarr": (
+        "parse: needs the cluster's scheduler and an S3 bucket"
+    ),
+    "geosweep run my_sweep.toml --store s3://my-bucket/geosweep/my_sweep.zarr --storage-options "
+    '\'{"client_kwargs": {"endpoint_url": "https://s3.example.org"}}\'': "parse: needs an S3 endpoint",
+    "geosweep status s3://my-bucket/geosweep/my_sweep.zarr --storage-options "
+    '\'{"client_kwargs": {"endpoint_url": "https://s3.example.org"}}\'': "parse: needs an S3 endpoint",
+    'export \'GEOSWEEP_S3={"key": "…", "secret": "…", "client_kwargs": {"endpoint_url": '
+    '"https://s3.example.org"}}\'': "skip: sets the variable the next lines' parse uses",
+    "geosweep run my_sweep.toml --store s3://my-bucket/geosweep/my_sweep.zarr --storage-options env:GEOSWEEP_S3": (
+        "parse: needs an S3 endpoint"
+    ),
+    "geosweep serve my_sweep.toml --store-root s3://my-bucket/geosweep/nightly --storage-options env:GEOSWEEP_S3": (
+        "parse: serves a deployment until stopped (test_nightly serves one)"
+    ),
+    "prefect server start '&'": "skip: a long-running server (test_nightly starts one)",
+    "export PREFECT_API_URL=http://127.0.0.1:4200/api": "skip: sets the shell's environment",
+    "geosweep serve my_sweep.toml --store-root s3://my-bucket/geosweep/nightly --cron '0 2 * * *' --cluster "
+    "deploy/slurm/cluster.toml --max-failed-share 0.25": "parse: serves a deployment until stopped",
+    "prefect work-pool create geosweep --type process": "skip: needs a Prefect server",
+    "prefect deploy --prefect-file deploy/prefect.yaml --all": "skip: needs a Prefect server",
+    "prefect worker start --pool geosweep": "skip: needs a Prefect server",
+}
+
+
+def _block_key(name: str, text: str) -> tuple[str, str] | None:
+    keys = [k for k in BLOCKS if k[0] == name and text.startswith(k[1])]
+    return keys[0] if len(keys) == 1 else None
+
+
+def _shell_blocks() -> list[tuple[str, str]]:
+    out = []
+    for name in READMES:
+        for lang, text in code_blocks(name):
+            key = _block_key(name, text)
+            if lang in ("", "bash", "sh") and key is not None and BLOCKS[key].startswith("shell"):
+                out.append((name, text))
+    return out
+
+
+def test_every_block_is_checked():
+    """A new block, or a changed first line, must be given a check (or a reason) above."""
+    seen = set()
+    for name in READMES:
+        for _lang, text in code_blocks(name):
+            key = _block_key(name, text)
+            assert key is not None, f"{name}: a code block without a check in BLOCKS: {text[:120]!r}"
+            seen.add(key)
+    assert seen == set(BLOCKS), f"BLOCKS names blocks that no longer exist: {set(BLOCKS) - seen}"
+    listed = set()
+    for _name, text in _shell_blocks():
+        for cmd in commands(text):
+            assert cmd in COMMANDS, f"a shell line without a check in COMMANDS: {cmd!r}"
+            listed.add(cmd)
+    assert listed == set(COMMANDS), f"COMMANDS names lines that no longer exist: {set(COMMANDS) - listed}"
+    for how in COMMANDS.values():
+        assert how == "run" or how.startswith(("parse: ", "skip: ")), how
+
+
+# --------------------------------------------------------------------------------------------
+# running them
+# --------------------------------------------------------------------------------------------
+
+
+def _geosweep() -> list[str]:
+    exe = shutil.which("geosweep")
+    return [exe] if exe else [sys.executable, "-m", "flows.cli"]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
+def _run(cmd: str, cwd: Path, scratch: Path) -> subprocess.CompletedProcess:
+    words = shlex.split(cmd.replace(SCRATCH, f"{scratch}/"))
+    if words[0] == "geosweep":
+        words = [*_geosweep(), *words[1:]]
+    elif words[0] == "python3":
+        words[0] = sys.executable
+    p = subprocess.run(words, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, f"{cmd!r} exited {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}"
+    return p
+
+
+def _parse(cmd: str, cwd: Path, monkeypatch) -> None:
+    """Parse a ``geosweep`` line with the CLI's parser and validate the spec and cluster file it names."""
+    from deploy.clusters import ClusterConfig
+    from flows.cli import build_parser
+    from sweeps.plan import make_plan
+
+    words = shlex.split(cmd)
+    assert words[0] == "geosweep", cmd
+    monkeypatch.chdir(cwd)
+    args = build_parser().parse_args(words[1:])
+    if getattr(args, "spec", None):
+        make_plan(str(ROOT / args.spec) if (ROOT / args.spec).exists() else args.spec)
+    if getattr(args, "cluster", None):
+        ClusterConfig.from_file(ROOT / args.cluster)
+    assert not (getattr(args, "cluster", None) and getattr(args, "address", None)), cmd
+
+
+def shortened_sphere_spec(text: str) -> str:
+    """The README's sphere spec on the level-1 icosphere (42 molecules): same axes, T and h."""
+    short, n = re.subn(r"^\[params\]([^\n]*)\n", "[params]\\1\nlevel = 1\n", text, flags=re.M)
+    assert n == 1
+    return short
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """A directory with the README's files: sphere.toml (shortened), my_sweep.toml and my_systems.py
+    (the rotor ring of "Your own (S²)ⁿ system") for the --import line."""
+    d = tmp_path_factory.mktemp("readme")
+    (d / "sphere.toml").write_text(shortened_sphere_spec(block("README.md", "# sphere.toml")))
+    (d / "my_systems.py").write_text(block("README.md", "import numpy as np"))
+    (d / "my_sweep.toml").write_text(
+        'name = "ring"\nsystem = "rotor_ring"\nintegrators = ["implicit_vi", "rk4"]\nh = [0.01]\nT = 0.5\n'
+        "dt_out = 0.1\n[params]\nn = 6\nk = [0.5, 1.0]\n"
+    )
+    (d / "scratch").mkdir()
+    return d
+
+
+def test_readme_sphere_spec_is_valid_as_written():
+    from sweeps.plan import make_plan
+
+    spec = tomllib.loads(block("README.md", "# sphere.toml"))
+    plan = make_plan(spec)
+    assert plan.grid.shape == (3, 3, 3, 2)  # integrator × h × omega × sense
+    short = make_plan(tomllib.loads(shortened_sphere_spec(block("README.md", "# sphere.toml"))))
+    assert short.grid.shape == plan.grid.shape and short.spec.T == plan.spec.T
+
+
+@pytest.fixture(scope="module")
+def ran(workspace) -> dict[str, subprocess.CompletedProcess]:
+    """Every "run" line of README.md's shell blocks, in order, in the workspace."""
+    out = {}
+    for name, text in _shell_blocks():
+        if name != "README.md":
+            continue
+        for cmd in commands(text):
+            if COMMANDS[cmd] != "run":
+                continue
+            if cmd.startswith("python3 -m analysis.render") and not _has_browser():
+                continue  # headless Chromium (apt-get install -y chromium), as tests/test_report_html.py
+            out[cmd] = _run(cmd, workspace, workspace / "scratch")
+    return out
+
+
+def _has_browser() -> bool:
+    from analysis.render import find_browser
+
+    return find_browser() is not None
+
+
+def test_readme_shell_lines_run(ran, workspace):
+    import xarray as xr
+
+    ds = xr.open_zarr(workspace / "results" / "sphere-omega.zarr")
+    assert int((ds.status == 0).sum()) == 54
+    assert (workspace / "scratch" / "s.zarr").exists()
+    assert (workspace / "results" / "sphere-omega.zarr.report" / "index.md").exists()
+    assert "lj_sphere" in ran["geosweep systems"].stdout
+    assert "valid" in ran["geosweep validate sphere.toml"].stdout
+    assert int((xr.open_zarr(workspace / "results" / "ring.zarr").status == 0).sum()) == 4
+    assert (workspace / "results" / "sphere-demo.zarr.report" / "index.html").exists()
+
+
+def test_readme_analysis_block(ran, workspace, monkeypatch):
+    import pandas as pd
+
+    monkeypatch.chdir(workspace)
+    ns: dict = {}
+    code = block("README.md", "import xarray as xr, analysis")
+    *body, last = code.strip().splitlines()
+    exec("\n".join(body), ns)
+    table = eval(last.split("#")[0], ns)
+    assert isinstance(table, pd.DataFrame) and table.shape == (3, 3)  # integrator × h
+    assert table.notna().all().all()
+
+
+def test_readme_kernel_blocks():
+    ns: dict = {}
+    code = block("README.md", "from kernels.systems.lj_sphere import lj_sphere")
+    *body, last = code.strip().splitlines()
+    exec("\n".join(body), ns)
+    expr, comment = last.split("#", 1)
+    mean_de, unit_err, status = eval(expr, ns)
+    want = [w.strip() for w in comment.split(",")]
+    assert float(want[0]) / 1.05 < mean_de < float(want[0]) * 1.05, (mean_de, want)
+    assert unit_err < 10 * float(want[1]), (unit_err, want)
+    assert repr(status) == want[2], (repr(status), want)
+    exec(block("README.md", "from kernels.registry import FAMILIES, RunRequest"), ns)
+    assert ns["traj"].finished and ns["traj"].steps == 1000
+
+
+def test_readme_run_sweep_block(workspace, monkeypatch):
+    from distributed import Client, LocalCluster
+
+    monkeypatch.chdir(workspace)
+    spec_dict = tomllib.loads((workspace / "sphere.toml").read_text())  # the same sweep: the later calls resume
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
+        ns = {"spec_dict": spec_dict, "my_distributed_client": client}
+        exec(block("README.md", "from sweeps.engine import run_sweep"), ns)
+    import xarray as xr
+
+    assert int((xr.open_zarr(workspace / "s.zarr").status == 0).sum()) == 54
+
+
+def test_readme_long_energy_lines_parse(monkeypatch):
+    text = block("README.md", "geosweep run sweeps/examples/long_energy.toml")
+    for cmd in commands(text):
+        assert COMMANDS[cmd].startswith("parse: ")
+        _parse(cmd, ROOT, monkeypatch)
+
+
+def test_readme_entry_point_block():
+    from flows.plugins import GROUP
+
+    data = tomllib.loads(block("README.md", "# your package's pyproject.toml"))
+    (group,) = data["project"]["entry-points"]
+    assert group == GROUP
+
+
+def test_readme_skew_gradient_block(tmp_path):
+    import importlib.util
+
+    import numpy as np
+
+    from kernels.registry import SYSTEMS
+    from sweeps.engine import run_sweep
+
+    path = tmp_path / "readme_lv.py"  # a file, as the README asks (Numba caches compiled code by file)
+    path.write_text(block("README.md", "import math"))
+    spec = importlib.util.spec_from_file_location("readme_lv", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    system = SYSTEMS["lotka_volterra"].build()
+    assert system.gradient_fd_error(np.array([1.2, 0.7])) < 1e-6
+    sweep = {"name": "lv", "system": "lotka_volterra", "integrators": ["dg_avf"], "h": [0.1], "T": 1.0, "dt_out": 0.5}
+    result = run_sweep(sweep, tmp_path / "lv.zarr", serial=True)
+    assert (result.total, result.failed_cells) == (1, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# deploy/README.md
+# --------------------------------------------------------------------------------------------
+
+
+def test_deploy_readme_shell_lines(workspace, tmp_path, monkeypatch):
+    (tmp_path / "my_sweep.toml").write_text((workspace / "sphere.toml").read_text())
+    monkeypatch.setenv("GEOSWEEP_S3", '{"key": "k", "secret": "s"}')
+    for name, text in _shell_blocks():
+        if name != "deploy/README.md":
+            continue
+        for cmd in commands(text):
+            how = COMMANDS[cmd]
+            if how == "run":
+                _run(cmd, tmp_path, tmp_path)
+            elif how.startswith("parse: "):
+                _parse(cmd, tmp_path, monkeypatch)
+
+
+def test_deploy_readme_job_script_block(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    ns: dict = {}
+    exec(block("deploy/README.md", "from deploy.clusters import ClusterConfig"), ns)
+
+
+def test_deploy_readme_nightly_block_imports():
+    code = block("deploy/README.md", "from analysis.report import compare_stores")
+    imports = "\n".join(line for line in code.splitlines() if line.startswith(("from ", "import ")))
+    exec(imports, {})
+
+
+def test_readme_gearbox_forms_are_accepted():
+    """Every `form = "…"` the README's systems table gives the gearbox validates and builds."""
+    from sweeps.plan import make_plan
+
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `gearbox` |"))
+    forms = re.findall(r'`form = "(\w+)"`|`"(\w+)"`', row)
+    forms = sorted({a or b for a, b in forms})
+    assert forms == ["canonical", "qr", "reduced"], forms
+    spec = {"name": "g", "system": "gearbox", "integrators": ["dg_gonzalez"], "h": [0.1], "T": 0.2, "dt_out": 0.1}
+    plan = make_plan(spec | {"params": {"form": forms}})
+    assert plan.grid.shape == (1, 1, 3)
