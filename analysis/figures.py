@@ -26,6 +26,8 @@ STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 #: a jump of more than this many decades between two samples makes a log time axis misleading
 JUMP_DECADES = 2.0
+#: samples a level must hold before a jump for the jump to be an event, not the start-up rise
+JUMP_MIN_BEFORE = 5
 
 
 def representative(ds: xr.Dataset, select: dict[str, Any] | None = None) -> tuple[xr.Dataset, str]:
@@ -171,14 +173,17 @@ def _positive(y: np.ndarray) -> np.ndarray:
 
 def jump_dominates(ys: list[np.ndarray]) -> bool:
     """True if some curve jumps up by more than :data:`JUMP_DECADES` between two samples and stays
-    there (median level after vs before), past the first 5 % of samples: an event such as the
-    torus's wall impact. A linear time axis shows such an event; a log one squeezes it."""
+    there (median level after vs before), after holding a level for at least
+    :data:`JUMP_MIN_BEFORE` samples: an event such as the torus's wall impact (round-off until
+    t ≈ 0.5, 2 % of the samples of ``torus_impact.toml``, then 1e-3). A linear time axis shows the
+    long run after such an event; a log one squeezes it. A rise over the first few samples is the
+    start-up, not an event."""
     for y in ys:
         ly = np.log10(y[np.isfinite(y)]) if np.isfinite(y).any() else np.array([])
-        if ly.size < 10:
+        if ly.size < 2 * JUMP_MIN_BEFORE:
             continue
         for k in np.flatnonzero(np.diff(ly) > JUMP_DECADES):
-            if k >= 0.05 * ly.size and np.median(ly[k + 1 :]) - np.median(ly[: k + 1]) > JUMP_DECADES:
+            if k + 1 >= JUMP_MIN_BEFORE and np.median(ly[k + 1 :]) - np.median(ly[: k + 1]) > JUMP_DECADES:
                 return True
     return False
 
@@ -275,7 +280,7 @@ def energy_envelope(ds: xr.Dataset, desc: str = ""):
                 readable_log_ticks(ax, "x")
         readable_log_ticks(ax, "y")
         ax.set_title(name, fontsize=9)
-        ax.set_xlabel(time_label(ds), fontsize=8)
+        ax.set_xlabel(time_label(ds) + (" (linear: a jump dominates)" if linear_t else ""), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("|E − E0| / |E0|")
     legend_outside(fig, axes)
@@ -283,9 +288,28 @@ def energy_envelope(ds: xr.Dataset, desc: str = ""):
     return fig
 
 
-def order_comment(order: float, stderr: float, n: int, expected: float, dim: str) -> str:
+def order_comment(
+    order: float,
+    stderr: float,
+    n: int,
+    expected: float,
+    dim: str,
+    regime: str = "fitted",
+    n_roundoff: int = 0,
+    error_range: tuple[float, float] | None = None,
+) -> str:
     """How to read an observed order: against the nominal order for ``h`` (fixed-step methods),
-    as a plain slope for ``tol`` (adaptive methods: there is no nominal value to match)."""
+    as a plain slope for ``tol`` (adaptive methods: there is no nominal value to match). ``regime``
+    (from :meth:`GeosweepAccessor.order`) says when there is no order to read: every error at
+    round-off, or O(1) errors that barely fall (pre-asymptotic; ``error_range`` = (largest h's
+    error, smallest h's error))."""
+    if regime == "round-off":
+        return f"every error at round-off ({n_roundoff} points): exact to machine precision, no order to fit"
+    if regime == "pre-asymptotic":
+        what = f"errors {error_range[0]:.3g} … {error_range[1]:.3g}" if error_range else "errors"
+        slope = f" (slope {order:.2f})" if np.isfinite(order) else ""
+        return (f"pre-asymptotic: {what} are O(1) and barely fall{slope}; not in the asymptotic regime, "
+                "the slope is not an order — refine the step")  # fmt: skip
     if not np.isfinite(order):
         return "too few points"
     parts = []
@@ -301,6 +325,8 @@ def order_comment(order: float, stderr: float, n: int, expected: float, dim: str
             parts.append(f"above the nominal {expected:g}: pre-asymptotic or error cancellation; refine h")
         else:
             parts.append(f"below the nominal {expected:g}: not in the asymptotic regime (or a non-smooth event)")
+    if n_roundoff:
+        parts.append(f"{n_roundoff} more point{'s' if n_roundoff > 1 else ''} at round-off, left out of the fit")
     return "; ".join(parts)
 
 
@@ -426,7 +452,10 @@ def _series_state(ds: xr.Dataset, da: xr.DataArray) -> str | None:
     if fin.size == 0:
         return "NaN in every ok cell (not conserved or not defined here)"
     if bool(np.all(fin == 0)):
-        return "identically 0 in every ok cell (exact by construction)"
+        return (
+            "identically 0 for every method in this store (e.g. a planar initial condition makes it 0 whatever "
+            "the integrator): a property of the problem, not a sign of an exact method"
+        )
     return None
 
 
