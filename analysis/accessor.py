@@ -533,7 +533,7 @@ class GeosweepAccessor:
         ``abs(ds.energy_error).max("time")``). Returns ``order`` p (error ≈ C·dim^p),
         ``order_stderr``, ``log10_C``, ``n_points``, ``used`` (bool over ``dim``: the points that
         entered), ``error`` (the values, NaN where not used), ``roundoff`` (bool over ``dim``: ok
-        points at round-off, left out), ``n_roundoff`` and ``regime``: ``"fitted"``,
+        points at round-off, left out) and their values ``roundoff_error``, ``n_roundoff`` and ``regime``: ``"fitted"``,
         ``"round-off"`` (no point above the floor), ``"pre-asymptotic"`` (a dimensionless error
         ≥ ``PRE_ASYMPTOTIC_ERROR`` at every point with a slope more than ½ below the nominal order,
         or below ½ without one: O(1) errors that barely fall — the slope is not an order) or
@@ -588,6 +588,7 @@ class GeosweepAccessor:
                 "used": used,
                 "error": da.where(used),
                 "roundoff": roundoff.transpose(*da.dims),
+                "roundoff_error": da.where(roundoff).transpose(*da.dims),
                 "n_roundoff": n_round.assign_attrs(long_name="ok points at round-off (left out of the fit)"),
                 "regime": regime,
             }

@@ -306,7 +306,8 @@ def order_comment(
     if regime == "round-off":
         return f"every error at round-off ({n_roundoff} points): exact to machine precision, no order to fit"
     if regime == "pre-asymptotic":
-        what = f"errors {error_range[0]:.3g} … {error_range[1]:.3g}" if error_range else "errors"
+        ok = error_range is not None and np.isfinite(error_range).all()
+        what = f"errors {error_range[0]:.3g} … {error_range[1]:.3g}" if ok else "errors"
         slope = f" (slope {order:.2f})" if np.isfinite(order) else ""
         return (f"pre-asymptotic: {what} are O(1) and barely fall{slope}; not in the asymptotic regime, "
                 "the slope is not an order — refine the step")  # fmt: skip
@@ -330,12 +331,32 @@ def order_comment(
     return "; ".join(parts)
 
 
+def _fit_label(name: str, f: xr.Dataset, dim: str) -> str:
+    """Legend text of one fit: ``name: p = 4.00 ± 0.02 (nominal 4)``, or why there is no order."""
+    p, se, n = float(f["order"]), float(f["order_stderr"]), int(f["n_points"])
+    regime = str(f["regime"].values) if "regime" in f else "fitted"
+    k = int(f["n_roundoff"]) if "n_roundoff" in f else 0
+    if regime == "round-off":
+        return f"{name}: at round-off (×), no order"
+    if regime == "pre-asymptotic":
+        return f"{name}: pre-asymptotic (slope {p:.2f}), not an order"
+    lab = name
+    if np.isfinite(p):
+        exp = float(f["expected_order"]) if "expected_order" in f.coords else np.nan
+        lab += f": {'slope' if dim == 'tol' else 'p'} = {p:.2f}"
+        lab += f" ± {se:.2f}" if n >= 3 and np.isfinite(se) else ""
+        lab += f" (nominal {exp:g})" if dim == "h" and np.isfinite(exp) else ""
+        lab += "" if n >= 3 else f" [{n} pts]"
+    return lab + (f"; {k} at round-off (×)" if k else "")
+
+
 def error_vs_step(ds: xr.Dataset, error_var: str | None = None, desc: str = ""):
     """Summary error against h (fixed-step methods) and against tol (adaptive methods), log–log,
-    with least-squares slopes; a method appears only on the axis it was swept over."""
+    with least-squares slopes; a method appears only on the axis it was swept over, an axis only
+    if it has at least two values. Errors at round-off are drawn as × and left out of the fit."""
     acc = ds.geosweep
     error_var = error_var or acc.default_error_var()
-    dims = [d for d in STEP_DIMS if d in acc.sweep_dims]
+    dims = [d for d in STEP_DIMS if d in acc.sweep_dims and ds.sizes[d] >= 2]
     if not dims or error_var not in ds:
         return None
     colors = integrator_colors([str(n) for n in ds["integrator"].values])
@@ -357,25 +378,25 @@ def error_vs_step(ds: xr.Dataset, error_var: str | None = None, desc: str = ""):
                 continue  # a fixed-step method on the tol panel (or adaptive on h) would be a filler point
             f = fit.sel(integrator=name)
             if other:  # the slice with the most points (the applicable tol of a fixed-step method)
-                f = f.isel(f["n_points"].argmax(other))
+                f = f.isel(f["n_points"].argmax(other) if int(f["n_points"].max()) else f["n_roundoff"].argmax(other))
             x, y = f[dim].values, f["error"].values
             good = np.isfinite(y) & (y > 0)
-            if not good.any():
+            rnd = f["roundoff"].values if "roundoff" in f else np.zeros_like(good)
+            if not good.any() and not rnd.any():
                 continue
-            p, se, n = float(f["order"]), float(f["order_stderr"]), int(f["n_points"])
-            exp = float(f["expected_order"]) if "expected_order" in f.coords else np.nan
-            lab = str(name)
-            if np.isfinite(p):
-                lab += f": {'slope' if dim == 'tol' else 'p'} = {p:.2f}" + (
-                    f" ± {se:.2f}" if n >= 3 and np.isfinite(se) else ""
-                )
-                lab += f" (nominal {exp:g})" if dim == "h" and np.isfinite(exp) else ""
-                lab += "" if n >= 3 else f" [{n} pts]"
+            p = float(f["order"])
+            c = colors[str(name)]
             m = MARKERS[k % len(MARKERS)]
-            ax.loglog(x[good], y[good], m, color=colors[str(name)], mfc="none", mew=1.4, ms=7 + 2 * (k % 3), label=lab)
-            if np.isfinite(p):
+            if good.any():
+                ax.loglog(x[good], y[good], m, color=c, mfc="none", mew=1.4, ms=7 + 2 * (k % 3),
+                          label=_fit_label(str(name), f, dim))  # fmt: skip
+            if rnd.any():
+                vals = f["roundoff_error"].values
+                ax.loglog(x[rnd], vals[rnd], "x", color=c, mew=1.4, ms=8,
+                          label=None if good.any() else _fit_label(str(name), f, dim))  # fmt: skip
+            if np.isfinite(p) and str(f["regime"].values) == "fitted":
                 xs = np.array([x[good].min(), x[good].max()])
-                ax.loglog(xs, 10 ** float(f["log10_C"]) * xs**p, "--", color=colors[str(name)], lw=1)
+                ax.loglog(xs, 10 ** float(f["log10_C"]) * xs**p, "--", color=c, lw=1)
             k += 1
             drawn = True
         ax.set_xlabel(step_label(ds, dim))
@@ -396,7 +417,8 @@ def error_vs_step(ds: xr.Dataset, error_var: str | None = None, desc: str = ""):
             ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
         else:
             ax.text(0.5, 0.5, f"no ok cell with a finite {error_var}", transform=ax.transAxes, ha="center", fontsize=8)
-    fig.suptitle(_title(ds, "error against step size (ok cells; dashed: least-squares fit)", desc), fontsize=10)
+    fig.suptitle(_title(ds, "error against step size (ok cells; dashed: least-squares fit; ×: at round-off)", desc),
+                 fontsize=10)  # fmt: skip
     return fig if drawn else None
 
 

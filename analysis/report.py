@@ -111,6 +111,9 @@ def make_report(
         for name in ("energy_error_vs_time", "energy_envelope"):
             rep.notes.append(f"{name}: the energy error is NaN in every ok cell (energy not conserved here, e.g. a "
                              "controlled system whose inputs do work)")  # fmt: skip
+    single = [f"one {d} ({ds[d].values[0]:g})" for d in F.STEP_DIMS if d in acc.sweep_dims and ds.sizes[d] < 2]
+    if single and all(ds.sizes[d] < 2 for d in F.STEP_DIMS if d in acc.sweep_dims):
+        rep.notes.append(f"error_vs_step: only {' and '.join(single)} swept: no convergence to draw or fit")
     if err not in ds or not bool(ds[err].where(ds["status"] == 0).notnull().any()):
         for name in ("error_vs_step", "work_precision"):
             rep.notes.append(f"{name}: no finite {err} in any ok cell (e.g. global_error not requested)")
@@ -257,14 +260,14 @@ def _order_table(ds: xr.Dataset, dim: str) -> Table:
     df = df[(df["n_points"] >= 2) | (df["regime"] == "round-off")][[*dims, *cols]]
     df = df.merge(_error_range(o, dims, dim), on=dims, how="left") if dims else df
     df = df.drop(columns=[d for d in F.STEP_DIMS if d in df and d != dim])  # filler axis of a mixed grid
-    nominal = df["integrator"].map(exp) if exp is not None and dim == "h" else pd.Series(np.nan, index=df.index)
+    none = pd.Series(np.nan, index=df.index)
+    nominal = df["integrator"].map(exp) if exp is not None and dim == "h" else none
+    big, small = df.get("err_big", none), df.get("err_small", none)
     df["comment"] = [
-        F.order_comment(p, se, int(n), float(e) if np.isfinite(e) else np.nan, dim, regime=str(r),
-                        n_roundoff=int(k), error_range=(big, small) if np.isfinite(big) else None)  # fmt: skip
-        for p, se, n, e, r, k, big, small in zip(
-            df["order"], df["order_stderr"], df["n_points"], nominal, df["regime"], df["n_roundoff"],
-            df.get("err_big", pd.Series(np.nan, index=df.index)), df.get("err_small", pd.Series(np.nan, index=df.index)),
-        )  # fmt: skip
+        F.order_comment(p, se, int(n), e, dim, regime=str(r), n_roundoff=int(k), error_range=(b, s))
+        for p, se, n, e, r, k, b, s in zip(
+            df["order"], df["order_stderr"], df["n_points"], nominal, df["regime"], df["n_roundoff"], big, small
+        )
     ]
     meaningless = df["regime"] != "fitted"
     df.loc[meaningless, ["order", "order_stderr"]] = np.nan  # no order to read: the comment says why
@@ -286,7 +289,7 @@ def _order_table(ds: xr.Dataset, dim: str) -> Table:
     )
     head = f"{what}, {o.attrs['error_var']}"
     if df.empty:
-        swept = int((o[dim].size))
+        swept = int(o[dim].size)
         why = f"only one {dim} value is swept" if swept < 2 else f"no method has two ok points along {dim}"
         return head, f"No order to fit: {why}.", ""
     return head, df, caption
