@@ -19,7 +19,7 @@ import numpy as np
 import xarray as xr
 
 import analysis  # noqa: F401 - registers ds.geosweep
-from analysis.accessor import EVAL_VAR, status_label
+from analysis.accessor import EPS, EVAL_VAR, status_label
 
 STEP_DIMS = ("h", "tol")
 STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
@@ -75,15 +75,36 @@ def units_text(units: Any) -> str:
     return "" if u.replace(" ", "") in ("", "1", "1/1") else f" [{u}]"
 
 
-def short_name(text: str, limit: int = 60) -> str:
-    """A long_name cut before its explanatory tail (at ``"; "``, ``", "`` or ``" ("``) if longer
-    than ``limit``: the first cut that leaves balanced brackets and no dangling operator."""
+#: Short axis names of stored variables whose long_name is a definition, not a name.
+SHORT_NAMES = {
+    "energy_error_38": "RMS relative energy error (paper (38))",
+    "global_error": "global error ‖y(T) − y_ref(T)‖",
+    "max_rel_energy_error": "max |E − E0| / |E0|",
+    "mean_abs_energy_error": "mean |E − E0|",
+    "max_abs_energy_error": "max |E − E0|",
+    "momentum_error": "momentum error",
+    "casimir_error": "Casimir error",
+    "max_casimir_error": "max Casimir error",
+    "f_evals": "force / gradient evaluations",
+}
+
+
+def short_name(text: str, limit: int = 48) -> str:
+    """A long_name without its explanatory tail: the part after ``"; "`` (e.g. ``"; NaN if none"``)
+    and a leading source reference (``"paper (38): "``) always go; if still longer than
+    ``limit``, it is cut at ``", "``, ``" ("`` or ``" against "``: the first cut that leaves
+    balanced brackets and no dangling operator."""
+    text = text.split("; ")[0].strip()
+    head, sep, rest = text.partition(": ")
+    if sep and len(head) <= 20 and ("paper" in head or "spec" in head):
+        text = rest
     if len(text) <= limit:
         return text
-    cuts = sorted(i for sep in ("; ", ", ", " (") for i in range(12, len(text)) if text.startswith(sep, i))
+    seps = (", ", " (", " against ", " in ")
+    cuts = sorted(i for sep in seps for i in range(12, len(text)) if text.startswith(sep, i))
     for i in cuts:
         head = text[:i].rstrip()
-        balanced = all(head.count(a) == head.count(b) for a, b in ("()", "[]"))
+        balanced = all(head.count(a) == head.count(b) for a, b in ("()", "[]", "{}"))
         if balanced and head[-1] not in "/+−-*·=" and len(head) <= limit:
             return head
     return text[: limit - 1] + "…"
@@ -92,7 +113,7 @@ def short_name(text: str, limit: int = 60) -> str:
 def axis_label(da: xr.DataArray, width: int = 42) -> str:
     """``long_name [units]`` of a variable (long names shortened), wrapped; never the raw variable
     name if a long_name exists."""
-    name = short_name(str(da.attrs.get("long_name") or str(da.name).replace("_", " ")))
+    name = SHORT_NAMES.get(str(da.name)) or short_name(str(da.attrs.get("long_name") or str(da.name).replace("_", " ")))
     return textwrap.fill(name + units_text(da.attrs.get("units")), width)
 
 
@@ -151,6 +172,49 @@ def legend_outside(fig, axes, title: str | None = None, fontsize: float = 7) -> 
         ncol = min(4, len(seen)) if len(seen) > 6 else len(seen)
         fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncol=ncol, fontsize=fontsize,
                    title=title, title_fontsize=fontsize, frameon=False)  # fmt: skip
+
+
+#: the most entries a legend may have (larger ones are split into colour and line-style keys)
+MAX_LEGEND = 12
+#: values at or below ``LOG_FLOOR_ULPS · ε · scale`` are zero for a log axis (noted in the panel)
+LOG_FLOOR_ULPS = 0.01
+
+
+def key_legend(fig, colors: dict[str, Any], styles: dict[str, dict[str, Any]], fontsize: float = 7,
+               title: str | None = None) -> None:  # fmt: skip
+    """One legend below the figure with two keys: colour = integrator (``colors``: name → colour)
+    and line style / marker = step or parameter set (``styles``: label → Line2D keywords), so it has
+    len(colors) + len(styles) entries instead of their product."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, lw=2.2, label=n) for n, c in colors.items()]
+    handles += [Line2D([], [], **{"color": "0.35", "lw": 1.2, **kw}, label=lab) for lab, kw in styles.items()]
+    if handles:
+        ncol = min(6, max(len(colors), len(styles), 1))
+        fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=fontsize, frameon=False,
+                   title=title, title_fontsize=fontsize)  # fmt: skip
+
+
+def log_values(y: np.ndarray, floor: float) -> tuple[np.ndarray, int]:
+    """``|y|`` for a log axis: values at or below ``floor`` (exact zeros, and rounding noise far
+    below round-off such as 1e-45) become NaN; returns them and how many samples after the first
+    (t = 0, the reference) were finite but at or below the floor. ``floor`` is
+    ``LOG_FLOOR_ULPS · ε · max(scale, 1)`` for a quantity of magnitude ``scale``."""
+    a = np.abs(np.asarray(y, dtype=np.float64))
+    low = np.isfinite(a) & (a <= floor)
+    return np.where(low, np.nan, a), int(low[1:].sum()) if a.ndim == 1 else int(low.sum())
+
+
+def note_zeros(ax, zeros: dict[str, tuple[int, int]], floor: float) -> None:
+    """Say in the panel which curves had samples at 0 (or ≤ ``floor``) that a log axis cannot show."""
+    hit = {n: (k, m) for n, (k, m) in zeros.items() if k}
+    if not hit:
+        return
+    what = ", ".join(f"{n} {100.0 * k / max(m, 1):.0f} %" for n, (k, m) in list(hit.items())[:3])
+    more = f" +{len(hit) - 3} more" if len(hit) > 3 else ""
+    ax.text(0.01, 0.01, f"= 0 (≤ {floor:.0e}), not drawn: {what}{more} of samples", transform=ax.transAxes,
+            fontsize=6, color="0.25", va="bottom", ha="left",
+            bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="0.7", alpha=0.85))  # fmt: skip
 
 
 def readable_log_ticks(ax, axis: str = "x") -> None:
@@ -274,8 +338,8 @@ def energy_envelope(ds: xr.Dataset, desc: str = ""):
                 continue
             k = (str(dim), value)
             label = f"{dim} = {value:g}" if dim else name
-            plot(t[pos], env[pos], ls=styles[k], color=color_of[k], lw=1.2, label=f"{label}: max over each interval")
-            plot(t[pos], pt[pos], color=color_of[k], lw=0.6, alpha=0.5, ls=":", label=f"{label}: point samples")
+            plot(t[pos], env[pos], ls=styles[k], color=color_of[k], lw=1.2, label=label)
+            plot(t[pos], pt[pos], color=color_of[k], lw=0.6, alpha=0.5, ls=":")
             if not linear_t:
                 readable_log_ticks(ax, "x")
         readable_log_ticks(ax, "y")
@@ -283,7 +347,9 @@ def energy_envelope(ds: xr.Dataset, desc: str = ""):
         ax.set_xlabel(time_label(ds) + (" (linear: a jump dominates)" if linear_t else ""), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("|E − E0| / |E0|")
-    legend_outside(fig, axes)
+    key_legend(fig, {}, {**{f"{d} = {v:g}" if d else "line": {"ls": styles[(d, v)], "color": color_of[(d, v)]}
+                            for d, v in styles},
+                         "max over each interval": {"lw": 1.2}, "point samples": {"ls": ":", "lw": 0.6}})  # fmt: skip
     fig.suptitle(_title(ds, "energy error envelope", desc), fontsize=10)
     return fig
 
@@ -422,6 +488,14 @@ def error_vs_step(ds: xr.Dataset, error_var: str | None = None, desc: str = ""):
     return fig if drawn else None
 
 
+def _natural(text: str) -> list:
+    """Sort key that orders numbers by value (``N = 2`` before ``N = 10``)."""
+    import re
+
+    number = r"[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?"
+    return [(0, float(t), "") if re.fullmatch(number, t) else (1, 0.0, t) for t in re.split(f"({number})", text) if t]
+
+
 def _combo(row, dims: list[str]) -> str:
     return ", ".join(f"{d} = {row[d]:g}" if isinstance(row[d], float) else f"{d} = {row[d]}" for d in dims)
 
@@ -440,13 +514,16 @@ def work_precision(ds: xr.Dataset, error_var: str | None = None):
     colors = integrator_colors([str(n) for n in ds["integrator"].values])
     fig, axes = _grid(len(costs), 4.6, 3.6, sharey=True)
     drawn = False
+    combos: list[str] = []
+    names: set[str] = set()
     for ax, cost in zip(axes, costs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the report states the dropped cells once
             df = acc.work_precision(error_var, cost_var=cost)
         df = df[(df[error_var] > 0) & (df[cost] > 0)]
         groups = df.groupby(["integrator", *params], sort=False) if params else df.groupby("integrator", sort=False)
-        combos = sorted({_combo(g.iloc[0], params) for _, g in groups}) if params else [""]
+        new = sorted({_combo(g.iloc[0], params) for _, g in groups} - set(combos), key=_natural) if params else [""]
+        combos += [c for c in new if c not in combos]
         for _, g in groups:
             name = str(g["integrator"].iloc[0])
             combo = _combo(g.iloc[0], params) if params else ""
@@ -454,13 +531,15 @@ def work_precision(ds: xr.Dataset, error_var: str | None = None):
             g = g.sort_values(cost)
             ax.loglog(g[cost], g[error_var], marker=MARKERS[k % len(MARKERS)], ls=STYLES[k % len(STYLES)],
                       color=colors[name], lw=1, ms=5, label=f"{name}{', ' + combo if combo else ''}")  # fmt: skip
+            names.add(name)
             drawn = True
         ax.set_xlabel(axis_label(ds[cost], 36) if cost != "wall_time" else "wall time [s]", fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
         readable_log_ticks(ax, "x")
         readable_log_ticks(ax, "y")
     axes[0].set_ylabel(axis_label(ds[error_var], 36), fontsize=8)
-    legend_outside(fig, axes)
+    keys = {c: {"marker": MARKERS[k % len(MARKERS)], "ls": STYLES[k % len(STYLES)]} for k, c in enumerate(combos)}
+    key_legend(fig, {n: colors[n] for n in map(str, ds["integrator"].values) if n in names}, keys if params else {})
     system = ds.attrs.get("system", "")
     fig.suptitle(f"work–precision (ok cells; a curve per integrator and parameter set) — {system}", fontsize=10)
     return fig if drawn else None
@@ -501,27 +580,38 @@ def time_lines(ds: xr.Dataset, series: dict[str, xr.DataArray], title: str):
     styles = _step_styles(ds, runs)
     t = ds["time"].values
     fig, axes = _grid(len(keep))
+    drawn: set[str] = set()
     for ax, (label, da) in zip(axes, keep.items()):
+        floor = LOG_FLOOR_ULPS * EPS * max(float(da.attrs.get("roundoff_scale", 1.0) or 1.0), 1.0)
+        zeros: dict[str, tuple[int, int]] = {}
         for name, dim, value, cell in runs:
             sel = {k: cell[k].values for k in ds["status"].dims if k in da.dims}
             sub = da.sel(sel)
             if "time" not in sub.dims:
                 continue
             extra = [d for d in sub.dims if d != "time"]
-            y = _positive(sub.max(extra).values if extra else sub.values)
+            y, low = log_values(sub.max(extra).values if extra else sub.values, floor)
+            k, m = zeros.get(name, (0, 0))
+            zeros[name] = (k + low, m + int(np.isfinite(y[1:]).sum()) + low)
             if np.isfinite(y).any():
                 width = max(0.8, 2.6 - 0.6 * order.index(name))  # earlier integrators wider: equal curves stay visible
-                ax.semilogy(
-                    t, y, color=colors[name], ls=styles[(str(dim), value)], lw=width, label=_label(name, dim, value)
-                )
+                ax.semilogy(t, y, color=colors[name], ls=styles[(str(dim), value)], lw=width,
+                            label=_label(name, dim, value))  # fmt: skip
+                drawn.add(name)
+        note_zeros(ax, zeros, floor)
         ax.set_title(textwrap.fill(label.split(" [")[0], 48), fontsize=8)
         readable_log_ticks(ax, "y")
         ax.set_ylabel(units_text(da.attrs.get("units")).strip(" []") or "dimensionless", fontsize=8)
         ax.set_xlabel(time_label(ds), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-    legend_outside(fig, axes)
+    key_legend(fig, {n: colors[n] for n in order if n in drawn}, _style_keys(styles))
     fig.suptitle(title, fontsize=10)
     return fig, notes
+
+
+def _style_keys(styles: dict[tuple, Any]) -> dict[str, dict[str, Any]]:
+    """Legend keys of the step line styles (``h = 0.01`` → ``{"ls": "--"}``)."""
+    return {(f"{d} = {v:g}" if d else "line"): {"ls": ls} for (d, v), ls in styles.items()}
 
 
 _time_lines = time_lines
@@ -550,7 +640,7 @@ def momentum_series(ds: xr.Dataset) -> dict[str, xr.DataArray]:
         out[axis_label(ds["momentum_error"], 200)] = ds["momentum_error"]
     if "J" in ds and "time" in ds["J"].dims:
         out["|J − J0| (J = e3·L, vertical angular momentum)"] = abs(ds["J"] - ds["J"].isel(time=0)).assign_attrs(
-            units=ds["J"].attrs.get("units", "")
+            units=ds["J"].attrs.get("units", ""), roundoff_scale=_scale(ds["J"].isel(time=0))
         )
     if "dJ3" in ds and "time" in ds["dJ3"].dims:
         out[axis_label(ds["dJ3"], 200)] = abs(ds["dJ3"]).assign_attrs(units=ds["dJ3"].attrs.get("units", ""))
@@ -564,8 +654,16 @@ def momentum_series(ds: xr.Dataset) -> dict[str, xr.DataArray]:
                 first = ds["first_wall_contact_t"]
                 err = err.where(first.isnull() | (ds["time"] < first))
                 label += ", before the first wall contact"
-            out[label] = err.assign_attrs(units=ds[v].attrs.get("units", ""))
+            p0 = np.sqrt((ds[v].isel(time=0) ** 2).sum("component"))
+            out[label] = err.assign_attrs(units=ds[v].attrs.get("units", ""), roundoff_scale=_scale(p0))
     return out
+
+
+def _scale(da: xr.DataArray) -> float:
+    """The largest finite |value| (≥ 1e-300): the magnitude round-off in a difference is relative to."""
+    v = np.abs(np.asarray(da.values, dtype=np.float64))
+    v = v[np.isfinite(v)]
+    return max(float(v.max()), 1e-300) if v.size else 1.0
 
 
 def momentum_errors(ds: xr.Dataset, desc: str = ""):

@@ -4,7 +4,7 @@ Figures (each written only if the store holds the variables; the index says why 
 absent): ``energy_error_vs_time.png``, ``error_vs_step.png``, ``work_precision.png``,
 ``constraint_errors.png``, ``momentum_errors.png``, ``status_map.png``; and per system
 ``ke_map.png`` (lj_sphere), ``torus_energy_partition.png`` and ``torus_snapshots.png``
-(torus), ``chain_step_sizes.png`` (any store with an adaptive integrator, coord
+(torus), ``adaptive_step_sizes.png`` (any store with an adaptive integrator, coord
 ``integrator_adaptive``). Status labels everywhere come from the store's ``flag_meanings``.
 """
 
@@ -40,6 +40,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     location: str = ""  # where the report ended up (``out``, or the URL it was uploaded to)
     selection: str = ""  # the slice of the per-slice figures, e.g. "omega = 3.25"
+    keep_figures: bool = False  # keep the matplotlib figures open in ``open_figures`` (for inspection)
+    open_figures: dict[str, Any] = field(default_factory=dict)
 
     @property
     def index(self) -> Path:
@@ -59,7 +61,10 @@ def _save(rep: Report, name: str, fig, caption: str) -> None:
         return
     path = rep.out / f"{name}.png"
     fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    if rep.keep_figures:
+        rep.open_figures[name] = fig
+    else:
+        plt.close(fig)
     rep.figures[name] = path
     rep.captions[name] = caption
 
@@ -80,6 +85,7 @@ def make_report(
     select: dict[str, Any] | None = None,
     ke_times: tuple[float, ...] | None = None,
     sections: list[tuple[str, str]] | None = None,
+    keep_figures: bool = False,
 ) -> Report:
     """Write every applicable figure and ``index.md``/``index.html`` of a store into ``out``.
 
@@ -87,7 +93,8 @@ def make_report(
     system's declared slice, :meth:`GeosweepAccessor.default_selection`; text values are
     converted, bad ones raise ``ValueError``); ``ke_times`` are the KE-map times (default: up to
     five evenly spaced snapshots);
-    ``sections`` are (heading, Markdown) pairs placed first in the index (e.g. a comparison).
+    ``sections`` are (heading, Markdown) pairs placed first in the index (e.g. a comparison);
+    ``keep_figures`` leaves the matplotlib figures open in ``Report.open_figures`` (close them).
     """
     import matplotlib
 
@@ -98,7 +105,7 @@ def make_report(
         from sweeps.store import open_results  # refuses a store of another format (StoreFormatError)
 
         ds, where = open_results(os.fspath(store), storage_options), os.fspath(store)
-    rep = Report(Path(out))
+    rep = Report(Path(out), keep_figures=keep_figures)
     rep.out.mkdir(parents=True, exist_ok=True)
     acc = ds.geosweep
     counts = acc.status_counts()

@@ -263,7 +263,7 @@ EXPECTED = {
     "sphere": GENERIC | {"constraint_errors", "momentum_errors", "ke_map"},
     "torus": GENERIC | {"momentum_errors", "torus_energy_partition", "torus_snapshots"},
     # chain (planar paper start): J = e3·L stays exactly 0 and L is not conserved (g ≠ 0): no momentum panel
-    "chain": GENERIC | {"constraint_errors", "chain_step_sizes"},
+    "chain": GENERIC | {"constraint_errors", "adaptive_step_sizes"},
 }
 
 
@@ -426,5 +426,5 @@ def test_chain_step_size_figure_in_a_mixed_h_tol_store(tmp_path):
     }
     run_sweep(spec, tmp_path / "m.zarr", serial=True)
     rep = make_report(tmp_path / "m.zarr", tmp_path / "r")
-    assert "chain_step_sizes" in rep.figures
-    _check_png(rep.figures["chain_step_sizes"])
+    assert "adaptive_step_sizes" in rep.figures
+    _check_png(rep.figures["adaptive_step_sizes"])
