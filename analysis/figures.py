@@ -77,16 +77,16 @@ def units_text(units: Any) -> str:
 
 #: Short axis names of stored variables whose long_name is a definition, not a name.
 SHORT_NAMES = {
-    "energy_error_38": "RMS relative energy error (paper (38))",
+    "energy_error_38": "RMS relative energy error (003 eq. 38)",
     "global_error": "global error ‖y(T) − y_ref(T)‖",
-    "max_rel_energy_error": "max |E − E0| / |E0|",
-    "mean_abs_energy_error": "mean |E − E0|",
-    "max_abs_energy_error": "max |E − E0|",
     "momentum_error": "momentum error",
     "casimir_error": "Casimir error",
     "max_casimir_error": "max Casimir error",
     "f_evals": "force / gradient evaluations",
 }
+
+
+_SMALL_WORDS = frozenset({"a", "an", "the", "of", "on", "in", "at", "to", "for", "and", "or", "with", "by"})
 
 
 def short_name(text: str, limit: int = 48) -> str:
@@ -95,6 +95,7 @@ def short_name(text: str, limit: int = 48) -> str:
     ``limit``, it is cut at ``", "``, ``" ("`` or ``" against "``: the first cut that leaves
     balanced brackets and no dangling operator."""
     text = text.split("; ")[0].strip()
+    text += ")" * max(text.count("(") - text.count(")"), 0)  # a bracket the cut left open
     head, sep, rest = text.partition(": ")
     if sep and len(head) <= 20 and ("paper" in head or "spec" in head):
         text = rest
@@ -105,7 +106,8 @@ def short_name(text: str, limit: int = 48) -> str:
     for i in cuts:
         head = text[:i].rstrip()
         balanced = all(head.count(a) == head.count(b) for a, b in ("()", "[]", "{}"))
-        if balanced and head[-1] not in "/+−-*·=" and len(head) <= limit:
+        dangling = head[-1] in "/+−-*·=" or head.rsplit(" ", 1)[-1] in _SMALL_WORDS
+        if balanced and not dangling and len(head) <= limit:
             return head
     return text[: limit - 1] + "…"
 
@@ -210,9 +212,16 @@ def note_zeros(ax, zeros: dict[str, tuple[int, int]], floor: float) -> None:
     hit = {n: (k, m) for n, (k, m) in zeros.items() if k}
     if not hit:
         return
-    what = ", ".join(f"{n} {100.0 * k / max(m, 1):.0f} %" for n, (k, m) in list(hit.items())[:3])
-    more = f" +{len(hit) - 3} more" if len(hit) > 3 else ""
-    ax.text(0.01, 0.01, f"= 0 (≤ {floor:.0e}), not drawn: {what}{more} of samples", transform=ax.transAxes,
+
+    def pct(k: int, m: int) -> str:
+        x = 100.0 * k / max(m, 1)
+        return "< 1 %" if x < 1 else f"{x:.0f} %"
+
+    most = sorted(hit.items(), key=lambda kv: -kv[1][0] / max(kv[1][1], 1))  # the most zeros first
+    what = ", ".join(f"{n} {pct(k, m)}" for n, (k, m) in most[:2])
+    more = f" +{len(hit) - 2} more" if len(hit) > 2 else ""
+    text = textwrap.fill(f"0 (≤ {floor:.0e}), not drawn: {what}{more} of samples", 52)
+    ax.text(0.01, 0.01, text, transform=ax.transAxes,
             fontsize=6, color="0.25", va="bottom", ha="left",
             bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="0.7", alpha=0.85))  # fmt: skip
 
@@ -775,7 +784,7 @@ def status_map(ds: xr.Dataset):
         fontsize=7,
     )
     mixed = " (mixed grid: each method along its own h or tol, written in the cell)" if texts is not None else ""
-    ax.set_title("cell status" + mixed + (f" ({hidden} all-filler columns omitted)" if hidden else ""),
-                 fontsize=9)  # fmt: skip
+    title = "cell status" + mixed + (f" ({hidden} all-filler columns omitted)" if hidden else "")
+    ax.set_title(textwrap.fill(title, 60), fontsize=9)
     fig.tight_layout()
     return fig
