@@ -223,17 +223,12 @@ def _summary_tables(ds: xr.Dataset, sub: xr.Dataset, desc: str = "") -> list[Tab
         df = c[cols].to_dataframe().reset_index().rename(columns={"level": "max_abs_error"})
         keep = [d for d in c["slope"].dims] + ["max_abs_error", *cols[1:]]
         df = _one_step_column(ds, df[keep][df["classification"] != "undetermined"])
-        out.append(
-            (
-                f"Energy drift and classification{' at ' + desc if desc else ''}",
-                df,
-                f"Least-squares slope of the relative energy error over the second half of the run, t = "
-                f"{window[0]:g} … {window[1]:g} ({c.attrs['criterion']}; slope per time unit; max_abs_error: the "
-                "largest |E − E0|/|E0| in that window). Look for: bounded for variational/symplectic methods, "
-                "drifting for RK, round-off for methods exact in energy (discrete gradients): their error is "
-                "rounding, not a drift.",
-            )
-        )
+        head = f"Energy drift and classification{' at ' + desc if desc else ''}"
+        if df.empty:
+            why = "no ok cell has a finite energy error in the second half of the run (e.g. a controlled system "
+            out.append((head, f"Not classified: {why}whose inputs do work stores none).", ""))
+        else:
+            out.append(_drift_table(head, df, window, c.attrs["criterion"]))
     except Exception as e:  # noqa: BLE001 - a table must not stop the figures
         out.append(("Energy drift", f"not computed: {e}", ""))
     for dim in (d for d in F.STEP_DIMS if d in ds.geosweep.sweep_dims):
@@ -242,6 +237,19 @@ def _summary_tables(ds: xr.Dataset, sub: xr.Dataset, desc: str = "") -> list[Tab
         except Exception as e:  # noqa: BLE001
             out.append((f"Observed order vs {dim}", f"not computed: {e}", ""))
     return out
+
+
+def _drift_table(head: str, df: pd.DataFrame, window: tuple[float, float], criterion: str) -> Table:
+    """The classification table with its caption (``window``: the fitted time span)."""
+    return (
+        head,
+        df,
+        f"Least-squares slope of the relative energy error over the second half of the run, t = "
+        f"{window[0]:g} … {window[1]:g} ({criterion}; slope per time unit; max_abs_error: the "
+        "largest |E − E0|/|E0| in that window). Look for: bounded for variational/symplectic methods, "
+        "drifting for RK, round-off for methods exact in energy (discrete gradients): their error is "
+        "rounding, not a drift.",
+    )
 
 
 def _error_range(o: xr.Dataset, dims: list[str], dim: str) -> pd.DataFrame:

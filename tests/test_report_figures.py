@@ -172,6 +172,11 @@ def test_specific_readings(reports):
     rep, _ = reports["gearbox_long"]
     titles = [ax.get_title() for ax in _panels(rep.open_figures["error_vs_step"])]
     assert titles == ["adaptive methods vs tol"], titles
+    # one h and no tol (long_energy, torus_long): no error-vs-h figure for a single point, a note instead
+    for name in ("long_energy", "torus_long"):
+        rep, _ = reports[name]
+        assert "error_vs_step" not in rep.figures
+        assert any(n.startswith("error_vs_step: only one h") for n in rep.notes), rep.notes
     # adaptive step sizes: the quoted minimum is not the final step cut to end at T
     for name in ("heavy_top", "gearbox_long", "chain_e3"):
         rep, store = reports[name]
