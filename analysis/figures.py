@@ -281,9 +281,11 @@ def energy_error_vs_time(ds: xr.Dataset, desc: str = ""):
         return None
     t = ds["time"].values
     pos = t > 0
-    curves = []
+    curves, zeros = [], {}
+    floor = LOG_FLOOR_ULPS * EPS  # of a relative error
     for name, dim, value, cell in runs:
-        y = _positive(rel.sel({k: cell[k].values for k in ds["status"].dims}).values)
+        y, low = log_values(rel.sel({k: cell[k].values for k in ds["status"].dims}).values, floor)
+        zeros.setdefault(name, {})[f"{dim} = {value:g}" if dim else name] = (low, int(np.isfinite(y[1:]).sum()) + low)
         if np.isfinite(y[pos]).any():
             curves.append((name, dim, value, y))
     if not curves:
@@ -304,6 +306,7 @@ def energy_error_vs_time(ds: xr.Dataset, desc: str = ""):
             else:
                 ax.loglog(t[pos], y[pos], ls=styles[k], color=color_of[k], lw=1.1, label=label)
                 readable_log_ticks(ax, "x")
+        note_zeros(ax, zeros.get(name, {}), floor)
         readable_log_ticks(ax, "y")
         ax.set_title(name, fontsize=9)
         ax.set_xlabel(time_label(ds) + (" (linear: a jump dominates)" if linear_t else ""), fontsize=8)
