@@ -45,6 +45,14 @@ ERROR_BLOCK = {"block": 0}
 EVAL_VAR = "f_evals"
 #: Coordinates along ``integrator`` that describe each method.
 INTEGRATOR_COORDS = ("integrator_family", "integrator_order", "integrator_adaptive")
+#: Machine epsilon of the stored float64 values.
+EPS = float(np.finfo(np.float64).eps)
+#: Round-off floor of an energy error, in units of ε·scale·steps: a rounding error of a few ε of the
+#: energy per step, accumulating at worst linearly over the cell's accepted steps (measured: the
+#: discrete gradients on the gearbox reach ≈ 2.5·ε·steps, on the chain and Lotka–Volterra ≈ ε).
+ROUNDOFF_ULPS = 10.0
+#: A relative error at least this large at every point is O(1): the step sizes are pre-asymptotic.
+PRE_ASYMPTOTIC_ERROR = 1e-2
 
 
 class CellsDroppedWarning(UserWarning):
@@ -343,6 +351,36 @@ class GeosweepAccessor:
             return self.relative_energy_error()
         return self._ds[var]
 
+    def energy_scale(self, da: xr.DataArray) -> xr.DataArray | float | None:
+        """The energy scale of an energy-error variable: 1 for a relative one (dimensionless, e.g.
+        ``max_rel_energy_error``, ``rel_energy_error``, ``energy_error_38``), ``|E0|`` for an absolute
+        one (the units of ``E0``, e.g. ``energy_error``, ``mean_abs_energy_error``); None for any
+        other variable (no round-off floor is known for it)."""
+        if "energy" not in str(da.name) or "slope" in str(da.name):
+            return None
+        units = str(da.attrs.get("units", "") or "1").replace(" ", "")
+        if units == "1":
+            return 1.0
+        if "E0" in self._ds and units == str(self._ds["E0"].attrs.get("units", "")).replace(" ", ""):
+            return abs(self._ds["E0"])
+        return None
+
+    def roundoff_floor(self, da: xr.DataArray) -> xr.DataArray | None:
+        """Per cell, the level below which an energy error is round-off, in ``da``'s units:
+        ``ROUNDOFF_ULPS · ε · scale · steps`` (ε machine epsilon, scale from :meth:`energy_scale`,
+        steps the cell's accepted steps, 1 if not stored). None if ``da`` is not an energy error."""
+        scale = self.energy_scale(da)
+        if scale is None:
+            return None
+        steps = np.maximum(self._ds["steps"].astype(np.float64), 1.0) if "steps" in self._ds else 1.0
+        floor = ROUNDOFF_ULPS * EPS * scale * steps
+        if not isinstance(floor, xr.DataArray):
+            floor = xr.DataArray(floor)
+        return floor.rename("roundoff_floor").assign_attrs(
+            units=str(da.attrs.get("units", "") or "1"),
+            long_name=f"round-off floor {ROUNDOFF_ULPS:g}·ε·scale·steps",
+        )
+
     def _ok_only(self, da: xr.DataArray, only_ok: bool, what: str) -> xr.DataArray:
         if not only_ok or "status" not in self._ds:
             return da
@@ -409,44 +447,66 @@ class GeosweepAccessor:
         *,
         threshold: float = 2.0,
         atol: float = 0.0,
+        roundoff: float | xr.DataArray | None = None,
         relative: bool = False,
         only_ok: bool = True,
     ) -> xr.Dataset:
-        """Bounded vs drifting, per cell, from the drift fit over ``window``.
+        """Round-off, bounded or drifting, per cell, from the drift fit over ``window``.
 
-        Criterion: with b the least-squares slope and σ_r the RMS of the residuals about
-        the fitted line in the window [t0, t1], a cell is **drifting** iff
+        A cell is **round-off** iff every |value| in the window [t0, t1] is at most the round-off
+        floor (``roundoff`` in the variable's units; default :meth:`roundoff_floor` for an energy
+        error, ``ROUNDOFF_ULPS·ε·scale·steps``; 0 turns the class off): its error is rounding,
+        exact to machine precision, whatever its trend. Otherwise, with b the least-squares slope
+        and σ_r the RMS of the residuals about the fitted line, it is **drifting** iff
 
             |b|·(t1 − t0) > threshold·σ_r + atol
 
         i.e. the trend accumulated over the window exceeds ``threshold`` times the size of
-        the fluctuation about it (plus an absolute floor ``atol`` in the variable's units,
-        for round-off-level errors); otherwise it is **bounded**. A bounded oscillation over
-        many periods has a small fitted trend compared with its amplitude (σ_r ≈ amplitude/√2
-        for a sine); a secular drift has |b|·(t1 − t0) ≫ σ_r. Windows shorter than a few
-        oscillation periods can misclassify. Cells with fewer than 3 finite samples are
-        ``undetermined``.
+        the fluctuation about it (plus an absolute floor ``atol`` in the variable's units);
+        otherwise it is **bounded**. A bounded oscillation over many periods has a small fitted
+        trend compared with its amplitude (σ_r ≈ amplitude/√2 for a sine); a secular drift has
+        |b|·(t1 − t0) ≫ σ_r. Windows shorter than a few oscillation periods can misclassify.
+        Cells with fewer than 3 finite samples are ``undetermined``.
 
         Returns the :meth:`drift` Dataset plus ``change`` = |b|·(t1 − t0), ``ratio`` =
-        change/σ_r, boolean ``drifting`` and ``classification`` (``"bounded"``,
-        ``"drifting"``, ``"undetermined"``).
+        change/σ_r, ``level`` (max |value| in the window), ``roundoff_floor``, boolean
+        ``drifting`` and ``classification`` (``"round-off"``, ``"bounded"``, ``"drifting"``,
+        ``"undetermined"``).
         """
         fit = self.drift(var, window, relative=relative, only_ok=only_ok)
+        da = self._series(var, relative)
+        if window is not None:
+            da = da.sel(time=slice(window[0], window[1]))
+        level = abs(da).max("time") if "time" in da.dims else abs(da)
+        floor = self.roundoff_floor(da) if roundoff is None else roundoff
+        floor = xr.zeros_like(level) if floor is None else floor + xr.zeros_like(level)
         span = float(fit.t1 - fit.t0)
         change = abs(fit.slope) * span
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = change / fit.rms_residual
         determined = (fit.n_points >= 3) & np.isfinite(fit.slope)
-        drifting = (change > threshold * fit.rms_residual + atol) & determined
-        label = xr.where(~determined, "undetermined", xr.where(drifting, "drifting", "bounded"))
+        at_roundoff = determined & (level <= floor)
+        drifting = (change > threshold * fit.rms_residual + atol) & determined & ~at_roundoff
+        label = xr.where(
+            ~determined, "undetermined", xr.where(at_roundoff, "round-off", xr.where(drifting, "drifting", "bounded"))
+        )
+        units = fit.intercept.attrs.get("units", "")
         out = fit.assign(
-            change=change.assign_attrs(long_name="|slope|·(t1 − t0)", units=fit.intercept.attrs.get("units", "")),
+            change=change.assign_attrs(long_name="|slope|·(t1 − t0)", units=units),
             ratio=ratio.assign_attrs(long_name="|slope|·(t1 − t0) / rms_residual", units="1"),
+            level=level.assign_attrs(long_name="max |value| in the window", units=units),
+            roundoff_floor=floor.assign_attrs(long_name="round-off floor", units=units),
             drifting=drifting,
             classification=label,
         )
         out.attrs.update(
-            criterion=f"drifting iff |slope|*(t1-t0) > {threshold}*rms_residual + {atol}",
+            criterion=(
+                f"round-off iff max|value| <= {ROUNDOFF_ULPS:g}*eps*scale*steps, else "
+                f"drifting iff |slope|*(t1-t0) > {threshold}*rms_residual + {atol}"
+                if roundoff is None
+                else f"round-off iff max|value| <= the given floor, else drifting iff |slope|*(t1-t0) > "
+                f"{threshold}*rms_residual + {atol}"
+            ),
             threshold=threshold,
             atol=atol,
         )
@@ -466,12 +526,19 @@ class GeosweepAccessor:
         """Observed convergence order: least-squares slope of log10(error) vs log10(``dim``).
 
         One fit per integrator (and per value of every other sweep axis), over ``dim``
-        (default ``h``, else ``tol``). Only ok cells with a finite, positive error enter.
-        ``error_var`` must be a per-cell scalar (default :meth:`default_error_var`; reduce a
-        time series first, e.g. ``abs(ds.energy_error).max("time")``). Returns ``order`` p
-        (error ≈ C·dim^p), ``order_stderr``, ``log10_C``, ``n_points``, ``used`` (bool over
-        ``dim``: the points that entered) and ``error`` (the values, NaN where not used);
-        ``expected_order`` per integrator from the coord ``integrator_order`` (NaN if not stored).
+        (default ``h``, else ``tol``). Only ok cells with a finite, positive error above the
+        round-off floor (:meth:`roundoff_floor`, energy errors only) enter: an error at round-off
+        carries no order. ``error_var`` must be a per-cell scalar (default
+        :meth:`default_error_var`; reduce a time series first, e.g.
+        ``abs(ds.energy_error).max("time")``). Returns ``order`` p (error ≈ C·dim^p),
+        ``order_stderr``, ``log10_C``, ``n_points``, ``used`` (bool over ``dim``: the points that
+        entered), ``error`` (the values, NaN where not used), ``roundoff`` (bool over ``dim``: ok
+        points at round-off, left out) and their values ``roundoff_error``, ``n_roundoff`` and ``regime``: ``"fitted"``,
+        ``"round-off"`` (no point above the floor), ``"pre-asymptotic"`` (a dimensionless error
+        ≥ ``PRE_ASYMPTOTIC_ERROR`` at every point with a slope more than ½ below the nominal order,
+        or below ½ without one: O(1) errors that barely fall — the slope is not an order) or
+        ``"too few points"``; ``expected_order`` per integrator from the coord
+        ``integrator_order`` (NaN if not stored).
         """
         dim = dim or self.step_dim
         if dim is None:
@@ -483,17 +550,34 @@ class GeosweepAccessor:
         if extra:
             raise ValueError(f"{da.name} has per-cell dims {extra}; reduce them first (e.g. .max({extra[0]!r}))")
         da = self._ok_only(da, True, f"order of {da.name}")
-        if da.chunks is not None:
-            da = da.chunk({dim: -1})
-        x = da[dim].astype(np.float64)
+        floor = self.roundoff_floor(da)
+        roundoff = (da <= floor) & (da > 0) if floor is not None else xr.zeros_like(da, dtype=bool)
+        above = da.where(~roundoff)
+        if above.chunks is not None:
+            above = above.chunk({dim: -1})
+        x = above[dim].astype(np.float64)
         p, se, c, n, used = xr.apply_ufunc(
             loglog_fit,
             x,
-            da,
+            above,
             input_core_dims=[[dim], [dim]],
             output_core_dims=[[], [], [], [], [dim]],
             dask="parallelized",
             output_dtypes=[np.float64, np.float64, np.float64, np.int64, bool],
+        )
+        used = used.transpose(*da.dims)
+        n_round = roundoff.sum(dim)
+        expected = np.nan
+        if "integrator" in da.dims:
+            expected = xr.DataArray(self.expected_orders().sel(integrator=da["integrator"].values).values,
+                                    dims="integrator", coords={"integrator": da["integrator"]})  # fmt: skip
+        nominal = expected if dim == "h" else np.nan
+        dimensionless = str(da.attrs.get("units", "") or "1").replace(" ", "") == "1"
+        o1 = da.where(used).min(dim) >= PRE_ASYMPTOTIC_ERROR
+        slow = xr.where(np.isfinite(nominal), p < nominal - 0.5, p < 0.5) if "integrator" in da.dims else p < 0.5
+        pre = o1 & slow & dimensionless
+        regime = xr.where(
+            n >= 2, xr.where(pre, "pre-asymptotic", "fitted"), xr.where(n_round > 0, "round-off", "too few points")
         )
         out = xr.Dataset(
             {
@@ -501,13 +585,16 @@ class GeosweepAccessor:
                 "order_stderr": se.assign_attrs(long_name="standard error of the order", units="1"),
                 "log10_C": c.assign_attrs(long_name="log10 of the constant C in error ≈ C·x^p", units="1"),
                 "n_points": n,
-                "used": used.transpose(*da.dims),
-                "error": da.where(used.transpose(*da.dims)),
+                "used": used,
+                "error": da.where(used),
+                "roundoff": roundoff.transpose(*da.dims),
+                "roundoff_error": da.where(roundoff).transpose(*da.dims),
+                "n_roundoff": n_round.assign_attrs(long_name="ok points at round-off (left out of the fit)"),
+                "regime": regime,
             }
         )
         if "integrator" in out.dims:
-            exp = self.expected_orders().sel(integrator=out["integrator"].values)
-            out = out.assign_coords(expected_order=("integrator", exp.values))
+            out = out.assign_coords(expected_order=("integrator", np.asarray(expected.values, dtype=np.float64)))
         out.attrs.update(error_var=str(da.name), dim=dim)
         return out
 

@@ -19,13 +19,15 @@ import numpy as np
 import xarray as xr
 
 import analysis  # noqa: F401 - registers ds.geosweep
-from analysis.accessor import EVAL_VAR, status_label
+from analysis.accessor import EPS, EVAL_VAR, status_label
 
 STEP_DIMS = ("h", "tol")
 STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
 #: a jump of more than this many decades between two samples makes a log time axis misleading
 JUMP_DECADES = 2.0
+#: samples a level must hold before a jump for the jump to be an event, not the start-up rise
+JUMP_MIN_BEFORE = 5
 
 
 def representative(ds: xr.Dataset, select: dict[str, Any] | None = None) -> tuple[xr.Dataset, str]:
@@ -73,16 +75,39 @@ def units_text(units: Any) -> str:
     return "" if u.replace(" ", "") in ("", "1", "1/1") else f" [{u}]"
 
 
-def short_name(text: str, limit: int = 60) -> str:
-    """A long_name cut before its explanatory tail (at ``"; "``, ``", "`` or ``" ("``) if longer
-    than ``limit``: the first cut that leaves balanced brackets and no dangling operator."""
+#: Short axis names of stored variables whose long_name is a definition, not a name.
+SHORT_NAMES = {
+    "energy_error_38": "RMS relative energy error (003 eq. 38)",
+    "global_error": "global error ‖y(T) − y_ref(T)‖",
+    "momentum_error": "momentum error",
+    "casimir_error": "Casimir error",
+    "max_casimir_error": "max Casimir error",
+    "f_evals": "force / gradient evaluations",
+}
+
+
+_SMALL_WORDS = frozenset({"a", "an", "the", "of", "on", "in", "at", "to", "for", "and", "or", "with", "by"})
+
+
+def short_name(text: str, limit: int = 48) -> str:
+    """A long_name without its explanatory tail: the part after ``"; "`` (e.g. ``"; NaN if none"``)
+    and a leading source reference (``"paper (38): "``) always go; if still longer than
+    ``limit``, it is cut at ``", "``, ``" ("`` or ``" against "``: the first cut that leaves
+    balanced brackets and no dangling operator."""
+    text = text.split("; ")[0].strip()
+    text += ")" * max(text.count("(") - text.count(")"), 0)  # a bracket the cut left open
+    head, sep, rest = text.partition(": ")
+    if sep and len(head) <= 20 and ("paper" in head or "spec" in head):
+        text = rest
     if len(text) <= limit:
         return text
-    cuts = sorted(i for sep in ("; ", ", ", " (") for i in range(12, len(text)) if text.startswith(sep, i))
+    seps = (", ", " (", " against ", " in ")
+    cuts = sorted(i for sep in seps for i in range(12, len(text)) if text.startswith(sep, i))
     for i in cuts:
         head = text[:i].rstrip()
-        balanced = all(head.count(a) == head.count(b) for a, b in ("()", "[]"))
-        if balanced and head[-1] not in "/+−-*·=" and len(head) <= limit:
+        balanced = all(head.count(a) == head.count(b) for a, b in ("()", "[]", "{}"))
+        dangling = head[-1] in "/+−-*·=" or head.rsplit(" ", 1)[-1] in _SMALL_WORDS
+        if balanced and not dangling and len(head) <= limit:
             return head
     return text[: limit - 1] + "…"
 
@@ -90,7 +115,7 @@ def short_name(text: str, limit: int = 60) -> str:
 def axis_label(da: xr.DataArray, width: int = 42) -> str:
     """``long_name [units]`` of a variable (long names shortened), wrapped; never the raw variable
     name if a long_name exists."""
-    name = short_name(str(da.attrs.get("long_name") or str(da.name).replace("_", " ")))
+    name = SHORT_NAMES.get(str(da.name)) or short_name(str(da.attrs.get("long_name") or str(da.name).replace("_", " ")))
     return textwrap.fill(name + units_text(da.attrs.get("units")), width)
 
 
@@ -151,6 +176,56 @@ def legend_outside(fig, axes, title: str | None = None, fontsize: float = 7) -> 
                    title=title, title_fontsize=fontsize, frameon=False)  # fmt: skip
 
 
+#: the most entries a legend may have (larger ones are split into colour and line-style keys)
+MAX_LEGEND = 12
+#: values at or below ``LOG_FLOOR_ULPS · ε · scale`` are zero for a log axis (noted in the panel)
+LOG_FLOOR_ULPS = 0.01
+
+
+def key_legend(fig, colors: dict[str, Any], styles: dict[str, dict[str, Any]], fontsize: float = 7,
+               title: str | None = None) -> None:  # fmt: skip
+    """One legend below the figure with two keys: colour = integrator (``colors``: name → colour)
+    and line style / marker = step or parameter set (``styles``: label → Line2D keywords), so it has
+    len(colors) + len(styles) entries instead of their product."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, lw=2.2, label=n) for n, c in colors.items()]
+    handles += [Line2D([], [], **{"color": "0.35", "lw": 1.2, **kw}, label=lab) for lab, kw in styles.items()]
+    if handles:
+        ncol = min(6, max(len(colors), len(styles), 1))
+        fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=fontsize, frameon=False,
+                   title=title, title_fontsize=fontsize)  # fmt: skip
+
+
+def log_values(y: np.ndarray, floor: float) -> tuple[np.ndarray, int]:
+    """``|y|`` for a log axis: values at or below ``floor`` (exact zeros, and rounding noise far
+    below round-off such as 1e-45) become NaN; returns them and how many samples after the first
+    (t = 0, the reference) were finite but at or below the floor. ``floor`` is
+    ``LOG_FLOOR_ULPS · ε · max(scale, 1)`` for a quantity of magnitude ``scale``."""
+    a = np.abs(np.asarray(y, dtype=np.float64))
+    low = np.isfinite(a) & (a <= floor)
+    return np.where(low, np.nan, a), int(low[1:].sum()) if a.ndim == 1 else int(low.sum())
+
+
+def note_zeros(ax, zeros: dict[str, tuple[int, int]], floor: float) -> None:
+    """Say in the panel which curves had samples at 0 (or ≤ ``floor``) that a log axis cannot show."""
+    hit = {n: (k, m) for n, (k, m) in zeros.items() if k}
+    if not hit:
+        return
+
+    def pct(k: int, m: int) -> str:
+        x = 100.0 * k / max(m, 1)
+        return "< 1 %" if x < 1 else f"{x:.0f} %"
+
+    most = sorted(hit.items(), key=lambda kv: -kv[1][0] / max(kv[1][1], 1))  # the most zeros first
+    what = ", ".join(f"{n} {pct(k, m)}" for n, (k, m) in most[:2])
+    more = f" +{len(hit) - 2} more" if len(hit) > 2 else ""
+    text = textwrap.fill(f"0 (≤ {floor:.0e}), not drawn: {what}{more} of samples", 52)
+    ax.text(0.01, 0.01, text, transform=ax.transAxes,
+            fontsize=6, color="0.25", va="bottom", ha="left",
+            bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="0.7", alpha=0.85))  # fmt: skip
+
+
 def readable_log_ticks(ax, axis: str = "x") -> None:
     """Log-axis ticks that do not overlap: no minor labels; 1-2-5 labels in plain ``%g`` when the
     data span less than two decades (else one label per decade)."""
@@ -171,14 +246,17 @@ def _positive(y: np.ndarray) -> np.ndarray:
 
 def jump_dominates(ys: list[np.ndarray]) -> bool:
     """True if some curve jumps up by more than :data:`JUMP_DECADES` between two samples and stays
-    there (median level after vs before), past the first 5 % of samples: an event such as the
-    torus's wall impact. A linear time axis shows such an event; a log one squeezes it."""
+    there (median level after vs before), after holding a level for at least
+    :data:`JUMP_MIN_BEFORE` samples: an event such as the torus's wall impact (round-off until
+    t ≈ 0.5, 2 % of the samples of ``torus_impact.toml``, then 1e-3). A linear time axis shows the
+    long run after such an event; a log one squeezes it. A rise over the first few samples is the
+    start-up, not an event."""
     for y in ys:
         ly = np.log10(y[np.isfinite(y)]) if np.isfinite(y).any() else np.array([])
-        if ly.size < 10:
+        if ly.size < 2 * JUMP_MIN_BEFORE:
             continue
         for k in np.flatnonzero(np.diff(ly) > JUMP_DECADES):
-            if k >= 0.05 * ly.size and np.median(ly[k + 1 :]) - np.median(ly[: k + 1]) > JUMP_DECADES:
+            if k + 1 >= JUMP_MIN_BEFORE and np.median(ly[k + 1 :]) - np.median(ly[: k + 1]) > JUMP_DECADES:
                 return True
     return False
 
@@ -203,9 +281,11 @@ def energy_error_vs_time(ds: xr.Dataset, desc: str = ""):
         return None
     t = ds["time"].values
     pos = t > 0
-    curves = []
+    curves, zeros = [], {}
+    floor = LOG_FLOOR_ULPS * EPS  # of a relative error
     for name, dim, value, cell in runs:
-        y = _positive(rel.sel({k: cell[k].values for k in ds["status"].dims}).values)
+        y, low = log_values(rel.sel({k: cell[k].values for k in ds["status"].dims}).values, floor)
+        zeros.setdefault(name, {})[f"{dim} = {value:g}" if dim else name] = (low, int(np.isfinite(y[1:]).sum()) + low)
         if np.isfinite(y[pos]).any():
             curves.append((name, dim, value, y))
     if not curves:
@@ -226,6 +306,7 @@ def energy_error_vs_time(ds: xr.Dataset, desc: str = ""):
             else:
                 ax.loglog(t[pos], y[pos], ls=styles[k], color=color_of[k], lw=1.1, label=label)
                 readable_log_ticks(ax, "x")
+        note_zeros(ax, zeros.get(name, {}), floor)
         readable_log_ticks(ax, "y")
         ax.set_title(name, fontsize=9)
         ax.set_xlabel(time_label(ds) + (" (linear: a jump dominates)" if linear_t else ""), fontsize=8)
@@ -269,23 +350,45 @@ def energy_envelope(ds: xr.Dataset, desc: str = ""):
                 continue
             k = (str(dim), value)
             label = f"{dim} = {value:g}" if dim else name
-            plot(t[pos], env[pos], ls=styles[k], color=color_of[k], lw=1.2, label=f"{label}: max over each interval")
-            plot(t[pos], pt[pos], color=color_of[k], lw=0.6, alpha=0.5, ls=":", label=f"{label}: point samples")
+            plot(t[pos], env[pos], ls=styles[k], color=color_of[k], lw=1.2, label=label)
+            plot(t[pos], pt[pos], color=color_of[k], lw=0.6, alpha=0.5, ls=":")
             if not linear_t:
                 readable_log_ticks(ax, "x")
         readable_log_ticks(ax, "y")
         ax.set_title(name, fontsize=9)
-        ax.set_xlabel(time_label(ds), fontsize=8)
+        ax.set_xlabel(time_label(ds) + (" (linear: a jump dominates)" if linear_t else ""), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("|E − E0| / |E0|")
-    legend_outside(fig, axes)
+    key_legend(fig, {}, {**{f"{d} = {v:g}" if d else "line": {"ls": styles[(d, v)], "color": color_of[(d, v)]}
+                            for d, v in styles},
+                         "max over each interval": {"lw": 1.2}, "point samples": {"ls": ":", "lw": 0.6}})  # fmt: skip
     fig.suptitle(_title(ds, "energy error envelope", desc), fontsize=10)
     return fig
 
 
-def order_comment(order: float, stderr: float, n: int, expected: float, dim: str) -> str:
+def order_comment(
+    order: float,
+    stderr: float,
+    n: int,
+    expected: float,
+    dim: str,
+    regime: str = "fitted",
+    n_roundoff: int = 0,
+    error_range: tuple[float, float] | None = None,
+) -> str:
     """How to read an observed order: against the nominal order for ``h`` (fixed-step methods),
-    as a plain slope for ``tol`` (adaptive methods: there is no nominal value to match)."""
+    as a plain slope for ``tol`` (adaptive methods: there is no nominal value to match). ``regime``
+    (from :meth:`GeosweepAccessor.order`) says when there is no order to read: every error at
+    round-off, or O(1) errors that barely fall (pre-asymptotic; ``error_range`` = (largest h's
+    error, smallest h's error))."""
+    if regime == "round-off":
+        return f"every error at round-off ({n_roundoff} points): exact to machine precision, no order to fit"
+    if regime == "pre-asymptotic":
+        ok = error_range is not None and np.isfinite(error_range).all()
+        what = f"errors {error_range[0]:.3g} … {error_range[1]:.3g}" if ok else "errors"
+        slope = f" (slope {order:.2f})" if np.isfinite(order) else ""
+        return (f"pre-asymptotic: {what} are O(1) and barely fall{slope}; not in the asymptotic regime, "
+                "the slope is not an order — refine the step")  # fmt: skip
     if not np.isfinite(order):
         return "too few points"
     parts = []
@@ -301,15 +404,37 @@ def order_comment(order: float, stderr: float, n: int, expected: float, dim: str
             parts.append(f"above the nominal {expected:g}: pre-asymptotic or error cancellation; refine h")
         else:
             parts.append(f"below the nominal {expected:g}: not in the asymptotic regime (or a non-smooth event)")
+    if n_roundoff:
+        parts.append(f"{n_roundoff} more point{'s' if n_roundoff > 1 else ''} at round-off, left out of the fit")
     return "; ".join(parts)
+
+
+def _fit_label(name: str, f: xr.Dataset, dim: str) -> str:
+    """Legend text of one fit: ``name: p = 4.00 ± 0.02 (nominal 4)``, or why there is no order."""
+    p, se, n = float(f["order"]), float(f["order_stderr"]), int(f["n_points"])
+    regime = str(f["regime"].values) if "regime" in f else "fitted"
+    k = int(f["n_roundoff"]) if "n_roundoff" in f else 0
+    if regime == "round-off":
+        return f"{name}: at round-off (×), no order"
+    if regime == "pre-asymptotic":
+        return f"{name}: pre-asymptotic (slope {p:.2f}), not an order"
+    lab = name
+    if np.isfinite(p):
+        exp = float(f["expected_order"]) if "expected_order" in f.coords else np.nan
+        lab += f": {'slope' if dim == 'tol' else 'p'} = {p:.2f}"
+        lab += f" ± {se:.2f}" if n >= 3 and np.isfinite(se) else ""
+        lab += f" (nominal {exp:g})" if dim == "h" and np.isfinite(exp) else ""
+        lab += "" if n >= 3 else f" [{n} pts]"
+    return lab + (f"; {k} at round-off (×)" if k else "")
 
 
 def error_vs_step(ds: xr.Dataset, error_var: str | None = None, desc: str = ""):
     """Summary error against h (fixed-step methods) and against tol (adaptive methods), log–log,
-    with least-squares slopes; a method appears only on the axis it was swept over."""
+    with least-squares slopes; a method appears only on the axis it was swept over, an axis only
+    if it has at least two values. Errors at round-off are drawn as × and left out of the fit."""
     acc = ds.geosweep
     error_var = error_var or acc.default_error_var()
-    dims = [d for d in STEP_DIMS if d in acc.sweep_dims]
+    dims = [d for d in STEP_DIMS if d in acc.sweep_dims and ds.sizes[d] >= 2]
     if not dims or error_var not in ds:
         return None
     colors = integrator_colors([str(n) for n in ds["integrator"].values])
@@ -331,25 +456,25 @@ def error_vs_step(ds: xr.Dataset, error_var: str | None = None, desc: str = ""):
                 continue  # a fixed-step method on the tol panel (or adaptive on h) would be a filler point
             f = fit.sel(integrator=name)
             if other:  # the slice with the most points (the applicable tol of a fixed-step method)
-                f = f.isel(f["n_points"].argmax(other))
+                f = f.isel(f["n_points"].argmax(other) if int(f["n_points"].max()) else f["n_roundoff"].argmax(other))
             x, y = f[dim].values, f["error"].values
             good = np.isfinite(y) & (y > 0)
-            if not good.any():
+            rnd = f["roundoff"].values if "roundoff" in f else np.zeros_like(good)
+            if not good.any() and not rnd.any():
                 continue
-            p, se, n = float(f["order"]), float(f["order_stderr"]), int(f["n_points"])
-            exp = float(f["expected_order"]) if "expected_order" in f.coords else np.nan
-            lab = str(name)
-            if np.isfinite(p):
-                lab += f": {'slope' if dim == 'tol' else 'p'} = {p:.2f}" + (
-                    f" ± {se:.2f}" if n >= 3 and np.isfinite(se) else ""
-                )
-                lab += f" (nominal {exp:g})" if dim == "h" and np.isfinite(exp) else ""
-                lab += "" if n >= 3 else f" [{n} pts]"
+            p = float(f["order"])
+            c = colors[str(name)]
             m = MARKERS[k % len(MARKERS)]
-            ax.loglog(x[good], y[good], m, color=colors[str(name)], mfc="none", mew=1.4, ms=7 + 2 * (k % 3), label=lab)
-            if np.isfinite(p):
+            if good.any():
+                ax.loglog(x[good], y[good], m, color=c, mfc="none", mew=1.4, ms=7 + 2 * (k % 3),
+                          label=_fit_label(str(name), f, dim))  # fmt: skip
+            if rnd.any():
+                vals = f["roundoff_error"].values
+                ax.loglog(x[rnd], vals[rnd], "x", color=c, mew=1.4, ms=8,
+                          label=None if good.any() else _fit_label(str(name), f, dim))  # fmt: skip
+            if np.isfinite(p) and str(f["regime"].values) == "fitted":
                 xs = np.array([x[good].min(), x[good].max()])
-                ax.loglog(xs, 10 ** float(f["log10_C"]) * xs**p, "--", color=colors[str(name)], lw=1)
+                ax.loglog(xs, 10 ** float(f["log10_C"]) * xs**p, "--", color=c, lw=1)
             k += 1
             drawn = True
         ax.set_xlabel(step_label(ds, dim))
@@ -370,8 +495,17 @@ def error_vs_step(ds: xr.Dataset, error_var: str | None = None, desc: str = ""):
             ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
         else:
             ax.text(0.5, 0.5, f"no ok cell with a finite {error_var}", transform=ax.transAxes, ha="center", fontsize=8)
-    fig.suptitle(_title(ds, "error against step size (ok cells; dashed: least-squares fit)", desc), fontsize=10)
+    fig.suptitle(_title(ds, "error against step size (ok cells; dashed: least-squares fit; ×: at round-off)", desc),
+                 fontsize=10)  # fmt: skip
     return fig if drawn else None
+
+
+def _natural(text: str) -> list:
+    """Sort key that orders numbers by value (``N = 2`` before ``N = 10``)."""
+    import re
+
+    number = r"[-+]?\d+(?:\.\d*)?(?:e[-+]?\d+)?"
+    return [(0, float(t), "") if re.fullmatch(number, t) else (1, 0.0, t) for t in re.split(f"({number})", text) if t]
 
 
 def _combo(row, dims: list[str]) -> str:
@@ -392,13 +526,16 @@ def work_precision(ds: xr.Dataset, error_var: str | None = None):
     colors = integrator_colors([str(n) for n in ds["integrator"].values])
     fig, axes = _grid(len(costs), 4.6, 3.6, sharey=True)
     drawn = False
+    combos: list[str] = []
+    names: set[str] = set()
     for ax, cost in zip(axes, costs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the report states the dropped cells once
             df = acc.work_precision(error_var, cost_var=cost)
         df = df[(df[error_var] > 0) & (df[cost] > 0)]
         groups = df.groupby(["integrator", *params], sort=False) if params else df.groupby("integrator", sort=False)
-        combos = sorted({_combo(g.iloc[0], params) for _, g in groups}) if params else [""]
+        new = sorted({_combo(g.iloc[0], params) for _, g in groups} - set(combos), key=_natural) if params else [""]
+        combos += [c for c in new if c not in combos]
         for _, g in groups:
             name = str(g["integrator"].iloc[0])
             combo = _combo(g.iloc[0], params) if params else ""
@@ -406,13 +543,15 @@ def work_precision(ds: xr.Dataset, error_var: str | None = None):
             g = g.sort_values(cost)
             ax.loglog(g[cost], g[error_var], marker=MARKERS[k % len(MARKERS)], ls=STYLES[k % len(STYLES)],
                       color=colors[name], lw=1, ms=5, label=f"{name}{', ' + combo if combo else ''}")  # fmt: skip
+            names.add(name)
             drawn = True
         ax.set_xlabel(axis_label(ds[cost], 36) if cost != "wall_time" else "wall time [s]", fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
         readable_log_ticks(ax, "x")
         readable_log_ticks(ax, "y")
     axes[0].set_ylabel(axis_label(ds[error_var], 36), fontsize=8)
-    legend_outside(fig, axes)
+    keys = {c: {"marker": MARKERS[k % len(MARKERS)], "ls": STYLES[k % len(STYLES)]} for k, c in enumerate(combos)}
+    key_legend(fig, {n: colors[n] for n in map(str, ds["integrator"].values) if n in names}, keys if params else {})
     system = ds.attrs.get("system", "")
     fig.suptitle(f"work–precision (ok cells; a curve per integrator and parameter set) — {system}", fontsize=10)
     return fig if drawn else None
@@ -426,7 +565,10 @@ def _series_state(ds: xr.Dataset, da: xr.DataArray) -> str | None:
     if fin.size == 0:
         return "NaN in every ok cell (not conserved or not defined here)"
     if bool(np.all(fin == 0)):
-        return "identically 0 in every ok cell (exact by construction)"
+        return (
+            "identically 0 for every method in this store (e.g. a planar initial condition makes it 0 whatever "
+            "the integrator): a property of the problem, not a sign of an exact method"
+        )
     return None
 
 
@@ -450,27 +592,38 @@ def time_lines(ds: xr.Dataset, series: dict[str, xr.DataArray], title: str):
     styles = _step_styles(ds, runs)
     t = ds["time"].values
     fig, axes = _grid(len(keep))
+    drawn: set[str] = set()
     for ax, (label, da) in zip(axes, keep.items()):
+        floor = LOG_FLOOR_ULPS * EPS * max(float(da.attrs.get("roundoff_scale", 1.0) or 1.0), 1.0)
+        zeros: dict[str, tuple[int, int]] = {}
         for name, dim, value, cell in runs:
             sel = {k: cell[k].values for k in ds["status"].dims if k in da.dims}
             sub = da.sel(sel)
             if "time" not in sub.dims:
                 continue
             extra = [d for d in sub.dims if d != "time"]
-            y = _positive(sub.max(extra).values if extra else sub.values)
+            y, low = log_values(sub.max(extra).values if extra else sub.values, floor)
+            k, m = zeros.get(name, (0, 0))
+            zeros[name] = (k + low, m + int(np.isfinite(y[1:]).sum()) + low)
             if np.isfinite(y).any():
                 width = max(0.8, 2.6 - 0.6 * order.index(name))  # earlier integrators wider: equal curves stay visible
-                ax.semilogy(
-                    t, y, color=colors[name], ls=styles[(str(dim), value)], lw=width, label=_label(name, dim, value)
-                )
+                ax.semilogy(t, y, color=colors[name], ls=styles[(str(dim), value)], lw=width,
+                            label=_label(name, dim, value))  # fmt: skip
+                drawn.add(name)
+        note_zeros(ax, zeros, floor)
         ax.set_title(textwrap.fill(label.split(" [")[0], 48), fontsize=8)
         readable_log_ticks(ax, "y")
         ax.set_ylabel(units_text(da.attrs.get("units")).strip(" []") or "dimensionless", fontsize=8)
         ax.set_xlabel(time_label(ds), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-    legend_outside(fig, axes)
+    key_legend(fig, {n: colors[n] for n in order if n in drawn}, _style_keys(styles))
     fig.suptitle(title, fontsize=10)
     return fig, notes
+
+
+def _style_keys(styles: dict[tuple, Any]) -> dict[str, dict[str, Any]]:
+    """Legend keys of the step line styles (``h = 0.01`` → ``{"ls": "--"}``)."""
+    return {(f"{d} = {v:g}" if d else "line"): {"ls": ls} for (d, v), ls in styles.items()}
 
 
 _time_lines = time_lines
@@ -499,7 +652,7 @@ def momentum_series(ds: xr.Dataset) -> dict[str, xr.DataArray]:
         out[axis_label(ds["momentum_error"], 200)] = ds["momentum_error"]
     if "J" in ds and "time" in ds["J"].dims:
         out["|J − J0| (J = e3·L, vertical angular momentum)"] = abs(ds["J"] - ds["J"].isel(time=0)).assign_attrs(
-            units=ds["J"].attrs.get("units", "")
+            units=ds["J"].attrs.get("units", ""), roundoff_scale=_scale(ds["J"].isel(time=0))
         )
     if "dJ3" in ds and "time" in ds["dJ3"].dims:
         out[axis_label(ds["dJ3"], 200)] = abs(ds["dJ3"]).assign_attrs(units=ds["dJ3"].attrs.get("units", ""))
@@ -513,8 +666,16 @@ def momentum_series(ds: xr.Dataset) -> dict[str, xr.DataArray]:
                 first = ds["first_wall_contact_t"]
                 err = err.where(first.isnull() | (ds["time"] < first))
                 label += ", before the first wall contact"
-            out[label] = err.assign_attrs(units=ds[v].attrs.get("units", ""))
+            p0 = np.sqrt((ds[v].isel(time=0) ** 2).sum("component"))
+            out[label] = err.assign_attrs(units=ds[v].attrs.get("units", ""), roundoff_scale=_scale(p0))
     return out
+
+
+def _scale(da: xr.DataArray) -> float:
+    """The largest finite |value| (≥ 1e-300): the magnitude round-off in a difference is relative to."""
+    v = np.abs(np.asarray(da.values, dtype=np.float64))
+    v = v[np.isfinite(v)]
+    return max(float(v.max()), 1e-300) if v.size else 1.0
 
 
 def momentum_errors(ds: xr.Dataset, desc: str = ""):
@@ -626,7 +787,7 @@ def status_map(ds: xr.Dataset):
         fontsize=7,
     )
     mixed = " (mixed grid: each method along its own h or tol, written in the cell)" if texts is not None else ""
-    ax.set_title("cell status" + mixed + (f" ({hidden} all-filler columns omitted)" if hidden else ""),
-                 fontsize=9)  # fmt: skip
+    title = "cell status" + mixed + (f" ({hidden} all-filler columns omitted)" if hidden else "")
+    ax.set_title(textwrap.fill(title, 60), fontsize=9)
     fig.tight_layout()
     return fig

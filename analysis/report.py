@@ -4,7 +4,7 @@ Figures (each written only if the store holds the variables; the index says why 
 absent): ``energy_error_vs_time.png``, ``error_vs_step.png``, ``work_precision.png``,
 ``constraint_errors.png``, ``momentum_errors.png``, ``status_map.png``; and per system
 ``ke_map.png`` (lj_sphere), ``torus_energy_partition.png`` and ``torus_snapshots.png``
-(torus), ``chain_step_sizes.png`` (any store with an adaptive integrator, coord
+(torus), ``adaptive_step_sizes.png`` (any store with an adaptive integrator, coord
 ``integrator_adaptive``). Status labels everywhere come from the store's ``flag_meanings``.
 """
 
@@ -25,7 +25,7 @@ import xarray as xr
 import analysis  # noqa: F401 - registers ds.geosweep
 from analysis import figures as F
 from analysis import system_figures as S
-from analysis.accessor import CellsDroppedWarning
+from analysis.accessor import ROUNDOFF_ULPS, CellsDroppedWarning
 
 MAX_FAILURE_ROWS = 50
 
@@ -40,6 +40,8 @@ class Report:
     notes: list[str] = field(default_factory=list)
     location: str = ""  # where the report ended up (``out``, or the URL it was uploaded to)
     selection: str = ""  # the slice of the per-slice figures, e.g. "omega = 3.25"
+    keep_figures: bool = False  # keep the matplotlib figures open in ``open_figures`` (for inspection)
+    open_figures: dict[str, Any] = field(default_factory=dict)
 
     @property
     def index(self) -> Path:
@@ -59,7 +61,10 @@ def _save(rep: Report, name: str, fig, caption: str) -> None:
         return
     path = rep.out / f"{name}.png"
     fig.savefig(path, dpi=100, bbox_inches="tight")
-    plt.close(fig)
+    if rep.keep_figures:
+        rep.open_figures[name] = fig
+    else:
+        plt.close(fig)
     rep.figures[name] = path
     rep.captions[name] = caption
 
@@ -80,6 +85,7 @@ def make_report(
     select: dict[str, Any] | None = None,
     ke_times: tuple[float, ...] | None = None,
     sections: list[tuple[str, str]] | None = None,
+    keep_figures: bool = False,
 ) -> Report:
     """Write every applicable figure and ``index.md``/``index.html`` of a store into ``out``.
 
@@ -87,7 +93,8 @@ def make_report(
     system's declared slice, :meth:`GeosweepAccessor.default_selection`; text values are
     converted, bad ones raise ``ValueError``); ``ke_times`` are the KE-map times (default: up to
     five evenly spaced snapshots);
-    ``sections`` are (heading, Markdown) pairs placed first in the index (e.g. a comparison).
+    ``sections`` are (heading, Markdown) pairs placed first in the index (e.g. a comparison);
+    ``keep_figures`` leaves the matplotlib figures open in ``Report.open_figures`` (close them).
     """
     import matplotlib
 
@@ -98,7 +105,7 @@ def make_report(
         from sweeps.store import open_results  # refuses a store of another format (StoreFormatError)
 
         ds, where = open_results(os.fspath(store), storage_options), os.fspath(store)
-    rep = Report(Path(out))
+    rep = Report(Path(out), keep_figures=keep_figures)
     rep.out.mkdir(parents=True, exist_ok=True)
     acc = ds.geosweep
     counts = acc.status_counts()
@@ -111,6 +118,9 @@ def make_report(
         for name in ("energy_error_vs_time", "energy_envelope"):
             rep.notes.append(f"{name}: the energy error is NaN in every ok cell (energy not conserved here, e.g. a "
                              "controlled system whose inputs do work)")  # fmt: skip
+    single = [f"one {d} ({ds[d].values[0]:g})" for d in F.STEP_DIMS if d in acc.sweep_dims and ds.sizes[d] < 2]
+    if single and all(ds.sizes[d] < 2 for d in F.STEP_DIMS if d in acc.sweep_dims):
+        rep.notes.append(f"error_vs_step: only {' and '.join(single)} swept: no convergence to draw or fit")
     if err not in ds or not bool(ds[err].where(ds["status"] == 0).notnull().any()):
         for name in ("error_vs_step", "work_precision"):
             rep.notes.append(f"{name}: no finite {err} in any ok cell (e.g. global_error not requested)")
@@ -209,53 +219,95 @@ def _summary_tables(ds: xr.Dataset, sub: xr.Dataset, desc: str = "") -> list[Tab
         t = sub["time"].values
         window = (float(t[len(t) // 2]), float(t[-1]))  # the second half: past the start-up transient
         c = sub.geosweep.classify(window=window, relative=True).compute()
-        df = c[["slope", "slope_stderr", "ratio", "classification"]].to_dataframe().reset_index()
-        keep = [d for d in c["slope"].dims] + ["slope", "slope_stderr", "ratio", "classification"]
+        cols = ["level", "slope", "slope_stderr", "ratio", "classification"]
+        df = c[cols].to_dataframe().reset_index().rename(columns={"level": "max_abs_error"})
+        keep = [d for d in c["slope"].dims] + ["max_abs_error", *cols[1:]]
         df = _one_step_column(ds, df[keep][df["classification"] != "undetermined"])
-        out.append(
-            (
-                f"Energy drift and classification{' at ' + desc if desc else ''}",
-                df,
-                f"Least-squares slope of the relative energy error over the second half of the run, t = "
-                f"{window[0]:g} … {window[1]:g} ({c.attrs['criterion']}; slope per time unit). Look for: bounded "
-                "for variational/symplectic methods, drifting for RK.",
-            )
-        )
+        head = f"Energy drift and classification{' at ' + desc if desc else ''}"
+        if df.empty:
+            why = "no ok cell has a finite energy error in the second half of the run (e.g. a controlled system "
+            out.append((head, f"Not classified: {why}whose inputs do work stores none).", ""))
+        else:
+            out.append(_drift_table(head, df, window, c.attrs["criterion"]))
     except Exception as e:  # noqa: BLE001 - a table must not stop the figures
         out.append(("Energy drift", f"not computed: {e}", ""))
     for dim in (d for d in F.STEP_DIMS if d in ds.geosweep.sweep_dims):
         try:
-            o = ds.geosweep.order(dim=dim).compute()
-            df = o[["order", "order_stderr", "n_points"]].to_dataframe().reset_index()
-            exp = o["expected_order"].to_series() if "expected_order" in o.coords else None
-            adaptive = {n: ds.geosweep.is_adaptive(n) for n in df["integrator"].unique()}
-            df = df[[adaptive[n] is None or adaptive[n] == (dim == "tol") for n in df["integrator"]]]
-            dims = [str(d) for d in o["order"].dims]
-            df = df[df["n_points"] >= 2][[*dims, "order", "order_stderr", "n_points"]].copy()
-            df = df.drop(columns=[d for d in F.STEP_DIMS if d in df and d != dim])  # filler axis of a mixed grid
-            nominal = df["integrator"].map(exp) if exp is not None and dim == "h" else np.nan
-            df["comment"] = [
-                F.order_comment(p, se, int(n), float(e) if np.isfinite(e) else np.nan, dim)
-                for p, se, n, e in zip(
-                    df["order"], df["order_stderr"], df["n_points"], np.broadcast_to(nominal, len(df))
-                )
-            ]
-            if dim == "h" and exp is not None:
-                df.insert(df.columns.get_loc("n_points") + 1, "nominal_order", nominal)
-            else:
-                df = df.rename(columns={"order": "slope_vs_tol", "order_stderr": "slope_stderr"})
-            what = "Observed order vs h (fixed-step methods)" if dim == "h" else "Slope vs tol (adaptive methods)"
-            look = (
-                "Look for: the observed order close to the nominal one; with 2 points there is no standard error."
-                if dim == "h"
-                else "A slope vs tol is not an order in h and has no nominal value; ≈ 1 means the error follows tol."
-            )
-            out.append(
-                (f"{what}, {o.attrs['error_var']}", df, f"Least-squares slope of log error vs log {dim}. {look}")
-            )
+            out.append(_order_table(ds, dim))
         except Exception as e:  # noqa: BLE001
             out.append((f"Observed order vs {dim}", f"not computed: {e}", ""))
     return out
+
+
+def _drift_table(head: str, df: pd.DataFrame, window: tuple[float, float], criterion: str) -> Table:
+    """The classification table with its caption (``window``: the fitted time span)."""
+    return (
+        head,
+        df,
+        f"Least-squares slope of the relative energy error over the second half of the run, t = "
+        f"{window[0]:g} … {window[1]:g} ({criterion}; slope per time unit; max_abs_error: the "
+        "largest |E − E0|/|E0| in that window). Look for: bounded for variational/symplectic methods, "
+        "drifting for RK, round-off for methods exact in energy (discrete gradients): their error is "
+        "rounding, not a drift.",
+    )
+
+
+def _error_range(o: xr.Dataset, dims: list[str], dim: str) -> pd.DataFrame:
+    """Per fit (row over ``dims``), the error at the largest and at the smallest ``dim`` it used."""
+    e = o["error"].to_dataframe().dropna(subset=["error"]).reset_index()
+    if e.empty:
+        return pd.DataFrame(columns=[*dims, "err_big", "err_small"])
+    e = e.sort_values(dim)
+    g = e.groupby(dims, sort=False)["error"]
+    return pd.concat([g.last().rename("err_big"), g.first().rename("err_small")], axis=1).reset_index()
+
+
+def _order_table(ds: xr.Dataset, dim: str) -> Table:
+    """The observed order (``h``) or slope (``tol``) of every fit with ≥ 2 points or at round-off;
+    the order is blank where there is none to read (round-off, pre-asymptotic: see the comment)."""
+    o = ds.geosweep.order(dim=dim).compute()
+    cols = ["order", "order_stderr", "n_points", "n_roundoff", "regime"]
+    df = o[cols].to_dataframe().reset_index()
+    exp = o["expected_order"].to_series() if "expected_order" in o.coords else None
+    adaptive = {n: ds.geosweep.is_adaptive(n) for n in df["integrator"].unique()}
+    df = df[[adaptive[n] is None or adaptive[n] == (dim == "tol") for n in df["integrator"]]]
+    dims = [str(d) for d in o["order"].dims]
+    df = df[(df["n_points"] >= 2) | (df["regime"] == "round-off")][[*dims, *cols]]
+    df = df.merge(_error_range(o, dims, dim), on=dims, how="left") if dims else df
+    df = df.drop(columns=[d for d in F.STEP_DIMS if d in df and d != dim])  # filler axis of a mixed grid
+    none = pd.Series(np.nan, index=df.index)
+    nominal = df["integrator"].map(exp) if exp is not None and dim == "h" else none
+    big, small = df.get("err_big", none), df.get("err_small", none)
+    df["comment"] = [
+        F.order_comment(p, se, int(n), e, dim, regime=str(r), n_roundoff=int(k), error_range=(b, s))
+        for p, se, n, e, r, k, b, s in zip(
+            df["order"], df["order_stderr"], df["n_points"], nominal, df["regime"], df["n_roundoff"], big, small
+        )
+    ]
+    meaningless = df["regime"] != "fitted"
+    df.loc[meaningless, ["order", "order_stderr"]] = np.nan  # no order to read: the comment says why
+    df = df.drop(columns=["regime", "err_big", "err_small"], errors="ignore")
+    if dim == "h" and exp is not None:
+        df.insert(df.columns.get_loc("n_points") + 1, "nominal_order", nominal.to_numpy())
+    else:
+        df = df.rename(columns={"order": "slope_vs_tol", "order_stderr": "slope_stderr"})
+    what = "Observed order vs h (fixed-step methods)" if dim == "h" else "Slope vs tol (adaptive methods)"
+    look = (
+        "Look for: the observed order close to the nominal one; with 2 points there is no standard error."
+        if dim == "h"
+        else "A slope vs tol is not an order in h and has no nominal value; ≈ 1 means the error follows tol."
+    )
+    caption = (
+        f"Least-squares slope of log error vs log {dim}; errors at round-off (energy errors ≤ "
+        f"{ROUNDOFF_ULPS:g}·ε·steps relative) are left out of the fit (n_roundoff) and an order is blank where "
+        f"there is none to read (the comment says why). {look}"
+    )
+    head = f"{what}, {o.attrs['error_var']}"
+    if df.empty:
+        swept = int(o[dim].size)
+        why = f"only one {dim} value is swept" if swept < 2 else f"no method has two ok points along {dim}"
+        return head, f"No order to fit: {why}.", ""
+    return head, df, caption
 
 
 def _one_step_column(ds: xr.Dataset, df: pd.DataFrame) -> pd.DataFrame:

@@ -1,5 +1,5 @@
 """System-specific figures: sphere KE map (Fig. 7), torus energy partition and deformed
-states (Figs. 3–4), chain adaptive step sizes (Figs. 8/10/11). Each returns
+states (Figs. 3–4), adaptive step sizes (any store with an adaptive method; 001 Figs. 8/10/11). Each returns
 ``(figure or None, caption, notes)``; notes say what the store lacks.
 """
 
@@ -10,7 +10,16 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from analysis.figures import STEP_DIMS, axis_label, cells, integrator_colors, legend_outside, time_label, units_text
+from analysis.figures import (
+    MARKERS,
+    STEP_DIMS,
+    axis_label,
+    cells,
+    integrator_colors,
+    legend_outside,
+    time_label,
+    units_text,
+)
 
 PAPER_KE_TIMES = (0.0, 0.25, 0.5, 0.75, 5.0)
 TORUS_PARTS = ("KE_trans", "KE_rot", "U_m", "U_a", "U_s", "U_pp", "U_pw", "energy")
@@ -65,19 +74,24 @@ def ke_map(ds: xr.Dataset, times: tuple[float, ...] | None = None, n_max: int = 
     fields = [(t, ke_face(q, w)) for t, q, w in states]
     finite = np.concatenate([f[np.isfinite(f)] for _, f in fields]) if fields else np.array([])
     vmax = float(finite.max()) if finite.size else 1.0
-    fig, axes = plt.subplots(1, len(fields), figsize=(3.0 * len(fields) + 1.0, 3.4), squeeze=False)
+    fig, axes = plt.subplots(2, len(fields), figsize=(2.6 * len(fields) + 1.2, 5.6), squeeze=False)
     sm = None
-    for ax, (t, f) in zip(axes[0], fields):
-        sm = plot_face_field(ax, f, vmin=0.0, vmax=vmax, cmap="viridis")
-        ax.set_title(f"t = {t:g}{units_text(ds['time'].attrs.get('units'))}", fontsize=9)
+    for col, (t, f) in enumerate(fields):
+        for row, (view, where) in enumerate((((0.0, 0.0, 1.0), "+z"), ((0.0, 0.0, -1.0), "−z"))):
+            sm = plot_face_field(axes[row][col], f, view=view, vmin=0.0, vmax=vmax, cmap="viridis")
+            axes[row][col].set_title(f"t = {t:g}{units_text(ds['time'].attrs.get('units'))}, from {where}", fontsize=8)
     if sm is not None:
         eu = units_text(ds["energy"].attrs.get("units")) if "energy" in ds else ""
-        fig.colorbar(sm, ax=list(axes[0]), shrink=0.8, label=f"KE per face, patch mean{eu or ' (LJ units)'}")
-    fig.suptitle(f"kinetic-energy map, {name} {dim} = {value:g} (view from +z; grey: empty patch)", fontsize=9)
+        fig.colorbar(sm, ax=axes.ravel().tolist(), shrink=0.8, label=f"KE per face, patch mean{eu or ' (LJ units)'}")
+    fig.suptitle(f"kinetic-energy map, {name} {dim} = {value:g} (top row from +z, bottom row from −z; grey: "
+                 "empty patch)", fontsize=9)  # fmt: skip
     caption = (
         f"Per-face kinetic energy (spec sphere.md §3.6) on the level-4 icosphere (5120 faces), orthographic "
-        f"view from +z, viridis colour map with one scale for all panels; cell {name}, {dim} = {value:g}. "
-        "Look for: the two vortex cores (high KE) and how the energy spreads over the sphere."
+        f"views from +z (the vortex side) and from −z (the far hemisphere), viridis colour map with one scale "
+        f"for all panels; cell {name}, {dim} = {value:g}. Look for: at t = 0 the two vortex patches about +z "
+        "are rings of high KE around slow centres (the swirl speed grows away from each core centre, then "
+        "decays; co-rotating patches merge into one elongated ring), the far hemisphere nearly at rest; "
+        "later, how the energy spreads over the sphere."
     )
     return fig, caption, notes
 
@@ -145,53 +159,54 @@ def torus_snapshots(ds: xr.Dataset, n_max: int = 4):
     return fig, f"Particle positions at snapshot times (paper Fig. 3), cell {name}, {dim} = {value:g}.", []
 
 
-def chain_step_sizes(ds: xr.Dataset):
-    """Adaptive methods: accepted step size against time (paper Figs. 8/10/11) and step counts vs tol.
+def adaptive_step_sizes(ds: xr.Dataset):
+    """Adaptive methods: accepted step size against time (paper 001 Figs. 8/10/11) and step counts vs tol.
 
     ``step_size(time)`` is the accepted step in force at each output sample, so steps shorter
-    than the output interval that contain no sample time do not appear; ``h_min_used`` (the
-    true minimum) is marked on each curve's label.
+    than the output interval that contain no sample time do not appear. The last sample's step is
+    the final one, cut to end exactly at T: it is not drawn, and the smallest step quoted is the
+    smallest sampled one between the initial trial step and it (the store's ``h_min_used`` counts
+    the cut step).
     """
     import matplotlib.pyplot as plt
 
     if "tol" not in ds["status"].dims or "step_size" not in ds:
-        return None, "", ["chain step size: no adaptive (tol) cells with a step_size record in this store"]
+        return None, "", ["adaptive step sizes: no adaptive (tol) cells with a step_size record in this store"]
     runs = [(n, v, c) for n, d, v, c in cells(ds) if d == "tol"]
     if not runs:
-        return None, "", ["chain step size: no ok adaptive cell"]
+        return None, "", ["adaptive step sizes: no ok adaptive cell"]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [2, 1]}, layout="constrained")
     names = sorted({r[0] for r in runs})
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = integrator_colors(names)
     styles = ["-", "--", ":", "-."]
-    for color, name in zip(colors, names):
+    for name in names:
+        color = colors[name]
         mine = sorted((v, c) for n, v, c in runs if n == name)
         for style, (tol, c) in zip(styles * 10, mine):
-            hmin = float(c["h_min_used"])
-            a1.semilogy(
-                c["time"].values,
-                c["step_size"].values,
-                style,
-                color=color,
-                lw=1,
-                label=f"{name}, tol = {tol:g} (h_min {hmin:.2g})",
-            )
+            t, h = c["time"].values[:-1], c["step_size"].values[:-1]  # the last step is cut to end at T
+            fin = h[1:][np.isfinite(h[1:]) & (h[1:] > 0)]  # after the controller's initial trial step
+            hmin = f" (min {fin.min():.2g} after the first step)" if fin.size else ""
+            a1.semilogy(t, h, style, color=color, lw=1, label=f"{name}, tol = {tol:g}{hmin}")
         tol = np.array([v for v, _ in mine])
         steps = np.array([float(c["steps"]) for _, c in mine])
         rej = np.array([float(c["rejected_steps"]) for _, c in mine])
-        a2.loglog(tol, steps, "o-", color=color)
-        a2.loglog(tol, np.maximum(rej, 0.8), "s--", color=color, mfc="none")
+        a2.loglog(tol, steps, "o-", color=color, label=f"{name}: accepted")
+        a2.loglog(tol, np.maximum(rej, 0.8), "s--", color=color, mfc="none", label=f"{name}: rejected (0 at 0.8)")
     units = ds["time"].attrs.get("units", "")
     a1.set_xlabel(time_label(ds))
     a1.set_ylabel("accepted step" + units_text(units))
     a2.set_xlabel("tolerance tol")
-    a2.set_ylabel("steps (accepted: o, rejected: s)")
+    a2.set_ylabel("steps")
     for a in (a1, a2):
         a.grid(True, which="both", alpha=0.3)
     a1.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.suptitle("adaptive step size against time (step in force at each output sample)", fontsize=9)
+    a2.legend(fontsize=6.5, loc="best", frameon=False)
+    fig.suptitle("adaptive step size against time (step in force at each output sample; the last step, cut to "
+                 f"end at T, not drawn) — {ds.attrs.get('system', '')}", fontsize=9)  # fmt: skip
     caption = (
-        "Accepted step size of the adaptive methods against time (paper Figs. 8/10/11), and "
-        "accepted/rejected step counts against tol."
+        "Accepted step size of the adaptive methods against time (paper 001 Figs. 8/10/11), with the smallest "
+        "sampled step of each curve after the first, and accepted/rejected step counts against tol. Look for: the step "
+        "shrinking where the motion is fast, and fewer steps at a looser tol."
     )
     return fig, caption, []
 
@@ -205,13 +220,14 @@ def _per_run_lines(ds: xr.Dataset, panels: list[tuple[str, str]], title: str, lo
     (and, for a ``link`` dim, solid quadrotor 1 / dashed quadrotor 2 in the legend label)."""
     import matplotlib.pyplot as plt
 
-    from analysis.figures import STYLES, _positive
+    from analysis.figures import EPS, LOG_FLOOR_ULPS, STYLES, key_legend, log_values, note_zeros
 
     runs = list(cells(ds))
     panels = [(v, lab) for v, lab in panels if v in ds and bool(np.isfinite(ds[v].where(ds.status == 0)).any())]
     if not runs or not panels:
         return None
-    colors = integrator_colors([str(n) for n in ds["integrator"].values])
+    order = [str(n) for n in ds["integrator"].values]
+    colors = integrator_colors(order)
     steps = sorted({(str(d), v) for _, d, v, _ in runs}, key=lambda k: (k[0], -k[1]))
     t = ds["time"].values
     ncols = min(len(panels), 3)
@@ -221,25 +237,39 @@ def _per_run_lines(ds: xr.Dataset, panels: list[tuple[str, str]], title: str, lo
     axes = list(axes.ravel())
     for ax in axes[len(panels) :]:
         ax.set_visible(False)
+    floor = LOG_FLOOR_ULPS * EPS
+    drawn: set[str] = set()
+    links = False
     for ax, (var, lab) in zip(axes, panels):
+        zeros: dict[str, tuple[int, int]] = {}
         for name, dim, value, cell in runs:
             da = cell[var]
             parts = [(None, da)] if "link" not in da.dims else [(i, da.isel(link=i)) for i in range(da.sizes["link"])]
             for link, y in parts:
                 y = np.asarray(y.values, dtype=np.float64)
-                y = _positive(y) if log else y
+                if log:
+                    y, low = log_values(y, floor)
+                    k, m = zeros.get(name, (0, 0))
+                    zeros[name] = (k + low, m + int(np.isfinite(y[1:]).sum()) + low)
                 if not np.isfinite(y).any():
                     continue
+                links |= link is not None
                 style = STYLES[steps.index((str(dim), value)) % len(STYLES)]
                 label = f"{name}, {dim} = {value:g}" + ("" if link is None else f", quadrotor {link + 1}")
                 kw = dict(color=colors[name], ls=style, lw=1.0 if link in (None, 0) else 0.7,
                           alpha=1.0 if link in (None, 0) else 0.6, label=label)  # fmt: skip
                 (ax.semilogy if log else ax.plot)(t, y, **kw)
+                drawn.add(name)
+        if log:
+            note_zeros(ax, zeros, floor)
         ax.set_title(lab, fontsize=8.5)
         ax.set_ylabel(axis_label(ds[var], 34), fontsize=7.5)
         ax.set_xlabel(time_label(ds), fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-    legend_outside(fig, axes, fontsize=6.5)
+    keys = {f"{d} = {v:g}": {"ls": STYLES[k % len(STYLES)]} for k, (d, v) in enumerate(steps)}
+    if links:
+        keys.update({"quadrotor 1": {"lw": 1.0}, "quadrotor 2 (thin, faint)": {"lw": 0.7, "alpha": 0.6}})
+    key_legend(fig, {n: colors[n] for n in order if n in drawn}, keys, fontsize=6.5)
     fig.suptitle(title, fontsize=10)
     return fig
 
@@ -276,43 +306,59 @@ def _desired_path(t: np.ndarray) -> np.ndarray:
 
 
 def quad_trajectory(ds: xr.Dataset):
-    """Two quadrotors: the load's path y (snapshots of ``y_*``) against y_d in the x–z plane, and e_y(t)."""
+    """Two quadrotors: the load's path y (snapshots of ``y_*``) against y_d in the x–z plane, and e_y(t).
+
+    The path needs snapshots inside the run (``snapshot_dt``); with only t = 0 and T stored the
+    path panel is left out (and the notes say so) rather than drawn as two points."""
     import matplotlib.pyplot as plt
+
+    from analysis.figures import STYLES, key_legend
 
     runs = list(cells(ds))
     if not runs or "e_y" not in ds:
         return None, "", ["quadrotor trajectory: no ok cell or no e_y"]
-    colors = integrator_colors([str(n) for n in ds["integrator"].values])
+    order = [str(n) for n in ds["integrator"].values]
+    colors = integrator_colors(order)
+    steps = sorted({(str(d), v) for _, d, v, _ in runs}, key=lambda k: (k[0], -k[1]))
     t = ds["time"].values
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11.5, 3.8), layout="constrained")
-    yd = _desired_path(np.linspace(t[0], t[-1], 400))
-    a1.plot(yd[:, 0], yd[:, 2], "k-", lw=2.5, alpha=0.35, label="desired y_d(t)")
     notes = []
     have_snaps = "snapshot_state" in ds and "y_x" in [str(s) for s in ds["state"].values]
-    for k, (name, dim, value, cell) in enumerate(runs):
-        label = f"{name}, {dim} = {value:g}"
-        if have_snaps:
+    path = have_snaps and ds.sizes.get("snapshot", 0) > 2
+    if have_snaps and not path:
+        notes.append("quadrotor trajectory: load path not drawn, only t = 0 and T are stored; set snapshot_dt "
+                     "in the spec for the path")  # fmt: skip
+    if path:
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11.5, 3.8), layout="constrained")
+        yd = _desired_path(np.linspace(t[0], t[-1], 400))
+        a1.plot(yd[:, 0], yd[:, 2], "k-", lw=2.5, alpha=0.35)
+    else:
+        fig, a2 = plt.subplots(1, 1, figsize=(7.0, 3.8), layout="constrained")
+    for name, dim, value, cell in runs:
+        k = steps.index((str(dim), value))
+        if path:
             ys = cell["snapshot_state"].sel(state=["y_x", "y_y", "y_z"]).isel(body=0).values
-            a1.plot(ys[:, 0], ys[:, 2], "o", color=colors[name], mfc="none", ms=5 + k % 3, label=label)
+            a1.plot(ys[:, 0], ys[:, 2], MARKERS[k % len(MARKERS)], color=colors[name], mfc="none", ms=5)
         e = np.asarray(cell["e_y"].values, dtype=np.float64)
-        a2.semilogy(t, np.where(e > 0, e, np.nan), color=colors[name], ls=("-", "--", ":")[k % 3], lw=1, label=label)
-    if have_snaps and ds.sizes.get("snapshot", 0) <= 2:
-        notes.append("quadrotor trajectory: only t = 0 and T are stored; set snapshot_dt for the whole path")
-    a1.invert_yaxis()  # e3 points down: plot altitude upwards
-    a1.set_xlabel("load x [m]")
-    a1.set_ylabel("load z [m] (e3 down; axis inverted)")
-    a1.set_title("load path (markers: stored snapshots)", fontsize=9)
+        a2.semilogy(t, np.where(e > 0, e, np.nan), color=colors[name], ls=STYLES[k % len(STYLES)], lw=1)
+    if path:
+        a1.invert_yaxis()  # e3 points down: plot altitude upwards
+        a1.set_xlabel("load x [m]")
+        a1.set_ylabel("load z [m] (e3 down; axis inverted)")
+        a1.set_title("load path (markers: stored snapshots; grey: desired y_d(t))", fontsize=9)
+        a1.grid(True, alpha=0.3)
     a2.set_xlabel(time_label(ds))
     a2.set_ylabel(axis_label(ds["e_y"], 34))
     a2.set_title("tracking error", fontsize=9)
-    for a in (a1, a2):
-        a.grid(True, which="both", alpha=0.3)
-    legend_outside(fig, [a1, a2], fontsize=6.5)
+    a2.grid(True, which="both", alpha=0.3)
+    keys = {f"{d} = {v:g}": {"ls": STYLES[k % len(STYLES)], **({"marker": MARKERS[k % len(MARKERS)],
+                                                                "mfc": "none"} if path else {})}
+            for k, (d, v) in enumerate(steps)}  # fmt: skip
+    key_legend(fig, {n: colors[n] for n in order if any(r[0] == n for r in runs)}, keys, fontsize=6.5)
     fig.suptitle(f"two quadrotors with a load — {ds.attrs.get('system', '')}", fontsize=10)
     caption = (
         "Two quadrotors carrying a point load (paper 001 §6): the load's path against the desired curve "
-        "y_d(t) in the x–z plane, and the tracking error e_y = |y − y_d| against time. Look for: e_y decaying "
-        "as the controller converges, the same for every Lie group method and step size."
+        "y_d(t) in the x–z plane (when snapshots are stored), and the tracking error e_y = |y − y_d| against "
+        "time. Look for: e_y decaying as the controller converges, the same for every Lie group method and step."
     )
     return fig, caption, notes
 
@@ -379,5 +425,5 @@ def system_figures(system: str, family: str, ds: xr.Dataset, sub: xr.Dataset, ke
     if family == "quad":
         out += [("quad_trajectory", lambda: quad_trajectory(sub)), ("quad_constraints", lambda: quad_constraints(sub))]
     if "integrator_adaptive" in ds.coords and bool(ds["integrator_adaptive"].any()):
-        out.append(("chain_step_sizes", lambda: chain_step_sizes(sub)))
+        out.append(("adaptive_step_sizes", lambda: adaptive_step_sizes(sub)))
     return out

@@ -263,7 +263,7 @@ EXPECTED = {
     "sphere": GENERIC | {"constraint_errors", "momentum_errors", "ke_map"},
     "torus": GENERIC | {"momentum_errors", "torus_energy_partition", "torus_snapshots"},
     # chain (planar paper start): J = e3·L stays exactly 0 and L is not conserved (g ≠ 0): no momentum panel
-    "chain": GENERIC | {"constraint_errors", "chain_step_sizes"},
+    "chain": GENERIC | {"constraint_errors", "adaptive_step_sizes"},
 }
 
 
@@ -290,7 +290,7 @@ def test_report_every_figure(stores, tmp_path):
         assert (tmp_path / key / "index.html").exists()
     assert "step size of the adaptive methods against time" in (tmp_path / "chain" / "index.md").read_text()
     assert "not conserved" in (tmp_path / "spring" / "index.md").read_text()
-    assert "identically 0 in every ok cell" in (tmp_path / "chain" / "index.md").read_text()
+    assert "identically 0 for every method in this store" in (tmp_path / "chain" / "index.md").read_text()
     # the envelope is at least as wide as the point samples, in every store
     for store in stores.values():
         ds = xr.open_zarr(store)
@@ -328,7 +328,9 @@ def test_ke_map_uses_snapshots(stores):
         snapshot_time=("snapshot", [0.1, 0.25])
     )
     fig, caption, notes = ke_map(ds.isel(omega=0), times=(0.1, 0.25))
-    assert fig is not None and notes == [] and [a.get_title() for a in fig.axes[:2]] == ["t = 0.1", "t = 0.25"]
+    titles = [a.get_title() for a in fig.axes[:4]]
+    assert fig is not None and notes == [] and titles[:2] == ["t = 0.1, from +z", "t = 0.25, from +z"]
+    assert titles[2:] == ["t = 0.1, from −z", "t = 0.25, from −z"]  # both hemispheres
     fig, caption, notes = ke_map(ds.isel(omega=0), times=(0.0, 0.1, 0.25))
     assert fig is not None and "no snapshot at t = 0" in notes[0]
 
@@ -426,5 +428,5 @@ def test_chain_step_size_figure_in_a_mixed_h_tol_store(tmp_path):
     }
     run_sweep(spec, tmp_path / "m.zarr", serial=True)
     rep = make_report(tmp_path / "m.zarr", tmp_path / "r")
-    assert "chain_step_sizes" in rep.figures
-    _check_png(rep.figures["chain_step_sizes"])
+    assert "adaptive_step_sizes" in rep.figures
+    _check_png(rep.figures["adaptive_step_sizes"])

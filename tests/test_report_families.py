@@ -48,7 +48,7 @@ SPECS = {
     },
 }
 EXPECTED = {
-    "top": GENERIC | {"momentum_errors", "top_invariants", "chain_step_sizes"},
+    "top": GENERIC | {"momentum_errors", "top_invariants", "adaptive_step_sizes"},
     "quad": {"error_vs_step", "work_precision", "status_map", "quad_trajectory", "quad_constraints"},
     "dg": GENERIC | {"constraint_errors", "dg_invariants"},
 }

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from analysis.render import SCREENSHOT, find_browser, screenshot
+from analysis.render import SCREENSHOT, find_browser, page_height, screenshot
 from sweeps.engine import run_sweep
 
 SPEC = {
@@ -70,10 +70,12 @@ def test_index_html_renders_in_a_headless_browser(report):
     import matplotlib.colors as mc
     import matplotlib.image as mpimg
 
-    shot = screenshot(report.out, width=1200, height=2600)
+    shot = screenshot(report.out, width=1200)
     assert shot == report.out / SCREENSHOT and shot.stat().st_size > 50_000
     img = mpimg.imread(shot)[..., :3]
-    assert img.shape[:2] == (2600, 1200)
+    full = page_height(report.out / "index.html", find_browser(), 1200)
+    assert img.shape[:2] == (full, 1200) and full > 3200  # the whole page; a fixed 3200 px cut it
+    assert (img[-250:] < 0.5).any(axis=-1).mean() > 0.002  # the notes at the very end are in the picture
     hsv = mc.rgb_to_hsv(img.reshape(-1, 3))
     vivid = np.unique((img.reshape(-1, 3)[(hsv[:, 1] > 0.4) & (hsv[:, 2] > 0.3)] * 32).astype(int), axis=0)
     assert len(vivid) > 40, len(vivid)  # the figures' coloured curves were loaded and drawn
