@@ -363,8 +363,7 @@ def _run_locked(
     plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log, lease=None
 ) -> SweepResult:
     spec, grid = plan.spec, plan.grid
-    with fence(ref):  # the template and its removal after a failed creation, under this run's lease
-        created = ensure_store(plan, ref, log)
+    created = ensure_store(plan, ref, log)
     mask = done_mask(ref, log)
     if mark_fillers(plan, ref):
         log(f"store {ref.url}: not-applicable filler cells re-marked")

@@ -23,8 +23,8 @@ On an object store there is no lock: the check reads the lease object right befo
 it guards; the residual window is the duration of those writes (one shard), during which the
 writer would have to be frozen for longer than ``STALE_AFTER``.
 
-A lease whose content is not a lease (garbage, a heartbeat that is not a number) cannot come
-from a live run and is taken over (one line). One whose heartbeat lies in the future (clock
+A lease whose content is not a lease (garbage, a heartbeat that is not a finite number) cannot
+come from a live run and is taken over (one line). One whose heartbeat lies in the future (clock
 skew) is watched for up to ``STALE_AFTER``: taken over if it does not change, refused if it does.
 A ``<store>.lease`` that is not a regular file (a directory, a FIFO …) is refused
 (:class:`LeaseFileError`, nothing read or removed).
@@ -306,17 +306,15 @@ class Lease:
         if data is None:
             return True
         rec = _parse(data)
-        if rec is None:
-            self._log(f"store {self.ref.url}: its lease {self.path} holds no lease record (garbage); taken over")
+        hb = _heartbeat(rec) if rec is not None else None
+        if hb is None:  # no live run writes this
+            self._log(f"store {self.ref.url}: its lease {self.path} holds no valid lease record; taken over")
             return True
         owner = rec["owner"]
         if _dead_here(owner):
             return True
-        hb = _heartbeat(rec)
-        if hb is None:
-            return False
         age = time.time() - hb
-        if age < -self.heartbeat:  # from the future: the holder's clock is ahead, or garbage
+        if age < -self.heartbeat:  # from the future: the holder's clock is ahead
             return False
         if age < self.stale_after:
             raise StoreBusyError(
@@ -326,13 +324,13 @@ class Lease:
         return True
 
     def _watch(self, data: bytes) -> None:
-        """Take over a lease whose age cannot be told only if it does not change for ``stale_after``
+        """Take over a lease with a heartbeat in the future only if it does not change for ``stale_after``
         seconds (a live holder rewrites it every heartbeat): raises :class:`StoreBusyError` if it does."""
         rec = _parse(data) or {}
+        ahead = float(rec.get("heartbeat", 0.0)) - time.time()
         self._log(
-            f"store {self.ref.url}: the heartbeat of its lease ({rec.get('owner')}) is "
-            f"{rec.get('heartbeat')!r} — in the future (clock skew?) or not a number; watching it for "
-            f"{self.stale_after:.0f} s to see whether its run is alive"
+            f"store {self.ref.url}: the heartbeat of its lease ({rec.get('owner')}) is {ahead:.0f} s in the future "
+            f"(clock skew?); watching the lease for {self.stale_after:.0f} s to see whether its run is alive"
         )
         deadline = time.monotonic() + self.stale_after
         while time.monotonic() < deadline:
@@ -340,7 +338,7 @@ class Lease:
             if self._read() != data:
                 raise StoreBusyError(
                     f"store {self.ref.url} is being written by another run ({rec.get('owner')}: its lease changed "
-                    f"while watched, though its heartbeat is {rec.get('heartbeat')!r} — check that host's clock)"
+                    f"while watched; its heartbeat was {ahead:.0f} s in the future — check that host's clock)"
                 )
         self._log(f"store {self.ref.url}: its lease did not change for {self.stale_after:.0f} s; taken over")
 

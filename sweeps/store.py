@@ -522,8 +522,15 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
     first, then the not-applicable fillers, and the marker attr ``geosweep_created`` last. A
     store of ours without the marker holds no result (creation was interrupted, or failed): it
     is deleted and created again. A failed creation removes what it wrote — only that, and only
-    while the run still holds the lease. Call it inside :func:`sweeps.lease.fence`.
+    while the run still holds the lease; every write is fenced by it (:func:`sweeps.lease.fence`).
     """
+    from sweeps.lease import fence
+
+    with fence(ref):  # no takeover of the lease while this run creates or removes the store
+        return _create_or_check(plan, ref, log)
+
+
+def _create_or_check(plan: Plan, ref: StoreRef, log=None) -> bool:
     ds, encoding = template(plan)
     if ref.exists():
         group = ref.open_group("r")
