@@ -372,9 +372,8 @@ class Lease:
         self._callbacks.append(callback)
 
     def _lose(self, message: str) -> None:
-        self.lost = message
+        self.lost = message  # the run raises it (one line); not logged here
         _ACTIVE.discard(self.owner)
-        self._log(message)
         for callback in self._callbacks:
             with contextlib.suppress(Exception):
                 callback(message)

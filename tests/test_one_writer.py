@@ -410,9 +410,9 @@ FULL = """
 name = "full"
 system = "spring_pendula"
 integrators = ["explicit_vi"]
-h = [0.01, 0.02, 0.03, 0.04]
+h = [0.005, 0.01, 0.02, 0.04]
 T = 40.0
-dt_out = 0.01
+dt_out = 0.04
 """
 
 
