@@ -564,7 +564,7 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None) -> bool:
             group["done"][...] = filler.astype(np.int8)
         group.attrs[CREATED_ATTR] = 1
         _consolidate(ref)
-    except (ContainsGroupError, ContainsArrayError) as e:  # made by another process meanwhile: not ours to remove
+    except (ContainsGroupError, ContainsArrayError, FileExistsError) as e:  # made meanwhile by another: not ours
         from sweeps.lease import StoreBusyError
 
         raise StoreBusyError(f"store {ref.url} was created by another process while this run created it") from e
