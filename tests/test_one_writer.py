@@ -285,10 +285,12 @@ def test_orphaned_task_of_a_lost_lease_writes_nothing(tmp_path):
 def test_verify_repair_refuses_while_a_run_writes_the_store(tmp_path):
     spec, store = tmp_path / "s.toml", tmp_path / "s.zarr"
     spec.write_text(LONG)
-    with _process(_geosweep("run", str(spec), "--store", str(store), "--serial"), env=_env()) as a:
+    with _process(_geosweep("run", str(spec), "--store", str(store), "--serial")) as a:
         _wait(lambda: (store / "_checkpoints").exists(), what="the run's first checkpoint")
+        os.kill(a.pid, signal.SIGSTOP)  # held mid-run, whatever the machine's speed (its lease stays fresh: 60 s)
         repair = subprocess.run(_geosweep("verify", str(store), "--repair"), capture_output=True, text=True,
-                                timeout=120, env=_env())  # fmt: skip
+                                timeout=120)  # fmt: skip
+        os.kill(a.pid, signal.SIGCONT)
         assert repair.returncode == 3, repair.stdout + repair.stderr
         _one_line(repair.stderr, "being written by another run")
         assert "marked for recomputation" not in repair.stdout
@@ -308,10 +310,12 @@ def test_symlinked_store_shares_one_lease(tmp_path):
     alias = tmp_path / "alias.zarr"
     alias.symlink_to(real)
     assert Lease(StoreRef.of(alias)).path == f"{real}.lease"
-    with _process(_geosweep("run", str(spec), "--store", str(real), "--serial"), env=_env()) as a:
-        _wait(lambda: Path(f"{real}.lease").exists(), what="the first run's lease")
+    with _process(_geosweep("run", str(spec), "--store", str(real), "--serial")) as a:
+        _wait(lambda: (real / "zarr.json").exists(), what="the first run's store")
+        os.kill(a.pid, signal.SIGSTOP)  # held mid-run, whatever the machine's speed (its lease stays fresh: 60 s)
         b = subprocess.run(_geosweep("run", str(spec), "--store", str(alias), "--serial"), capture_output=True,
-                           text=True, timeout=300, env=_env())  # fmt: skip
+                           text=True, timeout=300)  # fmt: skip
+        os.kill(a.pid, signal.SIGCONT)
         assert b.returncode == 3, b.stderr
         _one_line(b.stderr, "being written by another run")
         assert not Path(f"{alias}.lease").exists()
@@ -387,13 +391,17 @@ def test_lease_from_the_future_that_beats_is_refused(tmp_path, monkeypatch):
     lease = Path(f"{store}.lease")
     stop = threading.Event()
 
-    def beat() -> None:  # a live run on a host whose clock is an hour ahead
+    def write() -> None:  # a live run on a host whose clock is an hour ahead
+        tmp = lease.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"owner": "elsewhere:1:x", "heartbeat": time.time() + 3600}))
+        os.replace(tmp, lease)
+
+    def beat() -> None:
         while not stop.is_set():
-            tmp = lease.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"owner": "elsewhere:1:x", "heartbeat": time.time() + 3600}))
-            os.replace(tmp, lease)
+            write()
             time.sleep(0.1)
 
+    write()
     thread = threading.Thread(target=beat, daemon=True)
     thread.start()
     try:
