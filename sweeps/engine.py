@@ -341,8 +341,11 @@ def run_sweep(
     Raises :class:`sweeps.spec.SpecError` for a bad spec,
     :class:`sweeps.store.StoreMismatchError` if ``store`` holds another sweep,
     :class:`sweeps.store.StoreFormatError` if it has another store format and
-    :class:`sweeps.lease.StoreBusyError` while another run writes it — all before any work.
-    Integration failures are recorded as cell status, not raised.
+    :class:`sweeps.lease.StoreBusyError` while another run writes it — all before any work;
+    :class:`sweeps.lease.LeaseLost` if another run takes the lease over meanwhile (this run was
+    stopped past the lease timeout: it writes nothing more) and :class:`sweeps.lease.StoreWriteError`
+    when the store refuses writes for good (disk full, read-only). Integration failures are
+    recorded as cell status, not raised.
     """
     log = log or (lambda msg: None)
     plan = make_plan(spec)
