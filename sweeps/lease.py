@@ -123,11 +123,14 @@ def _locked(ref: StoreRef, path: str, exclusive: bool, wait: float = LOCK_WAIT) 
         yield
         return
     try:
-        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise IsADirectoryError(errno.EISDIR, "not a regular file")
     except OSError as e:
         if (err := store_write_error(ref.url, e)) is not None:
             raise err from None
-        raise
+        raise LeaseFileError(f"{path}.lock cannot be used as the lease's lock ({e.strerror}); remove it") from None
     try:
         mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
         deadline = time.monotonic() + wait

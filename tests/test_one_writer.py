@@ -530,3 +530,10 @@ def test_object_store_writes_are_fenced_by_the_lease_object(tmp_path):
         assert run_sweep(spec, url, serial=True, storage_options=opts).complete
     finally:
         moto.stop()
+
+
+def test_lock_file_that_is_not_a_file_is_refused(tmp_path, capsys):
+    spec, store = _spec_file(tmp_path), tmp_path / "k.zarr"
+    Path(f"{store}.lease.lock").mkdir()
+    assert main(["run", str(spec), "--store", str(store), "--serial"]) == 2
+    _one_line(capsys.readouterr().err, "cannot be used as the lease's lock")
