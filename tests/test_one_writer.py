@@ -537,3 +537,14 @@ def test_lock_file_that_is_not_a_file_is_refused(tmp_path, capsys):
     Path(f"{store}.lease.lock").mkdir()
     assert main(["run", str(spec), "--store", str(store), "--serial"]) == 2
     _one_line(capsys.readouterr().err, "cannot be used as the lease's lock")
+
+
+def test_prefect_task_does_not_retry_a_store_that_refuses_the_run():
+    from prefect.states import Failed
+
+    from flows.sweep_flow import _retry_unless_refused
+    from sweeps.lease import LeaseLost, StoreWriteError
+
+    for exc in (LeaseLost("lost"), StoreBusyError("busy"), StoreWriteError("full")):
+        assert not _retry_unless_refused(None, None, Failed(data=exc))
+    assert _retry_unless_refused(None, None, Failed(data=RuntimeError("a lost worker")))
