@@ -678,6 +678,7 @@ def main(argv: list[str] | None = None) -> int:
                 LOG.error(str(e))
                 return 2
         except KeyboardInterrupt:
+            interrupts.caught()  # a second signal no longer cuts the shutdown short
             logging.disable(logging.CRITICAL)  # no shutdown noise from Dask or Prefect after the one line
             print(f"geosweep: {Interrupts.MESSAGE}", file=sys.stderr, flush=True)
             if argv is not None:  # called in-process (not the console script): logging back on

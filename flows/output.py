@@ -129,10 +129,14 @@ def progress_reporter(
 
 
 class Interrupts:
-    """SIGINT and SIGTERM raise one ``KeyboardInterrupt`` in the main thread and silence logging
+    """SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread and silence logging
     (no shutdown noise); :attr:`signum` says which came. A context manager: on leaving it restores
     the previous handlers (``restore=True``) or ignores later signals, so that the interpreter's
-    exit (e.g. stopping Prefect's temporary server) is not cut short."""
+    exit (e.g. stopping Prefect's temporary server) is not cut short.
+
+    No signal is lost: a ``KeyboardInterrupt`` swallowed where Python cannot propagate it (a GC
+    callback such as distributed's, a finalizer: "Exception ignored") is raised again at once,
+    and every later signal raises again, until the caller calls :meth:`caught` where it handles it."""
 
     MESSAGE = "interrupted; rerun the same command to resume"
 
@@ -140,14 +144,34 @@ class Interrupts:
         self.signum: int | None = None
         self.restore = restore
         self._previous: dict[int, Any] = {}
+        self._previous_hook: Callable[[Any], None] | None = None
         self._closing = False
 
     def _handle(self, signum: int, frame) -> None:
-        first = self.signum is None and not self._closing
         self.signum = self.signum or signum
         logging.disable(logging.CRITICAL)
-        if first:
+        if not self._closing:
             raise KeyboardInterrupt
+
+    def caught(self) -> None:
+        """The interruption reached its handler: later signals no longer cut the shutdown short."""
+        self._closing = True
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """A swallowed signal exception (ours, or Prefect's ``TerminationSignal``) is not printed but
+        delivered again to the main thread: the signal's handler runs again at the next bytecode."""
+        exc = unraisable.exc_value
+        if isinstance(exc, KeyboardInterrupt) and self.signum is not None:
+            signum = self.signum
+        elif not isinstance(exc, Exception) and getattr(exc, "signal", None) in (signal.SIGINT, signal.SIGTERM):
+            signum = exc.signal
+        else:
+            (self._previous_hook or sys.__unraisablehook__)(unraisable)
+            return
+        if not self._closing:
+            import _thread
+
+            _thread.interrupt_main(signum)
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Prefect's flow engine takes SIGTERM itself during a flow run, logs the crash, then passes the
@@ -161,6 +185,7 @@ class Interrupts:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, self._handle)
+            self._previous_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         for name in PREFECT_RUN_LOGGERS:
             logging.getLogger(name).addFilter(self)
         return self
@@ -172,6 +197,8 @@ class Interrupts:
         if self.restore:
             for sig, handler in self._previous.items():
                 signal.signal(sig, handler)
+            if self._previous_hook is not None:
+                sys.unraisablehook = self._previous_hook
 
     @property
     def exit_code(self) -> int:
