@@ -128,6 +128,14 @@ def progress_reporter(
     return plain, lambda: None
 
 
+def _deliver_again(signum: int, delay: float = 0.01) -> None:
+    """The main thread runs ``signum``'s handler again soon (``_thread.interrupt_main``)."""
+    import _thread
+
+    time.sleep(delay)
+    _thread.interrupt_main(signum)
+
+
 class Interrupts:
     """SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread and silence logging
     (no shutdown noise); :attr:`signum` says which came. A context manager: on leaving it restores
@@ -168,10 +176,8 @@ class Interrupts:
         else:
             (self._previous_hook or sys.__unraisablehook__)(unraisable)
             return
-        if not self._closing:
-            import _thread
-
-            _thread.interrupt_main(signum)
+        if not self._closing:  # from another thread: here, in Python code, it would be swallowed again
+            threading.Thread(target=_deliver_again, args=(signum,), name="geosweep-signal", daemon=True).start()
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Prefect's flow engine takes SIGTERM itself during a flow run, logs the crash, then passes the
