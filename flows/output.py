@@ -128,6 +128,20 @@ def progress_reporter(
     return plain, lambda: None
 
 
+def ignore_sigint_in_worker_process() -> None:
+    """In a worker process of ``--processes`` (a multiprocessing child, which imports geosweep's main
+    module first), ignore SIGINT: a terminal's Ctrl-C reaches the whole process group, and the driver
+    stops its workers itself (no traceback from a worker still importing or running a cell)."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.current_process().name != "MainProcess":
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# the console script's main module imports this one: a worker process of ``--processes`` runs it first
+ignore_sigint_in_worker_process()
+
+
 def _deliver_again(signum: int, delay: float = 0.01) -> None:
     """The main thread runs ``signum``'s handler again soon (``_thread.interrupt_main``)."""
     import _thread

@@ -61,3 +61,15 @@ def test_no_signal_is_lost(tmp_path, case):
     p = subprocess.run([sys.executable, str(script), case], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip().splitlines()[-1] == "interrupted 143", (p.stdout, p.stderr)
     assert p.returncode == 143 and p.stderr == ""
+
+
+def _store_files(store) -> dict[str, tuple[int, int]]:
+    """Every file of a local store: (mtime_ns, size)."""
+    return {
+        os.path.relpath(os.path.join(d, f), store): (
+            os.stat(os.path.join(d, f)).st_mtime_ns,
+            os.path.getsize(os.path.join(d, f)),
+        )
+        for d, _, files in os.walk(store)
+        for f in files
+    }
