@@ -6,11 +6,18 @@ an ``--address`` cluster is named within a bounded time."""
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
+import psutil
 import pytest
+
+from tests.test_cli_output import LONG, N_LONG, _alive, _cells_done, _cmd
 
 #: a process that gets SIGTERM while Python code runs inside a GC callback (as distributed's GC
 #: diary does), or whose library swallows the first KeyboardInterrupt
@@ -73,3 +80,88 @@ def _store_files(store) -> dict[str, tuple[int, int]]:
         for d, _, files in os.walk(store)
         for f in files
     }
+
+
+def _worker_processes(pid: int) -> list[psutil.Process]:
+    return [c for c in psutil.Process(pid).children(recursive=True) if "multiprocessing.spawn" in " ".join(c.cmdline())]
+
+
+def _workers_older_than(pid: int, seconds: float) -> bool:
+    workers = _worker_processes(pid)
+    return len(workers) >= 2 and all(time.time() - w.create_time() > seconds for w in workers)
+
+
+def _run_and_signal_group(args: list[str], cwd, sig: int, env: dict | None = None, ready=None):
+    """Start ``geosweep ARGS`` in a process group of its own and send ``sig`` to the whole group (as a
+    terminal's Ctrl-C does) once ``ready(pid)`` (default: a cell of ``cwd/l.zarr`` is done): (exit code,
+    output, the processes it had started)."""
+    ready = ready or (lambda pid: _cells_done(cwd / "l.zarr") >= 1)
+    proc = subprocess.Popen(
+        [*_cmd(), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    t0 = time.monotonic()
+    try:
+        while not ready(proc.pid):
+            assert proc.poll() is None, "".join(lines)[-3000:]
+            assert time.monotonic() - t0 < 240, "".join(lines)[-3000:]
+            time.sleep(0.1)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        for c in children:
+            c.info = {"cmdline": " ".join(c.cmdline())}
+        os.killpg(proc.pid, sig)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    reader.join(10)
+    time.sleep(1.0)
+    return proc.returncode, "".join(lines), children
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_terminal_interrupt_on_the_prefect_path_is_one_line_and_the_rerun_resumes(tmp_path, sig):
+    """SIGINT/SIGTERM to the whole process group of ``geosweep run`` (default Prefect path, its temporary
+    server): one line, exit 130/143, no traceback, no process left; the rerun completes the store without
+    rewriting the shards finished before."""
+    (tmp_path / "long.toml").write_text(LONG)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # the temporary server: a child
+    args = ["run", "long.toml", "--store", "l.zarr", "--workers", "2"]
+    code, out, children = _run_and_signal_group(args, tmp_path, sig, env)
+    assert code == 128 + sig, out[-3000:]
+    assert out.strip().splitlines()[-1] == "geosweep: interrupted; rerun the same command to resume"
+    assert "Traceback" not in out and "Error" not in out and "Crash detected" not in out, out[-3000:]
+    assert any("uvicorn" in c.info["cmdline"] for c in children), [c.info for c in children]
+    assert not _alive(children), [c.info for c in _alive(children)]
+    done = _cells_done(tmp_path / "l.zarr")
+    assert 1 <= done < N_LONG
+    if sig != signal.SIGINT:
+        return
+    before = {k: v for k, v in _store_files(tmp_path / "l.zarr").items() if "/c/" in k}
+    p = subprocess.run([*_cmd(), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"{done}/{N_LONG} cells already complete, {N_LONG - done} to run" in p.stderr
+    assert f"cells complete: {N_LONG}/{N_LONG}" in p.stdout
+    after = _store_files(tmp_path / "l.zarr")
+    assert {k: after.get(k) for k in before} == before  # the finished shards were not written again
+
+
+def test_ctrl_c_with_worker_processes_prints_no_worker_traceback(tmp_path):
+    """SIGINT to the whole group while ``--processes`` workers start (importing) and later while they run
+    cells: the one line and exit 130 only — the workers ignore SIGINT and the driver stops them."""
+    (tmp_path / "long.toml").write_text(LONG)
+    args = ["run", "long.toml", "--store", "l.zarr", "--workers", "2", "--processes", "--no-prefect"]
+    for starting in (True, False):
+        shutil.rmtree(tmp_path / "l.zarr", ignore_errors=True)
+        # while the worker processes start (importing distributed: seconds; not their first 0.5 s, when
+        # the interpreter itself starts and geosweep's first import has not run yet), or once a cell is done
+        ready = (lambda pid: _workers_older_than(pid, 0.5)) if starting else None
+        code, out, children = _run_and_signal_group(args, tmp_path, signal.SIGINT, ready=ready)
+        assert code == 130, out[-3000:]
+        assert out.strip().splitlines()[-1] == "geosweep: interrupted; rerun the same command to resume"
+        assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+        assert not _alive(children)
+        assert starting or _cells_done(tmp_path / "l.zarr") < N_LONG
