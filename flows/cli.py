@@ -10,7 +10,8 @@ Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom
 ``geosweep.plugins`` entry points are always loaded, see :mod:`flows.plugins`).
 
 Exit codes: 0 success (cells whose integration failed are results, not errors), 1 some
-slices raised, 2 the spec, cluster file, options, a plugin, the scheduler address or the store
+slices raised or no Dask worker answered (:mod:`sweeps.liveness`),
+2 the spec, cluster file, options, a plugin, the scheduler address or the store
 location were refused, or the store is damaged (one line each),
 3 the store belongs to another spec or has another store format, 130/143 interrupted by
 SIGINT/SIGTERM (one line, no traceback; rerun to resume).
@@ -217,6 +218,7 @@ def _has_bokeh() -> bool:
 def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     from flows import firstrun
     from sweeps.engine import default_store_path, run_sweep, warm_plan
+    from sweeps.liveness import unresponsive_seconds
     from sweeps.plan import make_plan
     from sweeps.spec import read_spec_file
     from sweeps.summary import status_table
@@ -227,6 +229,11 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     if args.store:
         _check_store(args.store, args.storage_options, write=True)
     _check_scheduler(args.address)
+    try:
+        unresponsive_seconds()
+    except ValueError as e:
+        LOG.error(str(e))
+        return 2
     # a cold Numba cache: only the spec's family compiles, in a helper process, while Prefect's server starts
     cold = firstrun.prepare(spec_path, wait=False)
     server = firstrun.start_prefect_server() if on_prefect else None
@@ -657,6 +664,7 @@ def main(argv: list[str] | None = None) -> int:
             configure(args.log_level, args.quiet)
             from flows.plugins import PluginError, load_plugins
             from sweeps.credentials import StorageOptionsError
+            from sweeps.liveness import WorkersUnresponsive
             from sweeps.repair import StoreDamagedError
             from sweeps.spec import SpecError
             from sweeps.store import StoreMismatchError
@@ -674,6 +682,9 @@ def main(argv: list[str] | None = None) -> int:
             except StoreMismatchError as e:
                 LOG.error(str(e))
                 return 3
+            except WorkersUnresponsive as e:
+                LOG.error(str(e))
+                return 1
             except (ClusterFileError, StoreProblem, SchedulerUnreachable, StorageOptionsError, StoreDamagedError) as e:
                 LOG.error(str(e))
                 return 2

@@ -26,7 +26,7 @@ from typing import Any
 
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
-from sweeps import checkpoints
+from sweeps import checkpoints, liveness
 from sweeps.grid import Cell
 from sweeps.lease import Lease
 from sweeps.plan import Plan, make_plan
@@ -382,7 +382,7 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
             for group in by_shard.values():
                 report(write_runs(ref, [r for cells in group for r in compute_slice(plan, cells, ref, on_segment)]))
         else:
-            from distributed import Client, LocalCluster, as_completed
+            from distributed import Client, LocalCluster
 
             if client is None:
                 if address:
@@ -461,7 +461,8 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                     )
                 )
                 del parts  # the slices' values live on the workers until their shard is written
-            for fut in as_completed(futures):
+            # a worker that stops answering is named, and a cluster none of whose workers answers stops the run
+            for fut in liveness.completed(client, futures, log):
                 try:
                     report(fut.result())
                 except Exception as exc:  # noqa: BLE001 - one bad slice must not lose the others
