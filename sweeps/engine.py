@@ -416,8 +416,9 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
             by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)
             slices = [cells for group in by_shard.values() for cells in group]
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
-            for line in client.run(warm_worker, plan, pending).values():
-                log(f"worker {line}")
+            # a worker that cannot be reached (paused, lost) is named, not fatal: liveness.completed watches it
+            for addr, line in client.run(warm_worker, plan, pending, on_error="return").items():
+                log(f"worker {line}" if isinstance(line, str) else f"worker {addr}: not warmed up ({line!r:.200})")
             bare = plan.part(models={})
             topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
             client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))

@@ -6,6 +6,7 @@ an ``--address`` cluster is named within a bounded time."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -165,3 +166,74 @@ def test_ctrl_c_with_worker_processes_prints_no_worker_traceback(tmp_path):
         assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
         assert not _alive(children)
         assert starting or _cells_done(tmp_path / "l.zarr") < N_LONG
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(cmd: list[str], env: dict, log) -> subprocess.Popen:
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_for_line(lines: list[str], text: str, proc: subprocess.Popen, seconds: float = 240) -> None:
+    t0 = time.monotonic()
+    while not any(text in line for line in lines):
+        assert proc.poll() is None, "".join(lines)[-3000:]
+        assert time.monotonic() - t0 < seconds, "".join(lines)[-3000:]
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_paused_worker_of_an_address_cluster_is_named_and_never_hangs_the_run(tmp_path, workers):
+    """A real ``dask scheduler`` and ``dask worker`` processes; one worker is paused (SIGSTOP) while it runs
+    slices. Its name is printed after ``GEOSWEEP_WORKER_TIMEOUT`` s without heartbeat; with no other worker
+    the run stops with one line and exit 1, with another one the run goes on and completes once the
+    scheduler removes the paused worker (its worker-ttl) and reruns its slices."""
+    (tmp_path / "long.toml").write_text(LONG)
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": "20s", "GEOSWEEP_WORKER_TIMEOUT": "6"}
+    env.pop("PREFECT_API_URL", None)
+    log = open(tmp_path / "cluster.log", "w")
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    procs = [_start([*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"], env, log)]
+    worker_cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--no-nanny", "--no-dashboard"]
+    run = None
+    try:
+        for _ in range(workers):
+            procs.append(_start([*worker_cmd, "--nthreads", "2", "--resources", "geosweep-slice=1"], env, log))
+        args = [*_cmd(), "run", "long.toml", "--store", "l.zarr", "--address", address, "--no-prefect"]
+        run = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []
+        threading.Thread(target=lambda: lines.extend(iter(run.stdout.readline, "")), daemon=True).start()
+        _wait_for_line(lines, f"on {workers} workers", run)
+        _wait_for_line(lines, " warm in ", run)
+        time.sleep(2.0)  # the workers run slices now
+        paused = procs[1]
+        os.kill(paused.pid, signal.SIGSTOP)
+        _wait_for_line(lines, "no heartbeat for 6 s", run, seconds=120)
+        code = run.wait(300)
+        out = "".join(lines)
+        assert re.search(r"geosweep: worker tcp://127\.0\.0\.1:\d+: no heartbeat for 6 s \(paused", out), out[-3000:]
+        assert "Traceback" not in out, out[-3000:]
+        if workers == 1:
+            assert code == 1, out[-3000:]
+            last = out.strip().splitlines()[-1]
+            assert last.startswith("geosweep: no Dask worker has answered for 6 s (tcp://127.0.0.1:"), out[-3000:]
+            assert "rerun the same command to resume" in last
+            assert _cells_done(tmp_path / "l.zarr") < N_LONG
+        else:
+            assert code == 0, out[-3000:]
+            assert f"cells complete: {N_LONG}/{N_LONG}" in out
+    finally:
+        for p in [run, *procs]:
+            if p is not None and p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+                p.wait(10)
+        log.close()
