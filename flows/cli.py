@@ -273,6 +273,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 LOG.error(f"slice failed: {err}")
             summary = status_table(store, args.storage_options)
         else:
+            from flows.output import RunFailureFilter
             from flows.sweep_flow import SlicesFailed, sweep_flow
 
             if server is not None:
@@ -281,6 +282,8 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 import xarray  # noqa: F401
 
                 server.join()
+            # no worker answered: geosweep's one line, not Prefect's failure records and traceback
+            stack.enter_context(RunFailureFilter("WorkersUnresponsive"))
             try:
                 out = sweep_flow(
                     plan,

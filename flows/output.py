@@ -225,6 +225,28 @@ class Interrupts:
         return 128 + (self.signum or signal.SIGINT)
 
 
+class RunFailureFilter(logging.Filter):
+    """Drops Prefect's run-log records (and tracebacks) of a failure that geosweep reports itself in one
+    line: exceptions of the classes named ``names``. A context manager over :data:`PREFECT_RUN_LOGGERS`."""
+
+    def __init__(self, *names: str) -> None:
+        super().__init__()
+        self.names = names
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (type(exc).__name__ in self.names or any(n in record.getMessage() for n in self.names))
+
+    def __enter__(self) -> RunFailureFilter:
+        for name in PREFECT_RUN_LOGGERS:
+            logging.getLogger(name).addFilter(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in PREFECT_RUN_LOGGERS:
+            logging.getLogger(name).removeFilter(self)
+
+
 def _endpoint_problem(endpoint: str, timeout: float = 5.0) -> str | None:
     """A TCP connection to an object store's endpoint URL, or why it failed (fast, no client retries)."""
     import socket

@@ -29,6 +29,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.output import quiet_distributed
 from sweeps.credentials import StorageOptions, resolve
 from sweeps.engine import Progress, run_sweep
+from sweeps.liveness import WorkersUnresponsive
 from sweeps.plan import Plan, make_plan
 from sweeps.summary import status_table
 
@@ -46,7 +47,16 @@ def plan_sweep(plan: Plan | str | dict) -> Plan:
     return plan
 
 
-@task(name="execute-sweep", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+def _retry(task: Any, task_run: Any, state: Any) -> bool:
+    """Retry a failed execution, except when no Dask worker answered (it would wait as long again)."""
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception:  # noqa: BLE001 - no result to inspect: retry as before
+        return True
+    return not isinstance(exc, WorkersUnresponsive)
+
+
+@task(name="execute-sweep", retries=1, retry_delay_seconds=5, retry_condition_fn=_retry, cache_policy=NO_CACHE)
 def execute_sweep(
     plan: Plan,
     store: str | None,

@@ -12,8 +12,9 @@ kernel runs in a worker thread. A worker whose heartbeat has not arrived for
 * when every worker of the cluster is silent that long, nothing can progress: the run stops with
   :class:`WorkersUnresponsive` (one line, exit 1; finished cells are kept, a rerun resumes).
 
-With no worker connected at all (an adaptive cluster or a batch queue starting workers) the run says
-so once and waits.
+With no worker connected any more (all removed, e.g. a paused one after the scheduler's ``worker-ttl``)
+the run says so once, and stops the same way if none is back within the timeout. (Before its first
+worker, e.g. an adaptive cluster starting from zero, a run waits: :func:`sweeps.engine.run_sweep`.)
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class Heartbeats:
                     f"worker {addr}: no heartbeat for {self.timeout:.0f} s (paused, out of memory or cut off?); "
                     "its slices wait until it answers or the scheduler removes it"
                 )
-        self._note_empty(now, bool(workers))
+        self._check_empty(now, workers)
         if workers and len(silent) == len(workers):
             raise WorkersUnresponsive(
                 f"no Dask worker has answered for {self.timeout:.0f} s ({', '.join(sorted(silent))}: "
@@ -90,12 +91,20 @@ class Heartbeats:
                 f"rerun the same command to resume ({ENV} sets this timeout)"
             )
 
-    def _note_empty(self, now: float, any_worker: bool) -> None:
-        if any_worker:
+    def _check_empty(self, now: float, workers: dict) -> None:
+        """No worker connected (the watch starts once the run has workers): said once, and after the
+        timeout the run stops."""
+        if workers:
             self._empty_since = None
-        elif self._empty_since is None:
+            return
+        if self._empty_since is None:
             self._empty_since = now
             self.log("no Dask worker connected; waiting for one")
+        elif now - self._empty_since >= self.timeout:
+            raise WorkersUnresponsive(
+                f"no Dask worker connected for {self.timeout:.0f} s (the cluster's workers left or were removed); "
+                f"stopped, finished cells are kept — rerun the same command to resume ({ENV} sets this timeout)"
+            )
 
 
 def completed(client: Any, futures: list, log: Callable[[str], None], timeout: float | None = None) -> Iterator:

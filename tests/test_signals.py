@@ -188,12 +188,13 @@ def _wait_for_line(lines: list[str], text: str, proc: subprocess.Popen, seconds:
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_paused_worker_of_an_address_cluster_is_named_and_never_hangs_the_run(tmp_path, workers):
+@pytest.mark.parametrize("workers,prefect", [(1, False), (1, True), (2, False)])
+def test_a_paused_worker_of_an_address_cluster_is_named_and_never_hangs_the_run(tmp_path, workers, prefect):
     """A real ``dask scheduler`` and ``dask worker`` processes; one worker is paused (SIGSTOP) while it runs
     slices. Its name is printed after ``GEOSWEEP_WORKER_TIMEOUT`` s without heartbeat; with no other worker
-    the run stops with one line and exit 1, with another one the run goes on and completes once the
-    scheduler removes the paused worker (its worker-ttl) and reruns its slices."""
+    the run stops with one line and exit 1 (on the Prefect path too: no retry, no Prefect traceback), with
+    another one the run goes on and completes once the scheduler removes the paused worker (its
+    worker-ttl) and reruns its slices."""
     (tmp_path / "long.toml").write_text(LONG)
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
@@ -207,7 +208,8 @@ def test_a_paused_worker_of_an_address_cluster_is_named_and_never_hangs_the_run(
     try:
         for _ in range(workers):
             procs.append(_start([*worker_cmd, "--nthreads", "2", "--resources", "geosweep-slice=1"], env, log))
-        args = [*_cmd(), "run", "long.toml", "--store", "l.zarr", "--address", address, "--no-prefect"]
+        args = [*_cmd(), "run", "long.toml", "--store", "l.zarr", "--address", address]
+        args += [] if prefect else ["--no-prefect"]
         run = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines: list[str] = []
         threading.Thread(target=lambda: lines.extend(iter(run.stdout.readline, "")), daemon=True).start()
@@ -219,8 +221,8 @@ def test_a_paused_worker_of_an_address_cluster_is_named_and_never_hangs_the_run(
         _wait_for_line(lines, "no heartbeat for 6 s", run, seconds=120)
         code = run.wait(300)
         out = "".join(lines)
-        assert re.search(r"geosweep: worker tcp://127\.0\.0\.1:\d+: no heartbeat for 6 s \(paused", out), out[-3000:]
-        assert "Traceback" not in out, out[-3000:]
+        assert re.search(r"worker tcp://127\.0\.0\.1:\d+: no heartbeat for 6 s \(paused", out), out[-3000:]
+        assert "Traceback" not in out and "Retry" not in out, out[-3000:]
         if workers == 1:
             assert code == 1, out[-3000:]
             last = out.strip().splitlines()[-1]
