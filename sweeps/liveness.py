@@ -12,9 +12,9 @@ kernel runs in a worker thread. A worker whose heartbeat has not arrived for
 * when every worker of the cluster is silent that long, nothing can progress: the run stops with
   :class:`WorkersUnresponsive` (one line, exit 1; finished cells are kept, a rerun resumes).
 
-With no worker connected any more (all removed, e.g. a paused one after the scheduler's ``worker-ttl``)
-the run says so once, and stops the same way if none is back within the timeout. (Before its first
-worker, e.g. an adaptive cluster starting from zero, a run waits: :func:`sweeps.engine.run_sweep`.)
+With no worker connected (all removed, e.g. a paused one after the scheduler's ``worker-ttl``, or batch
+jobs at their walltime) the run says so once and waits for one: an adaptive or batch cluster starts
+new workers, maybe after hours in a queue.
 """
 
 from __future__ import annotations
@@ -61,7 +61,10 @@ class Heartbeats:
     def check(self) -> None:
         """Report workers silent for the timeout; raise :class:`WorkersUnresponsive` if all are."""
         now = time.monotonic()
-        workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        try:
+            workers = self.client.scheduler_info(n_workers=-1).get("workers", {})
+        except OSError:  # the scheduler's connection is lost: the futures report that
+            return
         silent = []
         for addr, info in workers.items():
             last = float(info.get("last_seen") or 0.0)
@@ -92,19 +95,13 @@ class Heartbeats:
             )
 
     def _check_empty(self, now: float, workers: dict) -> None:
-        """No worker connected (the watch starts once the run has workers): said once, and after the
-        timeout the run stops."""
+        """No worker connected: said once, and the run waits (batch jobs at their walltime leave together,
+        and their successors may queue for hours)."""
         if workers:
             self._empty_since = None
-            return
-        if self._empty_since is None:
+        elif self._empty_since is None:
             self._empty_since = now
             self.log("no Dask worker connected; waiting for one")
-        elif now - self._empty_since >= self.timeout:
-            raise WorkersUnresponsive(
-                f"no Dask worker connected for {self.timeout:.0f} s (the cluster's workers left or were removed); "
-                f"stopped, finished cells are kept — rerun the same command to resume ({ENV} sets this timeout)"
-            )
 
 
 def completed(client: Any, futures: list, log: Callable[[str], None], timeout: float | None = None) -> Iterator:
