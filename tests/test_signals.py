@@ -274,3 +274,15 @@ def test_sigterm_at_random_instants_always_stops_the_run_with_one_line(tmp_path)
         assert code == 143, (i, out[-3000:])
         assert out.strip().splitlines()[-1] == "geosweep: interrupted; rerun the same command to resume", (i, out)
         assert "Traceback" not in out and "Exception ignored" not in out, (i, out[-3000:])
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5"])
+def test_a_bad_worker_timeout_is_refused_in_one_line(tmp_path, monkeypatch, capsys, value):
+    from flows.cli import main
+
+    (tmp_path / "s.toml").write_text(LONG)
+    monkeypatch.setenv("GEOSWEEP_WORKER_TIMEOUT", value)
+    assert main(["run", str(tmp_path / "s.toml"), "--store", str(tmp_path / "s.zarr"), "--no-prefect"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"geosweep: GEOSWEEP_WORKER_TIMEOUT={value!r}: must be a number of seconds > 0"]
+    assert not (tmp_path / "s.zarr").exists()
