@@ -143,11 +143,10 @@ ignore_sigint_in_worker_process()
 
 
 def _deliver_again(signum: int, delay: float = 0.01) -> None:
-    """The main thread runs ``signum``'s handler again soon (``_thread.interrupt_main``)."""
-    import _thread
-
+    """Send ``signum`` to the main thread again soon: a real signal, which also wakes it from a blocking
+    wait (``_thread.interrupt_main`` would run the handler only once the wait ends)."""
     time.sleep(delay)
-    _thread.interrupt_main(signum)
+    signal.pthread_kill(threading.main_thread().ident, signum)
 
 
 class Interrupts:
@@ -181,7 +180,7 @@ class Interrupts:
 
     def _unraisable(self, unraisable: Any) -> None:
         """A swallowed signal exception (ours, or Prefect's ``TerminationSignal``) is not printed but
-        delivered again to the main thread: the signal's handler runs again at the next bytecode."""
+        delivered again to the main thread: the signal's handler runs again there."""
         exc = unraisable.exc_value
         if isinstance(exc, KeyboardInterrupt) and self.signum is not None:
             signum = self.signum
