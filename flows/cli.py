@@ -10,9 +10,10 @@ Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom
 ``geosweep.plugins`` entry points are always loaded, see :mod:`flows.plugins`).
 
 Exit codes: 0 success (cells whose integration failed are results, not errors), 1 some
-slices raised, 2 the spec, cluster file, options, a plugin, the scheduler address or the store
-location were refused, the store is damaged, cannot be written (disk full, read-only) or its
-``<store>.lease`` is not a lease file (one line each), 3 the store belongs to another spec or has
+slices raised or no Dask worker answered (:mod:`sweeps.liveness`), 2 the spec, cluster file,
+options, a plugin, the scheduler address or the store location were refused, the store is
+damaged, cannot be written (disk full, read-only) or its ``<store>.lease`` is not a lease file
+(one line each), 3 the store belongs to another spec or has
 another store format, or another run holds its lease (also ``verify --repair``; a run that lost
 its lease to another stops with exit 3, writing nothing more), 130/143 interrupted by
 SIGINT/SIGTERM (one line, no traceback; rerun to resume).
@@ -219,6 +220,7 @@ def _has_bokeh() -> bool:
 def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     from flows import firstrun
     from sweeps.engine import default_store_path, run_sweep, warm_plan
+    from sweeps.liveness import unresponsive_seconds
     from sweeps.plan import make_plan
     from sweeps.spec import read_spec_file
     from sweeps.summary import status_table
@@ -229,6 +231,11 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     if args.store:
         _check_store(args.store, args.storage_options, write=True)
     _check_scheduler(args.address)
+    try:
+        unresponsive_seconds()
+    except ValueError as e:
+        LOG.error(str(e))
+        return 2
     # a cold Numba cache: only the spec's family compiles, in a helper process, while Prefect's server starts
     cold = firstrun.prepare(spec_path, wait=False)
     server = firstrun.start_prefect_server() if on_prefect else None
@@ -268,6 +275,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 LOG.error(f"slice failed: {err}")
             summary = status_table(store, args.storage_options)
         else:
+            from flows.output import RunFailureFilter
             from flows.sweep_flow import SlicesFailed, sweep_flow
 
             if server is not None:
@@ -276,6 +284,8 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 import xarray  # noqa: F401
 
                 server.join()
+            # no worker answered: geosweep's one line, not Prefect's failure records and traceback
+            stack.enter_context(RunFailureFilter("WorkersUnresponsive"))
             try:
                 out = sweep_flow(
                     plan,
@@ -692,6 +702,7 @@ def main(argv: list[str] | None = None) -> int:
             from flows.plugins import PluginError, load_plugins
             from sweeps.credentials import StorageOptionsError
             from sweeps.lease import LeaseFileError, StoreWriteError
+            from sweeps.liveness import WorkersUnresponsive
             from sweeps.repair import StoreDamagedError
             from sweeps.spec import SpecError
             from sweeps.store import StoreMismatchError
@@ -709,6 +720,9 @@ def main(argv: list[str] | None = None) -> int:
             except StoreMismatchError as e:
                 LOG.error(str(e))
                 return 3
+            except WorkersUnresponsive as e:
+                LOG.error(str(e))
+                return 1
             except (
                 ClusterFileError,
                 StoreProblem,
@@ -721,6 +735,7 @@ def main(argv: list[str] | None = None) -> int:
                 LOG.error(str(e))
                 return 2
         except KeyboardInterrupt:
+            interrupts.caught()  # a second signal no longer cuts the shutdown short
             logging.disable(logging.CRITICAL)  # no shutdown noise from Dask or Prefect after the one line
             print(f"geosweep: {Interrupts.MESSAGE}", file=sys.stderr, flush=True)
             if argv is not None:  # called in-process (not the console script): logging back on

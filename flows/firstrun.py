@@ -44,6 +44,24 @@ SAFE_PATH = ("-P",)
 _prepared: list[str] = []
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the child gets SIGTERM when geosweep dies (even by SIGKILL), as it would by its process group."""
+    if _PRCTL is not None:
+        _PRCTL(1, 15)  # PR_SET_PDEATHSIG, SIGTERM
+
+
+try:
+    import ctypes
+
+    _PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+except (ImportError, OSError, AttributeError):
+    _PRCTL = None
+#: ``Popen`` keywords of geosweep's helper processes (Prefect's temporary server, the compile helper):
+#: a session of their own, so that a terminal's Ctrl-C (SIGINT to the foreground process group) reaches
+#: only geosweep's main process, which stops them itself; they still die with it
+DETACHED: dict = {"start_new_session": True, "preexec_fn": _die_with_parent if _PRCTL is not None else None}
+
+
 def _stamp(key: str = "all") -> Path:
     import numba
 
@@ -139,6 +157,7 @@ def _helper(code: str, *args: str, what: str, need_valid: bool) -> tuple[subproc
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        **DETACHED,
     )
     return proc, _watch(proc, what, need_valid)
 
@@ -235,7 +254,8 @@ class _TemporaryServer(threading.Thread):
         cmd = [sys.executable, *SAFE_PATH, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
                "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
                "--log-level", "error", "--lifespan", "on"]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, env=env, start_new_session=False)
+        # its own session: a terminal's Ctrl-C reaches only geosweep, which stops the server itself
+        self.proc = subprocess.Popen(cmd, env=env, **DETACHED)
         LOG.debug(f"Prefect temporary server starting on {self.url}")
 
     def run(self) -> None:

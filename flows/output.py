@@ -134,11 +134,36 @@ def progress_reporter(
     return plain, lambda: None
 
 
+def ignore_sigint_in_worker_process() -> None:
+    """In a worker process of ``--processes`` (a multiprocessing child, which imports geosweep's main
+    module first), ignore SIGINT: a terminal's Ctrl-C reaches the whole process group, and the driver
+    stops its workers itself (no traceback from a worker still importing or running a cell)."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.current_process().name != "MainProcess":
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# the console script's main module imports this one: a worker process of ``--processes`` runs it first
+ignore_sigint_in_worker_process()
+
+
+def _deliver_again(signum: int, delay: float = 0.01) -> None:
+    """Send ``signum`` to the main thread again soon: a real signal, which also wakes it from a blocking
+    wait (``_thread.interrupt_main`` would run the handler only once the wait ends)."""
+    time.sleep(delay)
+    signal.pthread_kill(threading.main_thread().ident, signum)
+
+
 class Interrupts:
-    """SIGINT and SIGTERM raise one ``KeyboardInterrupt`` in the main thread and silence logging
+    """SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread and silence logging
     (no shutdown noise); :attr:`signum` says which came. A context manager: on leaving it restores
     the previous handlers (``restore=True``) or ignores later signals, so that the interpreter's
-    exit (e.g. stopping Prefect's temporary server) is not cut short."""
+    exit (e.g. stopping Prefect's temporary server) is not cut short.
+
+    No signal is lost: a ``KeyboardInterrupt`` swallowed where Python cannot propagate it (a GC
+    callback such as distributed's, a finalizer: "Exception ignored") is raised again at once,
+    and every later signal raises again, until the caller calls :meth:`caught` where it handles it."""
 
     MESSAGE = "interrupted; rerun the same command to resume"
 
@@ -146,14 +171,32 @@ class Interrupts:
         self.signum: int | None = None
         self.restore = restore
         self._previous: dict[int, Any] = {}
+        self._previous_hook: Callable[[Any], None] | None = None
         self._closing = False
 
     def _handle(self, signum: int, frame) -> None:
-        first = self.signum is None and not self._closing
         self.signum = self.signum or signum
         logging.disable(logging.CRITICAL)
-        if first:
+        if not self._closing:
             raise KeyboardInterrupt
+
+    def caught(self) -> None:
+        """The interruption reached its handler: later signals no longer cut the shutdown short."""
+        self._closing = True
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """A swallowed signal exception (ours, or Prefect's ``TerminationSignal``) is not printed but
+        delivered again to the main thread: the signal's handler runs again there."""
+        exc = unraisable.exc_value
+        if isinstance(exc, KeyboardInterrupt) and self.signum is not None:
+            signum = self.signum
+        elif not isinstance(exc, Exception) and getattr(exc, "signal", None) in (signal.SIGINT, signal.SIGTERM):
+            signum = exc.signal
+        else:
+            (self._previous_hook or sys.__unraisablehook__)(unraisable)
+            return
+        if not self._closing:  # from another thread: here, in Python code, it would be swallowed again
+            threading.Thread(target=_deliver_again, args=(signum,), name="geosweep-signal", daemon=True).start()
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Prefect's flow engine takes SIGTERM itself during a flow run, logs the crash, then passes the
@@ -167,6 +210,7 @@ class Interrupts:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, self._handle)
+            self._previous_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         for name in PREFECT_RUN_LOGGERS:
             logging.getLogger(name).addFilter(self)
         return self
@@ -178,10 +222,34 @@ class Interrupts:
         if self.restore:
             for sig, handler in self._previous.items():
                 signal.signal(sig, handler)
+            if self._previous_hook is not None:
+                sys.unraisablehook = self._previous_hook
 
     @property
     def exit_code(self) -> int:
         return 128 + (self.signum or signal.SIGINT)
+
+
+class RunFailureFilter(logging.Filter):
+    """Drops Prefect's run-log records (and tracebacks) of a failure that geosweep reports itself in one
+    line: exceptions of the classes named ``names``. A context manager over :data:`PREFECT_RUN_LOGGERS`."""
+
+    def __init__(self, *names: str) -> None:
+        super().__init__()
+        self.names = names
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (type(exc).__name__ in self.names or any(n in record.getMessage() for n in self.names))
+
+    def __enter__(self) -> RunFailureFilter:
+        for name in PREFECT_RUN_LOGGERS:
+            logging.getLogger(name).addFilter(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for name in PREFECT_RUN_LOGGERS:
+            logging.getLogger(name).removeFilter(self)
 
 
 def _endpoint_problem(endpoint: str, timeout: float = 5.0) -> str | None:

@@ -29,6 +29,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.output import quiet_distributed
 from sweeps.credentials import StorageOptions, resolve
 from sweeps.engine import Progress, run_sweep
+from sweeps.liveness import WorkersUnresponsive
 from sweeps.plan import Plan, make_plan
 from sweeps.summary import status_table
 
@@ -47,12 +48,21 @@ def plan_sweep(plan: Plan | str | dict) -> Plan:
 
 
 def _retry_unless_refused(task, task_run, state) -> bool:
-    """Retry a failed sweep task, except when the store refused this run: another spec or format,
-    another run holds (or took over) its lease, it cannot be written — a retry gives the same."""
+    """Retry a failed sweep task, except when the store refused this run (another spec or format,
+    another run holds or took over its lease, it cannot be written) or no Dask worker answered:
+    a retry gives the same, or waits as long again."""
     from sweeps.lease import LeaseFileError, StoreWriteError
     from sweeps.store import StoreMismatchError
 
-    return not isinstance(getattr(state, "data", None), (StoreMismatchError, StoreWriteError, LeaseFileError))
+    refused = (StoreMismatchError, StoreWriteError, LeaseFileError, WorkersUnresponsive)
+    data = getattr(state, "data", None)
+    if isinstance(data, refused):
+        return False
+    try:
+        exc = state.result(raise_on_failure=False)
+    except Exception:  # noqa: BLE001 - no result to inspect: retry as before
+        return True
+    return not isinstance(exc, refused)
 
 
 @task(

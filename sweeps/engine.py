@@ -26,7 +26,7 @@ from typing import Any
 
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
-from sweeps import checkpoints
+from sweeps import checkpoints, liveness
 from sweeps.grid import Cell
 from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
 from sweeps.plan import Plan, make_plan
@@ -443,7 +443,7 @@ def _run_locked(
             for group in by_shard.values():
                 report(write_runs(ref, [r for cells in group for r in compute_slice(plan, cells, ref, on_segment)]))
         else:
-            from distributed import Client, LocalCluster, as_completed
+            from distributed import Client, LocalCluster
 
             if client is None:
                 if address:
@@ -477,9 +477,9 @@ def _run_locked(
             by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)
             slices = [cells for group in by_shard.values() for cells in group]
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
-            for line in client.run(warm_worker, plan, pending).values():
-                if line:
-                    log(f"worker {line}")
+            # a worker that cannot be reached (paused, lost) is named, not fatal: liveness.completed watches it
+            for addr, line in client.run(warm_worker, plan, pending, on_error="return").items():
+                log(f"worker {line}" if isinstance(line, str) else f"worker {addr}: not warmed up ({line!r:.200})")
             bare = plan.part(models={})
             topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
             client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))
@@ -525,7 +525,8 @@ def _run_locked(
                     )
                 )
                 del parts  # the slices' values live on the workers until their shard is written
-            for fut in as_completed(futures):
+            # a worker that stops answering is named, and a cluster none of whose workers answers stops the run
+            for fut in liveness.completed(client, futures, log):
                 if lease is not None and lease.lost:
                     break
                 try:

@@ -1,0 +1,291 @@
+"""Interrupts and hangs with real processes: a signal raised where Python swallows exceptions (a GC
+callback) still stops the run, a second signal still works, a terminal's Ctrl-C (SIGINT to the whole
+process group) and SIGTERM stop ``geosweep run`` with one line on every path, and a paused worker of
+an ``--address`` cluster is named within a bounded time."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import psutil
+import pytest
+
+from tests.test_cli_output import LONG, N_LONG, _alive, _cells_done, _cmd
+
+#: a process that gets SIGTERM while Python code runs inside a GC callback (as distributed's GC
+#: diary does), or whose library swallows the first KeyboardInterrupt
+SCRIPT = textwrap.dedent(
+    """
+    import gc, os, signal, sys, threading, time
+    from flows.output import Interrupts
+
+    sent = []
+
+    def signal_inside_gc(phase, info):
+        if phase == "start" and not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.01)  # the handler runs here, inside the GC callback
+
+    def swallowing_library():
+        try:
+            time.sleep(5)
+        except BaseException:
+            print("swallowed", flush=True)
+
+    late = threading.Event()  # set once the main thread has slept 5 s: a signal delivered only after its wait
+    threading.Timer(5.0, late.set).start()
+    with Interrupts() as it:
+        try:
+            if sys.argv[1] == "gc":
+                gc.callbacks.append(signal_inside_gc)
+                gc.collect()
+            else:
+                threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+                threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+                swallowing_library()
+            time.sleep(10)
+            print("not interrupted", flush=True)
+        except KeyboardInterrupt:
+            it.caught()
+            print("interrupted", it.exit_code, "late" if late.is_set() else "at once", flush=True)
+            os._exit(it.exit_code)
+    """
+)
+
+
+@pytest.mark.parametrize("case", ["gc", "second"])
+def test_no_signal_is_lost(tmp_path, case):
+    """A SIGTERM inside a GC callback ("Exception ignored" before) and a second signal after a
+    swallowed first one both stop the process — at once, also while it sleeps — with exit 143 from the
+    first signal, nothing printed."""
+    script = tmp_path / "s.py"
+    script.write_text(SCRIPT)
+    p = subprocess.run([sys.executable, str(script), case], capture_output=True, text=True, timeout=60)
+    assert p.stdout.strip().splitlines()[-1] == "interrupted 143 at once", (p.stdout, p.stderr)
+    assert p.returncode == 143 and p.stderr == ""
+
+
+def _store_files(store) -> dict[str, tuple[int, int]]:
+    """Every file of a local store: (mtime_ns, size)."""
+    return {
+        os.path.relpath(os.path.join(d, f), store): (
+            os.stat(os.path.join(d, f)).st_mtime_ns,
+            os.path.getsize(os.path.join(d, f)),
+        )
+        for d, _, files in os.walk(store)
+        for f in files
+    }
+
+
+def _worker_processes(pid: int) -> list[psutil.Process]:
+    return [c for c in psutil.Process(pid).children(recursive=True) if "multiprocessing.spawn" in " ".join(c.cmdline())]
+
+
+def _workers_older_than(pid: int, seconds: float) -> bool:
+    workers = _worker_processes(pid)
+    return len(workers) >= 2 and all(time.time() - w.create_time() > seconds for w in workers)
+
+
+def _run_and_signal_group(args: list[str], cwd, sig: int, env: dict | None = None, ready=None):
+    """Start ``geosweep ARGS`` in a process group of its own and send ``sig`` to the whole group (as a
+    terminal's Ctrl-C does) once ``ready(pid)`` (default: a cell of ``cwd/l.zarr`` is done): (exit code,
+    output, the processes it had started)."""
+    ready = ready or (lambda pid: _cells_done(cwd / "l.zarr") >= 1)
+    proc = subprocess.Popen(
+        [*_cmd(), *args], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+    t0 = time.monotonic()
+    try:
+        while not ready(proc.pid):
+            assert proc.poll() is None, "".join(lines)[-3000:]
+            assert time.monotonic() - t0 < 240, "".join(lines)[-3000:]
+            time.sleep(0.1)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        for c in children:
+            c.info = {"cmdline": " ".join(c.cmdline())}
+        os.killpg(proc.pid, sig)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    reader.join(10)
+    time.sleep(1.0)
+    return proc.returncode, "".join(lines), children
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_terminal_interrupt_on_the_prefect_path_is_one_line_and_the_rerun_resumes(tmp_path, sig):
+    """SIGINT/SIGTERM to the whole process group of ``geosweep run`` (default Prefect path, its temporary
+    server): one line, exit 130/143, no traceback, no process left; the rerun completes the store without
+    rewriting the shards finished before."""
+    (tmp_path / "long.toml").write_text(LONG)
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # the temporary server: a child
+    args = ["run", "long.toml", "--store", "l.zarr", "--workers", "2"]
+    code, out, children = _run_and_signal_group(args, tmp_path, sig, env)
+    assert code == 128 + sig, out[-3000:]
+    assert out.strip().splitlines()[-1] == "geosweep: interrupted; rerun the same command to resume"
+    assert "Traceback" not in out and "Error" not in out and "Crash detected" not in out, out[-3000:]
+    assert any("uvicorn" in c.info["cmdline"] for c in children), [c.info for c in children]
+    assert not _alive(children), [c.info for c in _alive(children)]
+    done = _cells_done(tmp_path / "l.zarr")
+    assert 1 <= done < N_LONG
+    if sig != signal.SIGINT:
+        return
+    before = {k: v for k, v in _store_files(tmp_path / "l.zarr").items() if "/c/" in k}
+    p = subprocess.run([*_cmd(), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert f"{done}/{N_LONG} cells already complete, {N_LONG - done} to run" in p.stderr
+    assert f"cells complete: {N_LONG}/{N_LONG}" in p.stdout
+    after = _store_files(tmp_path / "l.zarr")
+    assert {k: after.get(k) for k in before} == before  # the finished shards were not written again
+
+
+def test_ctrl_c_with_worker_processes_prints_no_worker_traceback(tmp_path):
+    """SIGINT to the whole group while ``--processes`` workers start (importing) and later while they run
+    cells: the one line and exit 130 only — the workers ignore SIGINT and the driver stops them."""
+    (tmp_path / "long.toml").write_text(LONG)
+    args = ["run", "long.toml", "--store", "l.zarr", "--workers", "2", "--processes", "--no-prefect"]
+    for starting in (True, False):
+        shutil.rmtree(tmp_path / "l.zarr", ignore_errors=True)
+        # while the worker processes start (importing distributed: seconds; not their first 0.5 s, when
+        # the interpreter itself starts and geosweep's first import has not run yet), or once a cell is done
+        ready = (lambda pid: _workers_older_than(pid, 0.5)) if starting else None
+        code, out, children = _run_and_signal_group(args, tmp_path, signal.SIGINT, ready=ready)
+        assert code == 130, out[-3000:]
+        assert out.strip().splitlines()[-1] == "geosweep: interrupted; rerun the same command to resume"
+        assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+        assert not _alive(children)
+        assert starting or _cells_done(tmp_path / "l.zarr") < N_LONG
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(cmd: list[str], env: dict, log) -> subprocess.Popen:
+    return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_for_line(lines: list[str], text: str, proc: subprocess.Popen, seconds: float = 240) -> None:
+    t0 = time.monotonic()
+    while not any(text in line for line in lines):
+        assert proc.poll() is None, "".join(lines)[-3000:]
+        assert time.monotonic() - t0 < seconds, "".join(lines)[-3000:]
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("workers,prefect", [(1, False), (1, True), (2, False)])
+def test_a_paused_worker_of_an_address_cluster_is_named_and_never_hangs_the_run(tmp_path, workers, prefect):
+    """A real ``dask scheduler`` and ``dask worker`` processes; one worker is paused (SIGSTOP) while it runs
+    slices. Its name is printed after ``GEOSWEEP_WORKER_TIMEOUT`` s without heartbeat; with no other worker
+    the run stops with one line and exit 1 (on the Prefect path too: no retry, no Prefect traceback), with
+    another one the run goes on and completes once the scheduler removes the paused worker (its
+    worker-ttl) and reruns its slices."""
+    (tmp_path / "long.toml").write_text(LONG)
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "DASK_DISTRIBUTED__SCHEDULER__WORKER_TTL": "20s", "GEOSWEEP_WORKER_TIMEOUT": "6"}
+    env.pop("PREFECT_API_URL", None)
+    log = open(tmp_path / "cluster.log", "w")
+    dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
+    procs = [_start([*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"], env, log)]
+    worker_cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--no-nanny", "--no-dashboard"]
+    run = None
+    try:
+        for _ in range(workers):
+            procs.append(_start([*worker_cmd, "--nthreads", "2", "--resources", "geosweep-slice=1"], env, log))
+        args = [*_cmd(), "run", "long.toml", "--store", "l.zarr", "--address", address]
+        args += [] if prefect else ["--no-prefect"]
+        run = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines: list[str] = []
+        threading.Thread(target=lambda: lines.extend(iter(run.stdout.readline, "")), daemon=True).start()
+        _wait_for_line(lines, f"on {workers} workers", run)
+        _wait_for_line(lines, " warm in ", run)
+        time.sleep(2.0)  # the workers run slices now
+        paused = procs[1]
+        os.kill(paused.pid, signal.SIGSTOP)
+        _wait_for_line(lines, "no heartbeat for 6 s", run, seconds=120)
+        code = run.wait(300)
+        out = "".join(lines)
+        assert re.search(r"worker tcp://127\.0\.0\.1:\d+: no heartbeat for 6 s \(paused", out), out[-3000:]
+        assert "Traceback" not in out and "Retry" not in out, out[-3000:]
+        if workers == 1:
+            assert code == 1, out[-3000:]
+            last = out.strip().splitlines()[-1]
+            assert last.startswith("geosweep: no Dask worker has answered for 6 s (tcp://127.0.0.1:"), out[-3000:]
+            assert "rerun the same command to resume" in last
+            assert _cells_done(tmp_path / "l.zarr") < N_LONG
+        else:
+            assert code == 0, out[-3000:]
+            assert f"cells complete: {N_LONG}/{N_LONG}" in out
+    finally:
+        for p in [run, *procs]:
+            if p is not None and p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+                p.wait(10)
+        log.close()
+
+
+def _read_into(proc: subprocess.Popen, lines: list[str]) -> None:
+    lines.extend(iter(proc.stdout.readline, ""))
+
+
+def test_sigterm_at_random_instants_always_stops_the_run_with_one_line(tmp_path):
+    """8 runs (threads, no Prefect), each sent one SIGTERM at a random instant (seeded) within 3 s of its
+    first line — setup, warm-up, cells, shard writes: every run exits 143 with the one line, nothing
+    swallowed ("Exception ignored") and no traceback."""
+    import random
+
+    (tmp_path / "long.toml").write_text(LONG)
+    rng = random.Random(23)
+    for i in range(8):
+        store = f"s{i}.zarr"
+        proc = subprocess.Popen(
+            [*_cmd(), "run", "long.toml", "--store", store, "--no-prefect", "--workers", "2"], cwd=tmp_path,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+        lines: list[str] = []
+        threading.Thread(target=_read_into, args=(proc, lines), daemon=True).start()
+        try:
+            _wait_for_line(lines, "geosweep: ", proc)
+            time.sleep(rng.uniform(0.0, 3.0))
+            os.killpg(proc.pid, signal.SIGTERM)
+            code = proc.wait(60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        time.sleep(0.2)
+        out = "".join(lines)
+        assert code == 143, (i, out[-3000:])
+        assert out.strip().splitlines()[-1] == "geosweep: interrupted; rerun the same command to resume", (i, out)
+        assert "Traceback" not in out and "Exception ignored" not in out, (i, out[-3000:])
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5"])
+def test_a_bad_worker_timeout_is_refused_in_one_line(tmp_path, monkeypatch, capsys, value):
+    from flows.cli import main
+
+    (tmp_path / "s.toml").write_text(LONG)
+    monkeypatch.setenv("GEOSWEEP_WORKER_TIMEOUT", value)
+    assert main(["run", str(tmp_path / "s.toml"), "--store", str(tmp_path / "s.zarr"), "--no-prefect"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"geosweep: GEOSWEEP_WORKER_TIMEOUT={value!r}: must be a number of seconds > 0"]
+    assert not (tmp_path / "s.zarr").exists()
