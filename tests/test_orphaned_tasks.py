@@ -1,0 +1,214 @@
+"""Orphaned tasks of a killed driver write nothing once a new run holds the lease (issue 23 item 5,
+issue 26 item 2), with real processes: a ``dask scheduler`` and a geosweep ``dask worker`` on
+loopback, ``geosweep run --address`` killed with SIGKILL while its slice runs on the worker, and a
+rerun started at once.
+
+The rerun takes the lease over (the killed driver's process is gone) and then stops itself (SIGSTOP,
+right before it would touch the store), so while it holds the lease it writes nothing: every change to
+the store in that window is a write of the killed run's orphaned task, which keeps integrating on the
+worker (Dask cannot stop a running thread) and saves a checkpoint every segment, then its shard. The
+window lasts until the worker no longer runs any task of the killed run. Then the rerun continues and
+completes the store, which verifies and equals a ``--serial`` run bitwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sweeps.store import open_results
+
+#: two cells of ≈ 4·10⁶ and 2·10⁶ steps (seconds each on one core), a checkpoint every 2·10⁵ steps; each
+#: cell is a store shard and a slice of its own, run one at a time on the worker: a slice writes its
+#: checkpoints, then its shard itself
+SPEC = """
+name = "orphan"
+system = "spring_pendula"
+integrators = ["explicit_vi"]
+h = [0.001, 0.002]
+T = 4000.0
+dt_out = 2.0
+checkpoint_every = 200.0
+"""
+#: values that differ between runs of the same cells (timing), left out of the bitwise comparison
+TIMING = ("wall_time", "completed_at", "steps_per_second")
+#: the rerun: imported before it is needed (so it takes the lease at once once told), then stopped right
+#: after taking the lease, before it creates or checks the store (it writes nothing while stopped)
+RERUN = """
+import os, signal, sys, time
+import distributed, flows.cli, sweeps.engine as _e
+_orig = _e.ensure_store
+def _stop_then_create(*a, **k):
+    os.kill(os.getpid(), signal.SIGSTOP)
+    return _orig(*a, **k)
+_e.ensure_store = _stop_then_create
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.005)
+sys.exit(flows.cli.main(sys.argv[2:]))
+"""
+LEASE_TIMEOUT = "3"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate, what: str, proc: subprocess.Popen | None = None, timeout: float = 240.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc is None or proc.poll() is None, f"{what}: the process ended ({proc.args})"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+    except OSError:
+        return False
+
+
+def _files(store: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file of a local store: (inode, mtime_ns, size) — an atomic replace changes the inode."""
+    out = {}
+    for d, _, names in os.walk(store):
+        for name in names:
+            with contextlib.suppress(FileNotFoundError):
+                st = os.stat(os.path.join(d, name))
+                out[os.path.relpath(os.path.join(d, name), store)] = (st.st_ino, st.st_mtime_ns, st.st_size)
+    return out
+
+
+def _tasks_of(pid: int):
+    """A ``client.run`` function: the keys (and states) of the tasks a worker holds for the driver ``pid``."""
+
+    def tasks(dask_worker) -> list[tuple[str, str]]:
+        return [(str(k), ts.state) for k, ts in dask_worker.state.tasks.items() if f"-{pid}-" in str(k)]
+
+    return tasks
+
+
+def _cells_done(store: Path) -> int:
+    import zarr
+
+    return int(zarr.open_group(str(store), mode="r")["done"][...].sum())
+
+
+def _lease_owner(lease: Path) -> str | None:
+    try:
+        return json.loads(lease.read_text())["owner"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _geosweep(*args: str) -> list[str]:
+    return [sys.executable, "-m", "flows.cli", *args]
+
+
+@contextlib.contextmanager
+def _cluster(tmp_path: Path, env: dict[str, str], workers: int):
+    """A real ``dask scheduler`` and ``workers`` geosweep ``dask worker`` processes
+    (``sweeps.engine.WORKER_ARGS``) on 127.0.0.1: yields the scheduler's address and their log file."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    log_path = tmp_path / "cluster.log"
+    procs: list[subprocess.Popen] = []
+    with open(log_path, "w") as log:
+        start = {"env": env, "stdout": log, "stderr": subprocess.STDOUT, "start_new_session": True}
+        try:
+            scheduler = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1"]
+            procs.append(subprocess.Popen([*scheduler, "--port", str(port), "--dashboard-address", ":0"], **start))
+            worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--no-nanny", "--no-dashboard"]
+            for _ in range(workers):
+                procs.append(subprocess.Popen([*worker, "--nthreads", "2", "--resources", "geosweep-slice=1"], **start))
+            yield address, log_path
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait(10)
+
+
+def test_orphaned_task_of_a_killed_driver_writes_nothing_once_a_rerun_holds_the_lease(tmp_path):
+    """Before the fencing the orphaned slice wrote on after the takeover: its checkpoints, then its
+    whole shard (cell values and ``done``)."""
+    workers = 1
+    from distributed import Client
+
+    spec, store, reference = tmp_path / "s.toml", tmp_path / "s.zarr", tmp_path / "ref.zarr"
+    spec.write_text(SPEC)
+    lease = Path(f"{store}.lease")
+    env = {**os.environ, "GEOSWEEP_LEASE_TIMEOUT": LEASE_TIMEOUT}
+    env.pop("PREFECT_API_URL", None)
+    run_args = ["run", str(spec), "--store", str(store), "--no-prefect"]
+    with _cluster(tmp_path, env, workers) as (address, cluster_log), Client(address, timeout=60) as client:
+        client.wait_for_workers(workers, timeout=120)
+        go = tmp_path / "go"
+        rerun = subprocess.Popen(
+            [sys.executable, "-c", RERUN, str(go), *run_args, "--address", address], cwd=tmp_path, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        killed = subprocess.Popen(_geosweep(*run_args, "--address", address), cwd=tmp_path, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            # the killed run's slice integrates on the worker: its first checkpoint is in the store
+            _wait(lambda: any((store / "_checkpoints").glob("*.npz")), "the first run's first checkpoint", killed)
+            running = _tasks_of(killed.pid)
+            _wait(lambda: any(any("-slice-" in k and s == "executing" for k, s in tasks)
+                              for tasks in client.run(running).values()),
+                  "a slice of the first run to run on the worker", killed)  # fmt: skip
+            killed_owner = _lease_owner(lease)
+            os.kill(killed.pid, signal.SIGKILL)
+            killed.wait(30)
+            go.touch()  # the rerun starts at once and takes the lease over
+            _wait(lambda: _stopped(rerun.pid), "the rerun to take the lease and stop", rerun)
+            owner = _lease_owner(lease)
+            assert owner is not None and owner != killed_owner and owner.split(":")[1] == str(rerun.pid)
+            held = _files(store)  # the store when the rerun holds the lease
+            assert _cells_done(store) == 0  # the orphaned slices had work (and their writes) left
+            # the orphaned task runs on until its slice ends (it wrote on) or its next write is refused
+            orphans = _tasks_of(killed.pid)
+            _wait(lambda: not any(client.run(orphans).values()), "the killed run's tasks to end on the worker")
+            after = _files(store)
+            changed = sorted(k for k in held.keys() | after.keys() if held.get(k) != after.get(k))
+            assert not changed, f"the killed run's orphaned task wrote after the takeover: {changed}"
+            assert _lease_owner(lease) == owner
+            os.kill(rerun.pid, signal.SIGCONT)
+            out, err = rerun.communicate(timeout=300)
+        finally:
+            for p in (killed, rerun):
+                if p.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(p.pid, signal.SIGCONT)
+                    p.kill()
+                    p.wait(30)
+    assert rerun.returncode == 0, err[-3000:]
+    assert "resuming" in err and "Traceback" not in err, err[-3000:]
+    assert "Traceback" not in cluster_log.read_text(), cluster_log.read_text()[-3000:]
+    assert not lease.exists()
+    check = subprocess.run(_geosweep("verify", str(store)), capture_output=True, text=True, timeout=120, env=env)
+    assert check.returncode == 0, check.stdout + check.stderr
+    serial = subprocess.run(_geosweep("run", str(spec), "--store", str(reference), "--serial"), cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert serial.returncode == 0, serial.stderr[-3000:]
+    got, want = open_results(store), open_results(reference)
+    assert int(got.done.sum()) == got.done.size
+    for name in want.data_vars:
+        if name not in TIMING:
+            np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-x", "-q"]))
