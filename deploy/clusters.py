@@ -32,12 +32,15 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel
 
 KINDS = ("local", "slurm", "pbs", "kubernetes")
 
-#: Environment of every worker: single-threaded kernels and BLAS.
+#: Environment of every worker: single-threaded kernels and BLAS; the working directory off
+#: ``sys.path`` (a ``yaml.py`` or ``multiprocessing.py`` there is never imported). A cluster file's
+#: ``env`` overrides any of them.
 WORKER_ENV = {
     "NUMBA_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
+    "PYTHONSAFEPATH": "1",
 }
 #: Default Numba cache of batch workers; home directories are shared on most HPC systems.
 DEFAULT_NUMBA_CACHE_DIR = "$HOME/.cache/geosweep/numba"

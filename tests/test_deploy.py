@@ -195,11 +195,21 @@ def test_slurm_job_script_has_directives_and_env():
         assert line in script.splitlines(), line
     for key, value in WORKER_ENV.items():
         assert f'export {key}="{value}"' in script
+    assert 'export PYTHONSAFEPATH="1"' in script.splitlines()  # the working directory off the workers' sys.path
     worker = script.splitlines()[-1]
     assert "--nthreads 1" in worker and "--nworkers 4" in worker and "--memory-limit 2.00GiB" in worker
     assert worker.endswith(" --nthreads 2 --resources geosweep-slice=1 --lifetime 55m --lifetime-stagger 2m")
     # the environment is set before the worker starts
     assert script.index("NUMBA_NUM_THREADS") < script.index("distributed.cli.dask_worker")
+
+
+def test_a_cluster_files_env_overrides_the_workers_safe_path():
+    c = make_cluster("slurm", env={"PYTHONSAFEPATH": ""}, dashboard_address=":0")
+    try:
+        lines = c.job_script().splitlines()
+    finally:
+        c.close()
+    assert [line for line in lines if "PYTHONSAFEPATH" in line] == ['export PYTHONSAFEPATH=""']
 
 
 def test_pbs_cluster_from_example_file_has_directives_and_env():
@@ -235,7 +245,8 @@ def test_example_cluster_files_and_manifest_are_valid():
     assert worker["image"] == "geosweep:latest"
     assert worker["resources"]["requests"]["cpu"] == "1" and worker["resources"]["limits"]["cpu"] == "1"
     env = {e["name"]: e["value"] for e in worker["env"]}
-    assert env["NUMBA_NUM_THREADS"] == "1"
+    assert env["NUMBA_NUM_THREADS"] == "1" and env["PYTHONSAFEPATH"] == "1"
+    assert WORKER_ENV.items() <= env.items()  # the pods' environment is the batch workers' one
     assert worker["args"][:6] == ["dask", "worker", "--nthreads", "2", "--resources", f"{SLICE_RESOURCE}=1"]
     with pytest.raises(ValueError, match="cors"):
         make_cluster("slurm", cors=4)
@@ -325,8 +336,9 @@ def test_cluster_file_overrides_only_what_it_sets_of_the_site_jobqueue_yaml(site
 
 def test_a_batch_jobs_worker_command_runs_one_slice_at_a_time_with_a_writer_thread(tmp_path, reference):
     """The worker line of a Slurm job script, run here as the job would run it (its exports, then
-    the command) against the cluster's own scheduler: its workers declare the slice resource, have a
-    spare thread, and run a sweep bitwise equal to the serial reference."""
+    the command, in a job directory) against the cluster's own scheduler: its workers declare the slice
+    resource, have a spare thread, keep the job's working directory off ``sys.path`` and run a sweep
+    bitwise equal to the serial reference."""
     from distributed import Client
 
     c = make_cluster("slurm", cores=2, memory="4GiB", dashboard_address=":0", numba_cache_dir=str(tmp_path / "nc"))
@@ -335,13 +347,17 @@ def test_a_batch_jobs_worker_command_runs_one_slice_at_a_time_with_a_writer_thre
         exports = [line for line in lines if line.startswith("export ") or line.startswith("mkdir ")]
         script = tmp_path / "job.sh"
         script.write_text("\n".join(["set -e", *exports, "exec " + lines[-1]]) + "\n")
+        jobdir = tmp_path / "job"
+        jobdir.mkdir()
         job = subprocess.Popen(["bash", str(script)], start_new_session=True, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+                               stderr=subprocess.DEVNULL, cwd=jobdir)  # fmt: skip
         try:
             with Client(c) as client:
                 client.wait_for_workers(2, timeout=60)
                 workers = client.scheduler_info(n_workers=-1)["workers"].values()
                 assert all(w["nthreads"] == 2 and w["resources"] == {SLICE_RESOURCE: 1} for w in workers)
+                paths = client.run(lambda: (sys.flags.safe_path, os.getcwd(), list(sys.path)))
+                assert all(safe and cwd == str(jobdir) and cwd not in path for safe, cwd, path in paths.values())
                 result = run_sweep(SPEC, tmp_path / "batch.zarr", client=client)
                 assert result.complete and result.ran == 4
         finally:
