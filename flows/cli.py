@@ -429,8 +429,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"{ref.url}: every finished cell matches its checksum")
         return 0
     print(f"{ref.url}: {len(found['damaged'])} damaged cell(s), {len(found['flags'])} unreadable flag(s)")
-    for label in _cell_labels(ref, bad[:20]):
-        print(f"  {label}")
+    from sweeps.compact import MAX_ITEMS, capped
+
+    for line in capped(_cell_labels(ref, bad[:MAX_ITEMS]), total=len(bad), indent="  "):
+        print(line)
     if args.repair:
         mark_for_rerun(ref, bad)
         print("marked for recomputation: rerun the sweep's command to recompute exactly these cells")
