@@ -189,8 +189,14 @@ def key_legend(fig, colors: dict[str, Any], styles: dict[str, dict[str, Any]], f
     len(colors) + len(styles) entries instead of their product."""
     from matplotlib.lines import Line2D
 
+    from sweeps.compact import MAX_LISTED, spread
+
     handles = [Line2D([], [], color=c, lw=2.2, label=n) for n, c in colors.items()]
-    handles += [Line2D([], [], **{"color": "0.35", "lw": 1.2, **kw}, label=lab) for lab, kw in styles.items()]
+    labels = list(styles)
+    shown = [labels[i] for i in spread(labels, MAX_LISTED)]  # many parameter sets: a few keys, and their count
+    handles += [Line2D([], [], **{"color": "0.35", "lw": 1.2, **styles[lab]}, label=lab) for lab in shown]
+    if len(shown) < len(labels):
+        handles.append(Line2D([], [], color="none", label=f"… {len(labels) - len(shown)} more of {len(labels)}"))
     if handles:
         ncol = min(6, max(len(colors), len(styles), 1))
         fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=fontsize, frameon=False,

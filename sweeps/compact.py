@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 #: an axis with at most this many values is listed in full
-MAX_LISTED = 8
+MAX_LISTED = 10
 #: items (cells, differences) listed at most before "… and N more"
 MAX_ITEMS = 20
 
