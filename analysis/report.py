@@ -353,7 +353,8 @@ def _bounded(df: pd.DataFrame, dims: list[str], principal: str) -> tuple[pd.Data
     over = "; ".join(f"{d} ({axis_values_text(pd.unique(df[d]))})" for d in big)
     note = (
         f" Aggregated over {over}: one row per {', '.join(keep) or 'table'} (count: the rows it stands for, "
-        f"{len(df)} in all), the min, median and max of {principal}, the median of the other numbers and the most common text."
+        f"{len(df)} in all), the min, median and max of {principal}, the median of the other numbers and the "
+        "most common text."
     )
     return pd.DataFrame(rows), note
 

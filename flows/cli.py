@@ -263,7 +263,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
             )
             ok = not result.errors
             for err in result.errors[:3]:
-                LOG.error(f"slice failed: {err}")
+                LOG.error(f"slice failed: {err[:300]}")
             summary = status_table(store, args.storage_options)
         else:
             from flows.sweep_flow import SlicesFailed, sweep_flow

@@ -18,6 +18,8 @@ import numpy as np
 MAX_LISTED = 10
 #: items (cells, differences) listed at most before "… and N more"
 MAX_ITEMS = 20
+#: characters of one error message echoed in a line (a task's exception, a stored value)
+MAX_ERROR_CHARS = 300
 
 
 def value_text(v: Any) -> str:
@@ -100,4 +102,3 @@ def spread(values: Sequence[Any], most: int = MAX_LISTED) -> list[int]:
     if n <= most:
         return list(range(n))
     return sorted({int(round(i)) for i in np.linspace(0, n - 1, most)})
-

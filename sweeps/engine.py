@@ -27,6 +27,7 @@ from typing import Any
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
 from sweeps import checkpoints
+from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from sweeps.grid import Cell
 from sweeps.lease import Lease
 from sweeps.plan import Plan, make_plan
@@ -477,7 +478,8 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                     report(fut.result())
                 except Exception as exc:  # noqa: BLE001 - one bad slice must not lose the others
                     errors.append(f"{type(exc).__name__}: {exc}")
-                    log(f"slice failed: {type(exc).__name__}: {exc}")
+                    if len(errors) <= MAX_ITEMS:  # bounded: the rest are counted below
+                        log(f"slice failed: {errors[-1][:MAX_ERROR_CHARS]}")
             client.unsubscribe_topic(topic)
     finally:
         if own_client is not None:
@@ -485,6 +487,8 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
         if own_cluster is not None:
             own_cluster.close()
 
+    if len(errors) > MAX_ITEMS:
+        log(f"… and {len(errors) - MAX_ITEMS} more slice(s) failed ({len(errors)} in all)")
     checkpoints.tidy(ref)  # no writer of this run is left
     wall = time.perf_counter() - t_start
     # what really ran: the cells complete now that were not when this run started (a slice whose
