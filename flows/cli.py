@@ -348,6 +348,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     grid = plan.grid
     dims = ", ".join(f"{d}={n}" for d, n in zip(grid.dims, grid.shape))
     print(f"{args.spec}: valid. {grid.size} cells ({dims}); time samples {plan.spec.n_time}")
+    from sweeps.compact import axis_text
+
+    print("axes: " + "; ".join(axis_text(axis.name, axis.values) for axis in grid.axes))
     est = estimate(
         plan,
         args.workers,

@@ -107,7 +107,7 @@ def test_many_valued_axis_bounded_and_short_axis_in_full(tmp_path):
     seeds = f"seed: {SEEDS} values, 0 … {SEEDS - 1}"
     assert any(f"core-seconds by seed ({SEEDS} values, 0 … {SEEDS - 1})" in line for line in out["validate"])
     assert any(re.search(r"core-seconds by g: 9.81: \S+, 1: \S+$", line) for line in out["validate"])
-    for command in ("run", "status"):
+    for command in ("validate", "run", "status"):
         assert any(f"g: 9.81, 1; {seeds}" in line for line in out[command]), out[command]
     index = (Path(f"{store}.report") / "index.md").read_text()
     rows = [line for line in index.splitlines() if re.match(r"\| (rkmk4|cf4) \|", line)]
