@@ -189,8 +189,14 @@ def key_legend(fig, colors: dict[str, Any], styles: dict[str, dict[str, Any]], f
     len(colors) + len(styles) entries instead of their product."""
     from matplotlib.lines import Line2D
 
+    from sweeps.compact import MAX_LISTED, spread
+
     handles = [Line2D([], [], color=c, lw=2.2, label=n) for n, c in colors.items()]
-    handles += [Line2D([], [], **{"color": "0.35", "lw": 1.2, **kw}, label=lab) for lab, kw in styles.items()]
+    labels = list(styles)
+    shown = [labels[i] for i in spread(labels, MAX_LISTED)]  # many parameter sets: a few keys, and their count
+    handles += [Line2D([], [], **{"color": "0.35", "lw": 1.2, **styles[lab]}, label=lab) for lab in shown]
+    if len(shown) < len(labels):
+        handles.append(Line2D([], [], color="none", label=f"… {len(labels) - len(shown)} more of {len(labels)}"))
     if handles:
         ncol = min(6, max(len(colors), len(styles), 1))
         fig.legend(handles=handles, loc="outside lower center", ncol=ncol, fontsize=fontsize, frameon=False,
@@ -739,6 +745,11 @@ def _mixed_status_rows(ds: xr.Dataset, other: list, filler: int):
     return np.array(rows), cols, texts
 
 
+#: columns of the status map drawn one by one (labelled, failures numbered); a wider map is drawn at
+#: this width with a few spread tick labels
+STATUS_MAP_COLUMNS = 60
+
+
 def status_map(ds: xr.Dataset):
     """Every cell's status: rows integrators, columns the other sweep axes (flattened).
 
@@ -747,6 +758,8 @@ def status_map(ds: xr.Dataset):
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
+
+    from sweeps.compact import spread
 
     st = ds["status"]
     other = [d for d in st.dims if d != "integrator"]
@@ -766,16 +779,20 @@ def status_map(ds: xr.Dataset):
     codes = sorted(colors)
     lut = {c: k for k, c in enumerate(codes)}
     img = np.vectorize(lambda s: lut[s])(arr)
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.6 * arr.shape[1] + 2.5), max(3.2, 0.45 * arr.shape[0] + 1.8)))
+    wide = arr.shape[1] > STATUS_MAP_COLUMNS  # a pixel row per cell: no per-cell text, ticks spread over it
+    width = min(max(5.0, 0.6 * arr.shape[1] + 2.5), 0.6 * STATUS_MAP_COLUMNS + 2.5)
+    fig, ax = plt.subplots(figsize=(width, max(3.2, 0.45 * arr.shape[0] + 1.8)))
     ax.imshow(img, cmap=ListedColormap([colors[c] for c in codes]), vmin=-0.5, vmax=len(codes) - 0.5, aspect="auto")
-    for (r, c), s in np.ndenumerate(arr):
+    for (r, c), s in [] if wide else np.ndenumerate(arr):
         text = texts[r][c] if texts is not None and s not in filler else ""
         text = f"{text}\n{s}" if s > 0 and text else (str(s) if s > 0 else text)  # failures carry their code
         if text:
             ax.text(c, r, text, ha="center", va="center", fontsize=6, color="w" if s > 0 else "k")
     ax.set_yticks(range(arr.shape[0]), [str(v) for v in ds["integrator"].values], fontsize=8)
-    ax.set_xticks(range(arr.shape[1]), cols, rotation=60, ha="right", fontsize=7)
-    ax.set_xticks(np.arange(arr.shape[1] + 1) - 0.5, minor=True)
+    ticks = spread(cols, STATUS_MAP_COLUMNS // 3) if wide else range(arr.shape[1])
+    ax.set_xticks(list(ticks), [cols[i] for i in ticks], rotation=60, ha="right", fontsize=7)
+    if not wide:
+        ax.set_xticks(np.arange(arr.shape[1] + 1) - 0.5, minor=True)
     ax.set_yticks(np.arange(arr.shape[0] + 1) - 0.5, minor=True)
     ax.grid(which="minor", color="k", lw=0.5)
     ax.tick_params(which="minor", length=0)
@@ -788,6 +805,7 @@ def status_map(ds: xr.Dataset):
     )
     mixed = " (mixed grid: each method along its own h or tol, written in the cell)" if texts is not None else ""
     title = "cell status" + mixed + (f" ({hidden} all-filler columns omitted)" if hidden else "")
+    title += f" ({arr.shape[1]} columns, {len(ticks)} labelled)" if wide else ""
     ax.set_title(textwrap.fill(title, 60), fontsize=9)
     fig.tight_layout()
     return fig

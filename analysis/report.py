@@ -228,7 +228,9 @@ def _summary_tables(ds: xr.Dataset, sub: xr.Dataset, desc: str = "") -> list[Tab
             why = "no ok cell has a finite energy error in the second half of the run (e.g. a controlled system "
             out.append((head, f"Not classified: {why}whose inputs do work stores none).", ""))
         else:
-            out.append(_drift_table(head, df, window, c.attrs["criterion"]))
+            df, note = _bounded(df, [*c["slope"].dims, "step"], "slope")
+            table = _drift_table(head, df, window, c.attrs["criterion"])
+            out.append((table[0], table[1], table[2] + note))
     except Exception as e:  # noqa: BLE001 - a table must not stop the figures
         out.append(("Energy drift", f"not computed: {e}", ""))
     for dim in (d for d in F.STEP_DIMS if d in ds.geosweep.sweep_dims):
@@ -307,7 +309,54 @@ def _order_table(ds: xr.Dataset, dim: str) -> Table:
         swept = int(o[dim].size)
         why = f"only one {dim} value is swept" if swept < 2 else f"no method has two ok points along {dim}"
         return head, f"No order to fit: {why}.", ""
-    return head, df, caption
+    df, note = _bounded(df, dims, "order" if "order" in df.columns else "slope_vs_tol")
+    return head, df, caption + note
+
+
+#: rows of a results table at most: beyond, it is aggregated over the large axes (:func:`_bounded`)
+MAX_TABLE_ROWS = 40
+
+
+def _bounded(df: pd.DataFrame, dims: list[str], principal: str) -> tuple[pd.DataFrame, str]:
+    """``df`` (one row per fit or cell over ``dims``) as it is when it has at most :data:`MAX_TABLE_ROWS`
+    rows, else one row per value of the small axes (at most :data:`sweeps.compact.MAX_LISTED` values; the
+    integrator and step always kept): ``rows`` aggregated, the ``principal`` column's min, median and
+    max, other numbers' medians, and the most common text with its count. Also the caption's note."""
+    from sweeps.compact import MAX_LISTED, axis_values_text
+
+    dims = [d for d in dims if d in df.columns]
+    if len(df) <= MAX_TABLE_ROWS or not dims:
+        return df, ""
+    fixed = [d for d in ("integrator", "step", "h", "tol") if d in dims]
+    keep = fixed + [d for d in dims if d not in fixed and df[d].nunique() <= MAX_LISTED]
+    if df.groupby(keep, sort=False, dropna=False).ngroups > MAX_TABLE_ROWS:
+        keep = fixed
+    big = [d for d in dims if d not in keep]
+    if not big:
+        return df, ""
+    rows = []
+    for key, g in df.groupby(keep, sort=False, dropna=False) if keep else [((), df)]:
+        row = dict(zip(keep, key if isinstance(key, tuple) else (key,)), count=len(g))
+        for col in (c for c in df.columns if c not in dims):
+            if pd.api.types.is_numeric_dtype(df[col]):
+                vals = pd.to_numeric(g[col], errors="coerce")
+                if col == principal:
+                    row[f"{col} min"] = vals.min()
+                row[f"{col} median" if col == principal else col] = vals.median()
+                if col == principal:
+                    row[f"{col} max"] = vals.max()
+            else:
+                counts = g[col].astype(str).value_counts()
+                top, n = (counts.index[0], int(counts.iloc[0])) if len(counts) else ("", 0)
+                row[col] = top if n == len(g) else f"{top} ({n} of {len(g)})"
+        rows.append(row)
+    over = "; ".join(f"{d} ({axis_values_text(pd.unique(df[d]))})" for d in big)
+    note = (
+        f" Aggregated over {over}: one row per {', '.join(keep) or 'table'} (count: the rows it stands for, "
+        f"{len(df)} in all), the min, median and max of {principal}, the median of the other numbers and the "
+        "most common text."
+    )
+    return pd.DataFrame(rows), note
 
 
 def _one_step_column(ds: xr.Dataset, df: pd.DataFrame) -> pd.DataFrame:

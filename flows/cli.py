@@ -272,7 +272,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
             )
             ok = not result.errors
             for err in result.errors[:3]:
-                LOG.error(f"slice failed: {err}")
+                LOG.error(f"slice failed: {err[:300]}")
             summary = status_table(store, args.storage_options)
         else:
             from flows.output import RunFailureFilter
@@ -360,6 +360,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     grid = plan.grid
     dims = ", ".join(f"{d}={n}" for d, n in zip(grid.dims, grid.shape))
     print(f"{args.spec}: valid. {grid.size} cells ({dims}); time samples {plan.spec.n_time}")
+    from sweeps.compact import axis_text
+
+    print("axes: " + "; ".join(axis_text(axis.name, axis.values) for axis in grid.axes))
     est = estimate(
         plan,
         args.workers,
@@ -447,8 +450,10 @@ def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
         print(f"{ref.url}: every finished cell matches its checksum")
         return 0
     print(f"{ref.url}: {len(found['damaged'])} damaged cell(s), {len(found['flags'])} unreadable flag(s)")
-    for label in _cell_labels(ref, bad[:20]):
-        print(f"  {label}")
+    from sweeps.compact import MAX_ITEMS, capped
+
+    for line in capped(_cell_labels(ref, bad[:MAX_ITEMS]), total=len(bad), indent="  "):
+        print(line)
     if args.repair:
         mark_for_rerun(ref, bad)
         print("marked for recomputation: rerun the sweep's command to recompute exactly these cells")

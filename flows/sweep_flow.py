@@ -111,7 +111,9 @@ def execute_sweep(
         log=logger.info,
     )
     if result.errors:
-        raise SlicesFailed(f"{len(result.errors)} slice(s) raised: {result.errors[:3]}; rerun to resume")
+        raise SlicesFailed(
+            f"{len(result.errors)} slice(s) raised: {[e[:300] for e in result.errors[:3]]}; rerun to resume"
+        )
     return asdict(result)
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
 from sweeps import checkpoints, liveness
+from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from sweeps.grid import Cell
 from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
 from sweeps.plan import Plan, make_plan
@@ -535,7 +536,8 @@ def _run_locked(
                     if lease is not None and lease.lost:
                         break
                     errors.append(f"{type(exc).__name__}: {exc}")
-                    log(f"slice failed: {type(exc).__name__}: {exc}")
+                    if len(errors) <= MAX_ITEMS:  # bounded: the rest are counted below
+                        log(f"slice failed: {errors[-1][:MAX_ERROR_CHARS]}")
                     continue
                 if isinstance(result, StoreFault):  # the store refuses this run's writes: stop
                     client.cancel(futures)
@@ -551,6 +553,8 @@ def _run_locked(
         if own_cluster is not None:
             own_cluster.close()
 
+    if len(errors) > MAX_ITEMS:
+        log(f"… and {len(errors) - MAX_ITEMS} more slice(s) failed ({len(errors)} in all)")
     checkpoints.tidy(ref)  # no writer of this run is left
     wall = time.perf_counter() - t_start
     # what really ran: the cells complete now that were not when this run started (a slice whose

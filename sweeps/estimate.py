@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from sweeps.compact import per_value_text
 from sweeps.grid import Cell
 from sweeps.plan import Plan, make_plan
 
@@ -83,11 +84,8 @@ class Estimate:
             + ("" if self.cold else f"; + {_num(self.compile_seconds)} s to compile where the Numba cache is cold"),
             f"store: ≈ {_bytes(self.store_bytes)} in {self.store_objects} objects",
         ]
-        for axis, per in self.by_axis.items():
-            parts = ", ".join(
-                f"{v:.6g}: {_num(s)}" if isinstance(v, float) else f"{v}: {_num(s)}" for v, s in per.items()
-            )
-            out.append(f"core-seconds by {axis}: {parts}")
+        for axis, per in self.by_axis.items():  # bounded: a large axis by count, range and extremes
+            out.append(per_value_text(f"core-seconds by {axis}", per, _num))
         return out
 
 

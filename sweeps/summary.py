@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from sweeps.compact import axis_text, spread
 from sweeps.store import StoreRef, open_results
 
 
@@ -48,6 +49,7 @@ def status_table(store, storage_options: dict | None = None) -> str:
         f"## {spec['name']} ({ds.attrs['system']})",
         "",
         f"store: `{StoreRef.of(store).url}`  ",
+        "axes: " + "; ".join(axis_text(d, ds[d].values) for d in ds["done"].dims) + "  ",
         f"cells complete: {done}/{total}; status counts: {status_counts(ds)}"
         + (" (not_applicable: filler cells of a mixed h/tol grid)" if total < ds["done"].size else ""),
         "",
@@ -79,7 +81,8 @@ def _median_table(ds, metric: str, meaning: str) -> list[str]:
         med = (ok.median(dim=other) if other else ok).compute()
     adaptive = dict(zip(ds["integrator"].values, ds["integrator_adaptive"].values))  # from the store
     for step in step_dims:
-        vals = [f"{step} = {v:g}" for v in ds[step].values]
+        shown = spread(ds[step].values)  # a long step axis: columns spread over it, first and last included
+        vals = [f"{step} = {ds[step].values[i]:g}" for i in shown]
         names = [
             n
             for n in ds["integrator"].values
@@ -94,8 +97,10 @@ def _median_table(ds, metric: str, meaning: str) -> list[str]:
             for d in step_dims:
                 if d != step:
                     row = row.isel({d: 0})
-            cells = ["—" if np.isnan(v) else f"{v:.3e}" for v in np.atleast_1d(row.values)]
+            cells = ["—" if np.isnan(v) else f"{v:.3e}" for v in np.atleast_1d(row.values)[shown]]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        if len(shown) < ds[step].size:
+            lines += ["", f"({len(shown)} columns of {axis_text(step, ds[step].values)})"]
         lines.append("")
     if not lines:
         return []
