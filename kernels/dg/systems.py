@@ -484,7 +484,7 @@ def _gear_lagrangian(basis) -> LagrangianForm:
 #: the pendulum angle q3: V, the constraint and S are 2π-periodic in it, and a rotating pendulum's q3
 #: grows without bound (7.9·10⁴ rad by t = 5·10⁴ from seed 2), so the steppers keep it in (−π, π]
 _GEAR_ANGLES = (2,)
-#: one stored state layout for the reduced and canonical forms (a sweep over form stays labelled)
+#: one stored state layout for the reduced, qr and canonical forms (a sweep over form stays labelled)
 _GEAR_LAYOUT = ("q1", "q2", "q3", "rho1", "rho2", "p1", "p2", "p3")
 
 
@@ -505,9 +505,10 @@ def gearbox(form: str = "reduced", seed: int = 0) -> SkewSystem:
         _gear_X(z[2], X)
         return SkewSystem(
             "gearbox_qr", gear_qr_skew, gear_r_energy, gear_r_grad, np.concatenate([z[:3], X.T @ z[3:]]),
-            np.zeros(1), ("q1", "q2", "q3", "rho1", "rho2"), gear_qr_extra, True, "momentum",
+            np.zeros(1), ("q1", "q2", "q3", "rho2", "rho1"), gear_qr_extra, True, "momentum",
             info={"lagrangian": _gear_lagrangian(_gear_basis_qr)}, periodic=_GEAR_ANGLES, separable=True,
-        )  # fmt: skip
+            layout=_GEAR_LAYOUT,
+        )  # fmt: skip  # the QR basis holds the reduced form's two columns swapped: its entries are ρ₂, ρ₁
     if form == "canonical":
         return SkewSystem(
             "gearbox_canonical", gear_c_skew, gear_c_energy, gear_c_grad, z, np.zeros(1),
