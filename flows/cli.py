@@ -11,8 +11,10 @@ Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom
 
 Exit codes: 0 success (cells whose integration failed are results, not errors), 1 some
 slices raised, 2 the spec, cluster file, options, a plugin, the scheduler address or the store
-location were refused, or the store is damaged (one line each),
-3 the store belongs to another spec or has another store format, 130/143 interrupted by
+location were refused, the store is damaged, cannot be written (disk full, read-only) or its
+``<store>.lease`` is not a lease file (one line each), 3 the store belongs to another spec or has
+another store format, or another run holds its lease (also ``verify --repair``; a run that lost
+its lease to another stops with exit 3, writing nothing more), 130/143 interrupted by
 SIGINT/SIGTERM (one line, no traceback; rerun to resume).
 """
 
@@ -411,6 +413,15 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if not ref.exists():
         LOG.error(f"no store at {ref.url}")
         return 2
+    if args.repair:  # a repair writes: under the store's lease (exit 3 while a run writes the store)
+        from sweeps.lease import Lease
+
+        with Lease(ref) as lease:
+            return _verify(lease.ref, args, mark_for_rerun, verify)
+    return _verify(ref, args, mark_for_rerun, verify)
+
+
+def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
     from sweeps.repair import missing_flags, repair_flags
 
     if missing := missing_flags(ref):
@@ -418,10 +429,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if not args.repair:
             print("run `geosweep verify STORE --repair` to rebuild them (cells whose checksum verifies stay done)")
             return 1
-        from sweeps.lease import Lease
-
-        with Lease(ref):
-            out = repair_flags(ref)
+        out = repair_flags(ref)
         print(f"rebuilt {', '.join(out['rebuilt'])}: {out['verified']} cell(s) verified, {out['rerun']} to recompute")
     found = verify(ref)
     bad = found["damaged"] + found["flags"]
@@ -683,6 +691,7 @@ def main(argv: list[str] | None = None) -> int:
             configure(args.log_level, args.quiet)
             from flows.plugins import PluginError, load_plugins
             from sweeps.credentials import StorageOptionsError
+            from sweeps.lease import LeaseFileError, StoreWriteError
             from sweeps.repair import StoreDamagedError
             from sweeps.spec import SpecError
             from sweeps.store import StoreMismatchError
@@ -700,7 +709,15 @@ def main(argv: list[str] | None = None) -> int:
             except StoreMismatchError as e:
                 LOG.error(str(e))
                 return 3
-            except (ClusterFileError, StoreProblem, SchedulerUnreachable, StorageOptionsError, StoreDamagedError) as e:
+            except (
+                ClusterFileError,
+                StoreProblem,
+                SchedulerUnreachable,
+                StorageOptionsError,
+                StoreDamagedError,
+                LeaseFileError,
+                StoreWriteError,
+            ) as e:
                 LOG.error(str(e))
                 return 2
         except KeyboardInterrupt:

@@ -46,7 +46,22 @@ def plan_sweep(plan: Plan | str | dict) -> Plan:
     return plan
 
 
-@task(name="execute-sweep", retries=1, retry_delay_seconds=5, cache_policy=NO_CACHE)
+def _retry_unless_refused(task, task_run, state) -> bool:
+    """Retry a failed sweep task, except when the store refused this run: another spec or format,
+    another run holds (or took over) its lease, it cannot be written — a retry gives the same."""
+    from sweeps.lease import LeaseFileError, StoreWriteError
+    from sweeps.store import StoreMismatchError
+
+    return not isinstance(getattr(state, "data", None), (StoreMismatchError, StoreWriteError, LeaseFileError))
+
+
+@task(
+    name="execute-sweep",
+    retries=1,
+    retry_delay_seconds=5,
+    retry_condition_fn=_retry_unless_refused,
+    cache_policy=NO_CACHE,
+)
 def execute_sweep(
     plan: Plan,
     store: str | None,

@@ -13,7 +13,7 @@ flag are written.
 Each cell owns its object (parallel writers never share one). A checkpoint is replaced
 atomically: on a local file system it is written under a temporary name and renamed; on an
 object store a single PUT replaces it whole. An unreadable checkpoint is ignored (the cell
-restarts from t = 0) and reported.
+restarts from t = 0) and reported. Writes under a lease are fenced (:func:`sweeps.lease.fence`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from sweeps.grid import Cell
+from sweeps.lease import fence
 
 DIRNAME = "_checkpoints"
 
@@ -64,6 +65,11 @@ def save(ref, cell: Cell, arrays: dict[str, np.ndarray], progress: float | None 
     np.savez(buf, **arrays, **extra)
     data = buf.getvalue()
     fs, path = _path(ref, cell)
+    with fence(ref):
+        _put(ref, fs, path, data)
+
+
+def _put(ref, fs, path: str, data: bytes) -> None:
     if ref.is_local:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{uuid.uuid4().hex}.tmp"
@@ -92,10 +98,11 @@ def load(ref, cell: Cell) -> dict[str, np.ndarray] | None:
 
 def delete(ref, cell: Cell) -> None:
     fs, path = _path(ref, cell)
-    try:
-        fs.rm_file(path)
-    except FileNotFoundError:
-        pass
+    with fence(ref):
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            pass
 
 
 def tidy(ref) -> None:
@@ -109,6 +116,11 @@ def tidy(ref) -> None:
         names = os.listdir(d)
     except OSError:  # not there
         return
+    with fence(ref):
+        _tidy(d, names)
+
+
+def _tidy(d: str, names: list[str]) -> None:
     for name in names:
         if name.endswith(".tmp"):
             try:

@@ -28,7 +28,7 @@ from kernels.core.trajectory import Trajectory
 from kernels.status import Status
 from sweeps import checkpoints
 from sweeps.grid import Cell
-from sweeps.lease import Lease
+from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
 from sweeps.plan import Plan, make_plan
 from sweeps.spec import SweepSpec
 from sweeps.store import (
@@ -180,7 +180,8 @@ def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
     computed = {r[0]: (r[6], r[1], r[2]) for r in runs if r[5]}
     written: set[Cell] = set()
     for cells in group_by_shard(list(computed), sweep_shards(group)).values():
-        written.update(write_shard(group, {c: computed[c] for c in cells}))
+        with fence(ref):  # this run still holds the store's lease, for the whole shard write
+            written.update(write_shard(group, {c: computed[c] for c in cells}))
     for cell in written:
         checkpoints.delete(ref, cell)
     return [(r[0], r[1], r[2], r[3], r[4], r[0] in written) for r in runs]
@@ -208,23 +209,60 @@ def _on_segment_events(topic: str | None):
     return on_segment
 
 
+@dataclass(frozen=True)
+class StoreFault:
+    """What a worker task returns instead of raising when the store refuses its writes: the lease
+    was lost (``lost``) or a write failed for good (disk full, read-only). The driver stops the
+    run with this one line; no retry, no worker traceback in the logs."""
+
+    message: str
+    lost: bool
+
+    def error(self) -> Exception:
+        return LeaseLost(self.message) if self.lost else StoreWriteError(self.message)
+
+
+def store_fault(ref: StoreRef, exc: BaseException) -> StoreFault | None:
+    """The :class:`StoreFault` of ``exc`` (a lost lease or a store write no retry fixes), else None."""
+    if isinstance(exc, LeaseLost):
+        return StoreFault(str(exc), True)
+    if isinstance(exc, StoreWriteError):
+        return StoreFault(str(exc), False)
+    if isinstance(exc, OSError) and (err := store_write_error(ref.url, exc)) is not None:
+        return StoreFault(str(err), False)
+    return None
+
+
+def _guarded(ref: StoreRef, fn: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:
+        if (fault := store_fault(ref, exc)) is not None:
+            return fault
+        raise
+
+
 def _compute_part(
     plan: Plan, models: dict[tuple[int, ...], Any], cells: list[Cell], ref: StoreRef, topic: str | None = None
-) -> list[CellRun]:
+) -> list[CellRun] | StoreFault:
     """Worker entry point of a slice: ``models`` arrive as the results of model tasks (each shipped once)."""
-    return compute_slice(plan.part(models=models), cells, ref, _on_segment_events(topic))
+    return _guarded(ref, compute_slice, plan.part(models=models), cells, ref, _on_segment_events(topic))
 
 
 def _run_part(
     plan: Plan, models: dict[tuple[int, ...], Any], cells: list[Cell], ref: StoreRef, topic: str | None = None
-) -> list[tuple]:
+) -> list[tuple] | StoreFault:
     """Worker entry point of a slice that is a whole shard: compute, then write (no hop between tasks)."""
-    return write_runs(ref, _compute_part(plan, models, cells, ref, topic))
+    runs = _compute_part(plan, models, cells, ref, topic)
+    return runs if isinstance(runs, StoreFault) else _guarded(ref, write_runs, ref, runs)
 
 
-def _write_part(ref: StoreRef, *parts: list[CellRun]) -> list[tuple]:
+def _write_part(ref: StoreRef, *parts: list[CellRun] | StoreFault) -> list[tuple] | StoreFault:
     """Worker entry point of a shard's writer: the results of the shard's slices."""
-    return write_runs(ref, [run for part in parts for run in part])
+    for part in parts:
+        if isinstance(part, StoreFault):
+            return part
+    return _guarded(ref, write_runs, ref, [run for part in parts for run in part])
 
 
 #: A worker resource admitting one slice at a time. A worker that declares it and has one thread
@@ -309,17 +347,30 @@ def run_sweep(
     Raises :class:`sweeps.spec.SpecError` for a bad spec,
     :class:`sweeps.store.StoreMismatchError` if ``store`` holds another sweep,
     :class:`sweeps.store.StoreFormatError` if it has another store format and
-    :class:`sweeps.lease.StoreBusyError` while another run writes it — all before any work.
-    Integration failures are recorded as cell status, not raised.
+    :class:`sweeps.lease.StoreBusyError` while another run writes it — all before any work;
+    :class:`sweeps.lease.LeaseLost` if another run takes the lease over meanwhile (this run was
+    stopped past the lease timeout: it writes nothing more) and :class:`sweeps.lease.StoreWriteError`
+    when the store refuses writes for good (disk full, read-only). Integration failures are
+    recorded as cell status, not raised.
     """
     log = log or (lambda msg: None)
     plan = make_plan(spec)
     ref = StoreRef.of(store if store is not None else default_store_path(plan.spec), storage_options)
-    with Lease(ref):  # one writer per store; refused at once (StoreBusyError) while another run holds it
-        return _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log)
+    # one writer per store; refused at once (StoreBusyError) while another run holds it. Every write
+    # goes through lease.ref (the store's real path and this run's token) and is fenced by the lease.
+    with Lease(ref, log=log) as lease:
+        try:
+            args = (client, address, n_workers, serial, processes, slice_seconds, progress, log)
+            return _run_locked(plan, lease.ref, *args, lease=lease)
+        except OSError as exc:
+            if (fault := store_fault(lease.ref, exc)) is None:
+                raise
+            raise fault.error() from None
 
 
-def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log) -> SweepResult:
+def _run_locked(
+    plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log, lease=None
+) -> SweepResult:
     spec, grid = plan.spec, plan.grid
     created = ensure_store(plan, ref, log)
     mask = done_mask(ref, log)
@@ -438,7 +489,9 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
             # Each shard's writer runs as soon as its slices are done and is its only writer.
             cost = {c: plan.cost(c) for c in pending}
             groups = sorted(by_shard.values(), key=lambda g: -sum(cost[c] for cells in g for c in cells))
-            futures = []
+            futures: list = []
+            if lease is not None:  # a lost lease cancels the run's tasks (the slices go with their writers)
+                lease.on_lost(lambda _msg: client.cancel(futures))
             for s_i, group in enumerate(groups):
                 rank = (len(groups) - s_i) * 10**12
                 parts = [
@@ -473,12 +526,24 @@ def _run_locked(plan, ref, client, address, n_workers, serial, processes, slice_
                 )
                 del parts  # the slices' values live on the workers until their shard is written
             for fut in as_completed(futures):
+                if lease is not None and lease.lost:
+                    break
                 try:
-                    report(fut.result())
+                    result = fut.result()
                 except Exception as exc:  # noqa: BLE001 - one bad slice must not lose the others
+                    if lease is not None and lease.lost:
+                        break
                     errors.append(f"{type(exc).__name__}: {exc}")
                     log(f"slice failed: {type(exc).__name__}: {exc}")
+                    continue
+                if isinstance(result, StoreFault):  # the store refuses this run's writes: stop
+                    client.cancel(futures)
+                    raise result.error()
+                report(result)
             client.unsubscribe_topic(topic)
+            if lease is not None and lease.lost:
+                client.cancel(futures)
+                raise LeaseLost(lease.lost)
     finally:
         if own_client is not None:
             own_client.close()

@@ -16,7 +16,8 @@ follows whatever layout the template chose), then rebuilds what it held, cell by
   for done cells.
 
 Then the metadata is consolidated again. Runs call it (via :func:`sweeps.store.done_mask`)
-under their lease; ``geosweep verify --repair`` calls it too.
+under their lease; ``geosweep verify --repair`` calls it too, under the lease as well. Every write
+here is fenced by the caller's lease (:func:`sweeps.lease.fence`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from kernels.status import STATUS_MEANINGS, Status
+from sweeps.lease import fence
 from sweeps.store import SWEEP_FLAGS, StoreRef, _consolidate, cell_checksum
 
 #: dtype, fill value and long name of each flag array (as :func:`sweeps.store.template` writes them)
@@ -91,6 +93,11 @@ def repair_flags(ref: StoreRef, log=None) -> dict[str, Any]:
     missing = missing_flags(ref)
     if not missing:
         return {"rebuilt": [], "verified": _restore_lost_done(ref, log), "rerun": 0}
+    with fence(ref):  # every write under the caller's lease
+        return _rebuild_flags(ref, missing, log)
+
+
+def _rebuild_flags(ref: StoreRef, missing: list[str], log=None) -> dict[str, Any]:
     group = _open(ref, "r+")
     like = _sibling(group, missing)
     coords = like.attrs.get("coordinates")
@@ -146,12 +153,13 @@ def _restore_lost_done(ref: StoreRef, log=None) -> int:
         if cell_checksum(stored, int(status[cell])) == int(checksum[cell]):
             good.append(cell)
     if good:
-        group = _open(ref, "r+")
-        progress = np.array(group["progress"][...])
-        for cell in good:
-            done[cell], progress[cell] = 1, 1.0
-        group["progress"][...] = progress
-        group["done"][...] = done
+        with fence(ref):
+            group = _open(ref, "r+")
+            progress = np.array(group["progress"][...])
+            for cell in good:
+                done[cell], progress[cell] = 1, 1.0
+            group["progress"][...] = progress
+            group["done"][...] = done
         if log:
             log(f"store {ref.url}: {len(good)} finished cell(s) had lost their done flag; verified by checksum")
     return len(good)

@@ -69,10 +69,13 @@ class StoreRef:
 
     ``storage_options`` may be given as a reference (``env:NAME``, ``@file.json``,
     ``profile:NAME``; :mod:`sweeps.credentials`), resolved here; they are left out of the repr.
+    ``lease`` is the token of the run writing the store (:class:`sweeps.lease.Lease`): writes
+    through a ref with a token are fenced by that lease (:func:`sweeps.lease.fence`).
     """
 
     url: str
     storage_options: dict | None = field(default=None, repr=False)
+    lease: str | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def of(cls, store: str | os.PathLike | StoreRef, storage_options: Any = None) -> StoreRef:
@@ -590,8 +593,16 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
     Creation is crash-safe: the template (whose attrs name the format and the spec) is written
     first, then the not-applicable fillers, and the marker attr ``geosweep_created`` last. A
     store of ours without the marker holds no result (creation was interrupted, or failed): it
-    is deleted and created again. A failed creation removes what it wrote.
+    is deleted and created again. A failed creation removes what it wrote — only that, and only
+    while the run still holds the lease; every write is fenced by it (:func:`sweeps.lease.fence`).
     """
+    from sweeps.lease import fence
+
+    with fence(ref):  # no takeover of the lease while this run creates or removes the store
+        return _create_or_check(plan, ref, log)
+
+
+def _create_or_check(plan: Plan, ref: StoreRef, log=None) -> bool:
     ds, encoding = template(plan)
     if ref.exists():
         group = ref.open_group("r")
@@ -609,6 +620,8 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
             if attrs.get("spec_hash") != plan.spec.spec_hash or not _spec_attr_intact(attrs):
                 raise StoreMismatchError(_mismatch_message(ref.url, attrs, plan.spec))
             return False
+    from zarr.errors import ContainsArrayError, ContainsGroupError
+
     kwargs: dict[str, Any] = {"zarr_format": 3, "mode": "w-", "compute": False, "encoding": encoding}
     if not ref.is_local:
         kwargs["storage_options"] = ref.storage_options or {}
@@ -623,10 +636,25 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
             group["done"][...] = filler.astype(np.int8)
         group.attrs[CREATED_ATTR] = 1
         _consolidate(ref)
+    except (ContainsGroupError, ContainsArrayError, FileExistsError) as e:  # made meanwhile by another: not ours
+        from sweeps.lease import StoreBusyError
+
+        raise StoreBusyError(f"store {ref.url} was created by another process while this run created it") from e
     except BaseException:
-        _remove(ref)
+        _remove_ours(ref)
         raise
     return True
+
+
+def _remove_ours(ref: StoreRef) -> None:
+    """Remove a store this run was creating, only while it still holds the store's lease."""
+    from sweeps.lease import LeaseLost, fence
+
+    try:
+        with fence(ref):
+            _remove(ref)
+    except (LeaseLost, OSError):  # another run holds the store (or it cannot be removed): leave it
+        pass
 
 
 def mark_fillers(plan: Plan, ref: StoreRef) -> int:
@@ -642,10 +670,13 @@ def mark_fillers(plan: Plan, ref: StoreRef) -> int:
     lost = filler & ((status != int(Status.NOT_APPLICABLE)) | (done != 1))
     if not lost.any():
         return 0
+    from sweeps.lease import fence
+
     status[filler], done[filler] = np.int8(Status.NOT_APPLICABLE), np.int8(1)
-    group = ref.open_group("r+")
-    group["status"][...] = status
-    group["done"][...] = done
+    with fence(ref):
+        group = ref.open_group("r+")
+        group["status"][...] = status
+        group["done"][...] = done
     return int(lost.sum())
 
 
@@ -924,26 +955,30 @@ def mark_for_rerun(ref: StoreRef, cells: list[Cell]) -> None:
 
     Objects holding them that cannot be decoded are deleted first (:func:`sweeps.repair.drop_undecodable`),
     so that they can be written again."""
+    from sweeps.lease import fence
     from sweeps.repair import drop_undecodable
 
-    drop_undecodable(ref, cells)
-    group = ref.open_group("r+")
-    for cell in cells:
-        group["done"][cell] = np.int8(0)
-        group["checksum"][cell] = np.int64(0)
-        group["progress"][cell] = 0.0
+    with fence(ref):
+        drop_undecodable(ref, cells)
+        group = ref.open_group("r+")
+        for cell in cells:
+            group["done"][cell] = np.int8(0)
+            group["checksum"][cell] = np.int64(0)
+            group["progress"][cell] = 0.0
 
 
 def record_run(ref: StoreRef, entry: dict[str, Any]) -> None:
     """Append a run record (who, when, how many cells) to the store's ``runs`` attribute."""
+    from sweeps.lease import fence
 
-    group = ref.open_group("r+")
-    runs = list(group.attrs.get("runs", []))
-    runs.append(entry)
-    group.attrs["runs"] = runs
-    line = f"{entry.get('finished', '')} geosweep run: {entry.get('cells_run', 0)} cells computed"
-    group.attrs["history"] = "\n".join(x for x in (group.attrs.get("history", ""), line) if x)  # CF history
-    _consolidate(ref)
+    with fence(ref):
+        group = ref.open_group("r+")
+        runs = list(group.attrs.get("runs", []))
+        runs.append(entry)
+        group.attrs["runs"] = runs
+        line = f"{entry.get('finished', '')} geosweep run: {entry.get('cells_run', 0)} cells computed"
+        group.attrs["history"] = "\n".join(x for x in (group.attrs.get("history", ""), line) if x)  # CF history
+        _consolidate(ref)
 
 
 def open_results(store: str | os.PathLike | StoreRef, storage_options: dict | None = None):
