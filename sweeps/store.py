@@ -280,7 +280,7 @@ def _fill(dtype: str):
 SHARD_CELLS = 64
 #: Shards per variable a large store aims at: reading a variable of the whole store is this many
 #: object reads (each ~cells/TARGET_SHARDS cells).
-TARGET_SHARDS = 256
+TARGET_SHARDS = 128
 #: Most cells per shard (any store size).
 MAX_SHARD_CELLS = 4096
 #: Most bytes of one variable's shard (uncompressed): bounds the memory of a shard write.
@@ -833,6 +833,17 @@ def _stored(arr, value) -> np.ndarray:
 CHECKSUM_SKIP = ("steps_per_second",)
 
 
+_DTYPE_NAMES: dict[np.dtype, bytes] = {}
+
+
+def _dtype_name(dtype: np.dtype) -> bytes:
+    """``str(dtype).encode()``, remembered (numpy builds the name anew on every call)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).encode()
+    return name
+
+
 def cell_checksum(arrays: dict[str, np.ndarray], status: int) -> int:
     """A 63-bit checksum of a cell: its status and every stored value (name, dtype, bytes),
     timings (:data:`CHECKSUM_SKIP`) left out, so identical physics gives identical checksums."""
@@ -844,7 +855,7 @@ def cell_checksum(arrays: dict[str, np.ndarray], status: int) -> int:
         if name in CHECKSUM_SKIP:
             continue
         a = np.ascontiguousarray(arrays[name])
-        h.update(name.encode() + str(a.dtype).encode() + str(a.shape).encode())
+        h.update(name.encode() + _dtype_name(a.dtype) + str(a.shape).encode())
         h.update(a.tobytes())
     return int.from_bytes(h.digest(), "little") & ((1 << 63) - 1) or 1
 
