@@ -316,7 +316,9 @@ def _short_cell_seconds(plan: Plan, samples: int = 256) -> float:
     size = plan.grid.size
     step = max(1, size // samples)
     shape = plan.grid.shape
-    costs = [min(plan.cost(tuple(int(i) for i in np.unravel_index(k, shape))), KEEP_SECONDS) for k in range(0, size, step)]
+    costs = [
+        min(plan.cost(tuple(int(i) for i in np.unravel_index(k, shape))), KEEP_SECONDS) for k in range(0, size, step)
+    ]
     return float(np.mean(costs)) if costs else 0.0
 
 
@@ -888,6 +890,28 @@ def group_by_shard(cells: list[Cell], shards: tuple[int, ...]) -> dict[tuple[int
 CellOutput = tuple[dict[str, Any], int, float]
 
 
+def set_blocks(blocks: list[tuple[Any, np.ndarray]], region: tuple[slice, ...]) -> None:
+    """``arr[region] = data`` for every ``(arr, data)``, all at once (one trip through zarr's event
+    loop, the objects encoded and stored concurrently); returns when every block is written."""
+    if not all(hasattr(arr, "_async_array") for arr, _ in blocks):  # not a zarr 3 Array: one by one
+        for arr, data in blocks:
+            arr[region] = data
+        return
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def write_all() -> list:
+        # every write ends before this returns (also when one fails): none outlives the caller's fence
+        return await asyncio.gather(
+            *(arr._async_array.setitem(region, data) for arr, data in blocks), return_exceptions=True
+        )
+
+    for result in sync(write_all()):
+        if isinstance(result, BaseException):
+            raise result
+
+
 def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
     """Write computed cells of ONE shard: every value variable, then the flags and checksums,
     then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
@@ -918,6 +942,7 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
         return np.full(block_shape + tuple(arr.shape[len(shape) :]), arr.fill_value, dtype=arr.dtype)
 
     stored: dict[Cell, dict[str, np.ndarray]] = {c: {} for c in cells}
+    values: list[tuple[Any, np.ndarray]] = []
     names = list(dict.fromkeys(name for c in cells for name in outputs[c][0]))
     for name in names:
         try:
@@ -930,7 +955,8 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
                 value = _stored(arr, outputs[c][0][name])
                 data[local[c]] = value
                 stored[c][name] = value
-        arr[region] = data
+        values.append((arr, data))
+    set_blocks(values, region)
     now = time.time()
     flags = {
         "status": lambda c: np.int8(outputs[c][1]),
@@ -939,12 +965,14 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
         "progress": lambda c: 1.0,
         "checksum": lambda c: np.int64(cell_checksum(stored[c], outputs[c][1])),
     }
+    blocks = []
     for name, value in flags.items():
         arr = group[name]
         data = block(arr)
         for c in cells:
             data[local[c]] = value(c)
-        arr[region] = data
+        blocks.append((arr, data))
+    set_blocks(blocks, region)
     for c in cells:
         done[local[c]] = 1
     group["done"][region] = done  # the completion marker, last
