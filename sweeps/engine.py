@@ -167,11 +167,12 @@ def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None, 
     return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values
 
 
-def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None) -> list[CellRun]:
+def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None, group=None) -> list[CellRun]:
     """Compute ``cells`` (:func:`compute_cell` each); ``plan`` holds (at least) their models
     (:meth:`Plan.part`); nothing is parsed, built or registered here. ``on_segment(cell,
-    fraction)`` is called after each segment."""
-    group = ArrayCache(ref.open_group("r"))
+    fraction)`` is called after each segment; ``group``: the store's open group (an
+    :class:`ArrayCache`), else opened here."""
+    group = group if group is not None else ArrayCache(ref.open_group("r"))
     cells = [tuple(int(i) for i in cell) for cell in cells]
     done = _done_flags(group, cells)
     return [compute_cell(plan, cell, ref, group, on_segment, done[cell]) for cell in cells]
@@ -455,8 +456,10 @@ def _run_locked(
         if serial:
             by_shard = plan.shard_slices(pending, shards, slice_seconds, 1)
             slices = [cells for group in by_shard.values() for cells in group]
+            arrays = ArrayCache(ref.open_group("r+"))  # opened once (each open reads every array's metadata)
             for group in by_shard.values():
-                report(write_runs(ref, [r for cells in group for r in compute_slice(plan, cells, ref, on_segment)]))
+                runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays)]
+                report(write_runs(ref, runs, arrays))
         else:
             from distributed import Client, LocalCluster, as_completed
 
