@@ -13,8 +13,9 @@ The sweep of issue 21: ``pendulum_chain`` N = 3, ``ic = "random"``, ``seed`` = 0
   (:func:`sweeps.store.write_shard`) — for read-back times of stores too large to compute here.
 
 Columns: wall s, cells/s, overhead per cell (wall − kernel loop, per cell), store objects (files),
-read-back of one variable (``ds.max_rel_energy_error.values``) and of the whole store
-(``xr.open_zarr(store).load()``), and ``done_mask`` + ``geosweep status`` table time.
+dask chunks per variable, read-back of one variable (``ds.max_rel_energy_error.values``) and of the
+whole store (``xr.open_zarr(store).load()``), and ``done_mask`` + ``geosweep status`` table time
+(read times: the least of 3).
 """
 
 from __future__ import annotations
@@ -68,24 +69,29 @@ def objects(path: Path) -> int:
     return sum(1 for p in path.rglob("*") if p.is_file())
 
 
-def read_times(path: Path) -> dict[str, float]:
-    """Seconds to read one variable, the whole store, and done_mask + the status table."""
+def read_times(path: Path, repeats: int = 3) -> dict[str, float]:
+    """Seconds (the least of ``repeats``) to read one variable, the whole store, and done_mask + the
+    status table."""
     from sweeps.store import StoreRef, done_mask
     from sweeps.summary import status_table
 
-    t0 = time.perf_counter()
-    ds = xr.open_zarr(path)
-    _ = ds["max_rel_energy_error"].values
-    one = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    xr.open_zarr(path).load()
-    whole = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    done_mask(StoreRef.of(path))
-    status_table(path)
-    status = time.perf_counter() - t0
-    chunks = len(xr.open_zarr(path)["max_rel_energy_error"].data.chunks[-1])  # along the seed axis
-    return {"one": one, "whole": whole, "status": status, "chunks": chunks}
+    def one() -> None:
+        _ = xr.open_zarr(path)["max_rel_energy_error"].values
+
+    def status() -> None:
+        done_mask(StoreRef.of(path))
+        status_table(path)
+
+    out = {}
+    for key, fn in (("one", one), ("whole", lambda: xr.open_zarr(path).load()), ("status", status)):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        out[key] = min(times)
+    out["chunks"] = len(xr.open_zarr(path)["max_rel_energy_error"].data.chunks[2])  # along the seed axis
+    return out
 
 
 def synthetic_store(plan, path: Path) -> float:

@@ -280,7 +280,7 @@ def _fill(dtype: str):
 SHARD_CELLS = 64
 #: Shards per variable a large store aims at: reading a variable of the whole store is this many
 #: object reads (each ~cells/TARGET_SHARDS cells).
-TARGET_SHARDS = 128
+TARGET_SHARDS = 64
 #: Most cells per shard (any store size).
 MAX_SHARD_CELLS = 4096
 #: Most bytes of one variable's shard (uncompressed): bounds the memory of a shard write.
