@@ -126,7 +126,7 @@ def cell_steps(plan: Plan, cell: Cell) -> int:
 CellRun = tuple
 
 
-def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None) -> CellRun:
+def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None, done: bool | None = None) -> CellRun:
     """Integrate one cell in checkpointed segments; returns ``(cell, status, wall time, segments
     run, resumed from a checkpoint, ran, values)`` — the values are written by the shard's
     writer (:func:`write_runs`).
@@ -134,8 +134,11 @@ def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None) 
     A cell already ``done`` in the store is not touched (ran = False, values None): a
     rescheduled or retried slice never recomputes a finished cell. A cell that needed
     checkpoints saves its complete trajectory too, so a lost result is not recomputed.
+    ``done``: the cell's ``done`` flag if the caller has read it (else it is read here).
     """
-    if int(group["done"][cell]) == 1:
+    if done is None:
+        done = int(group["done"][cell]) == 1
+    if done:
         return cell, int(group["status"][cell]), float(group["wall_time"][cell]), 0, False, False, None
     request, options = plan.request(cell)
     integrator = plan.grid.coords(cell)["integrator"]
@@ -165,12 +168,25 @@ def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None) 
     return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values
 
 
-def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None) -> list[CellRun]:
+def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None, group=None) -> list[CellRun]:
     """Compute ``cells`` (:func:`compute_cell` each); ``plan`` holds (at least) their models
     (:meth:`Plan.part`); nothing is parsed, built or registered here. ``on_segment(cell,
-    fraction)`` is called after each segment."""
-    group = ArrayCache(ref.open_group("r"))
-    return [compute_cell(plan, tuple(int(i) for i in cell), ref, group, on_segment) for cell in cells]
+    fraction)`` is called after each segment; ``group``: the store's open group (an
+    :class:`ArrayCache`), else opened here."""
+    group = group if group is not None else ArrayCache(ref.open_group("r"))
+    cells = [tuple(int(i) for i in cell) for cell in cells]
+    done = _done_flags(group, cells)
+    return [compute_cell(plan, cell, ref, group, on_segment, done[cell]) for cell in cells]
+
+
+def _done_flags(group, cells: list[Cell]) -> dict[Cell, bool]:
+    """``done`` of each of ``cells``, read as one block (the cells' bounding box: one shard for a slice)."""
+    if not cells:
+        return {}
+    lo = [min(c[k] for c in cells) for k in range(len(cells[0]))]
+    hi = [max(c[k] for c in cells) + 1 for k in range(len(cells[0]))]
+    block = group["done"][tuple(slice(a, b) for a, b in zip(lo, hi))]
+    return {c: int(block[tuple(ci - a for ci, a in zip(c, lo))]) == 1 for c in cells}
 
 
 def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
@@ -441,8 +457,10 @@ def _run_locked(
         if serial:
             by_shard = plan.shard_slices(pending, shards, slice_seconds, 1)
             slices = [cells for group in by_shard.values() for cells in group]
+            arrays = ArrayCache(ref.open_group("r+"))  # opened once (each open reads every array's metadata)
             for group in by_shard.values():
-                report(write_runs(ref, [r for cells in group for r in compute_slice(plan, cells, ref, on_segment)]))
+                runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays)]
+                report(write_runs(ref, runs, arrays))
         else:
             from distributed import Client, LocalCluster
 

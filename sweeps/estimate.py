@@ -37,9 +37,9 @@ PROBE_TOTAL_SECONDS = 3.0
 #: start-up outside the cells (s): imports and a warm kernel load, the local Dask cluster, the store
 #: template; with Prefect also its temporary server (when no PREFECT_API_URL is set; it boots while the
 #: kernels load, so only its tail counts) and the flow's tasks
-OVERHEAD_SECONDS = {"dask": 4.0, "prefect": 5.0, "prefect_server": 2.0}
+OVERHEAD_SECONDS = {"dask": 3.0, "prefect": 5.0, "prefect_server": 2.0}
 #: per cell outside its integration (s): model hand-over, values and flags into the store
-CELL_OVERHEAD_SECONDS = 0.05
+CELL_OVERHEAD_SECONDS = 0.01  # store format 3: whole-shard writes (benchmarks/bench_scale.py: ~1-3 ms)
 #: cores busy with kernels run this much slower than one alone (shared caches and memory bandwidth;
 #: 1.83x on 2 cores for 16 sphere-MD cells, benchmarks/bench_sweep_throughput.py)
 PARALLEL_EFFICIENCY = 0.9
@@ -315,6 +315,17 @@ def sampled_bytes(plan: Plan) -> dict[str, dict[Cell, float]]:
     return out
 
 
+def _shared_first_snapshot(plan: Plan) -> float:
+    """Fraction of ``snapshot_state`` bytes stored: the state at t = 0 is the same in every cell of a
+    shard along the method axes (one model, one initial state), and zstd stores it once per chunk
+    (store format 3: one chunk per shard)."""
+    from sweeps.store import shard_shape
+
+    n = plan.sizes.get("snapshot", 1)
+    k = int(np.prod(shard_shape(plan)[: plan.grid.n_method_axes]))
+    return (n - 1 + 1 / max(k, 1)) / n if n > 1 else 1.0
+
+
 def store_bytes(plan: Plan, sample: bool = True) -> float:
     """Bytes of the finished store: compressed values of the runnable cells (measured on a short
     sample cell per integrator, :func:`sampled_bytes`; fixed ratios if ``sample`` is false or the
@@ -330,6 +341,8 @@ def store_bytes(plan: Plan, sample: bool = True) -> float:
             measured = {}
         for var, per in measured.items():
             per_var[var] = sum(per.values())
+    if "snapshot_state" in per_var:
+        per_var["snapshot_state"] *= _shared_first_snapshot(plan)
     values = sum(per_var.values()) + CHUNK_OVERHEAD * len(per_var) * len(runnable)
     n_arrays = len(modelled) + len(grid.dims) + len(plan.sizes) + 6
     return values + n_arrays * META_PER_ARRAY + META_GROUP

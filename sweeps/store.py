@@ -2,10 +2,13 @@
 
 Layout: one xarray Dataset. Dimensions are the sweep axes (``integrator``, ``h``, swept
 parameters) followed by per-cell dimensions (``time``, ``component``, ``body`` …). Every
-variable has chunks of one cell (size 1 along each sweep axis) grouped into zarr v3 *shards*
-— blocks of up to :data:`SHARD_CELLS` neighbouring cells (:func:`shard_shape`), one object per
-variable per shard. So a finished store holds a few objects per cell instead of one per
-variable per cell.
+variable is split into *shards* — blocks of neighbouring cells along the sweep axes
+(:func:`shard_shape`: 64 cells in small stores, growing with the store to about
+:data:`TARGET_SHARDS` shards, bounded by bytes and by the work an interruption can lose) — and a
+shard is one zarr chunk, so one object per variable per shard. ``xr.open_zarr`` gives dask
+chunks of exactly one shard, so reading a variable of the whole store is one read per shard.
+(Store format 2 split each shard object into one-cell inner chunks of the zarr sharding codec:
+readers got one dask chunk per cell; such stores are still read, resumed, verified and repaired.)
 
 Each shard has exactly one writer: the engine computes the cells of a shard (in parallel
 slices) and then one task writes the whole shard — every value variable, then
@@ -45,9 +48,12 @@ if TYPE_CHECKING:
     from sweeps.plan import Plan
 
 SWEEP_FLAGS = ("status", "wall_time", "completed_at", "progress", "checksum", "done")
-#: Store format written (and the only one read) by this geosweep. 2: the family contract's
-#: stored names (``final_state``/``snapshot_state``, absolute ``energy_error`` …), integrator coords.
-FORMAT_VERSION = 2
+#: Store format written by this geosweep. 2: the family contract's stored names
+#: (``final_state``/``snapshot_state``, absolute ``energy_error`` …), integrator coords, shards of
+#: one-cell inner chunks; 3: the same names and values, one chunk per shard (:func:`shard_shape`).
+FORMAT_VERSION = 3
+#: Store formats this geosweep reads, resumes, verifies and repairs (each in its own layout).
+READ_FORMATS = (2, 3)
 
 warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
 warnings.filterwarnings("ignore", message=".*Consolidated metadata is currently not part.*")
@@ -269,10 +275,22 @@ def _fill(dtype: str):
     return np.nan if dtype.startswith("float") else -1
 
 
-#: Most cells per shard: a finished store holds about (variables / SHARD_CELLS) objects per cell.
+#: Cells per shard of a small store (below ``SHARD_CELLS × TARGET_SHARDS`` cells; a monkeypatched 1
+#: gives one cell per object in small test stores).
 SHARD_CELLS = 64
+#: Shards per variable a large store aims at: reading a variable of the whole store is this many
+#: object reads (each ~cells/TARGET_SHARDS cells).
+TARGET_SHARDS = 64
+#: Most cells per shard (any store size).
+MAX_SHARD_CELLS = 4096
 #: Most bytes of one variable's shard (uncompressed): bounds the memory of a shard write.
 SHARD_BYTES = 32 * 2**20
+#: Most estimated single-core seconds of short cells per shard: what an interruption before the
+#: shard write can lose (cells of :data:`KEEP_SECONDS` or more are kept as complete checkpoints
+#: until their shard is written, so they count as this much).
+SHARD_SECONDS = 128.0
+#: (as ``sweeps.engine.KEEP_SECONDS``) a finished cell this long survives an interruption as a checkpoint
+KEEP_SECONDS = 2.0
 
 
 def cell_bytes(plan: Plan) -> dict[str, int]:
@@ -292,12 +310,36 @@ def cell_bytes(plan: Plan) -> dict[str, int]:
 MIN_SHARDS = 2
 
 
-def shard_shape(plan: Plan) -> tuple[int, ...]:
-    """Shard extents along the sweep axes: up to :data:`SHARD_CELLS` cells, :data:`SHARD_BYTES`
-    per variable and 1/:data:`MIN_SHARDS` of the grid, taken from the first axes (integrator,
-    step size …) outward."""
+def _short_cell_seconds(plan: Plan, samples: int = 256) -> float:
+    """Mean estimated seconds of a cell (each counted as at most :data:`KEEP_SECONDS`), over up to
+    ``samples`` cells spread over the grid."""
+    size = plan.grid.size
+    step = max(1, size // samples)
+    shape = plan.grid.shape
+    costs = [
+        min(plan.cost(tuple(int(i) for i in np.unravel_index(k, shape))), KEEP_SECONDS) for k in range(0, size, step)
+    ]
+    return float(np.mean(costs)) if costs else 0.0
+
+
+def shard_cells(plan: Plan) -> int:
+    """Most cells of one shard: :data:`SHARD_CELLS`, or ``cells / TARGET_SHARDS`` in a large store
+    (at most :data:`MAX_SHARD_CELLS`), bounded by :data:`SHARD_BYTES` per variable, by
+    :data:`SHARD_SECONDS` of short-cell work and by 1/:data:`MIN_SHARDS` of the grid."""
+    size = plan.grid.size
     per_cell = max(cell_bytes(plan).values())
-    budget = max(1, min(SHARD_CELLS, SHARD_BYTES // max(per_cell, 1), plan.grid.size // MIN_SHARDS))
+    target = min(MAX_SHARD_CELLS, max(SHARD_CELLS, -(-size // TARGET_SHARDS)))
+    if target > SHARD_CELLS:  # a large store: keep the work lost to an interruption bounded
+        seconds = _short_cell_seconds(plan)
+        if seconds > 0:
+            target = max(SHARD_CELLS, min(target, int(SHARD_SECONDS / seconds)))
+    return max(1, min(target, SHARD_BYTES // max(per_cell, 1), size // MIN_SHARDS))
+
+
+def shard_shape(plan: Plan) -> tuple[int, ...]:
+    """Shard extents along the sweep axes: up to :func:`shard_cells` cells, taken from the first
+    axes (integrator, step size …) outward. Each shard is one zarr chunk (format 3)."""
+    budget = shard_cells(plan)
     out = []
     n = 1
     for extent in plan.grid.shape:
@@ -396,11 +438,7 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         cell_shape = tuple(sizes[d] for d in dims)
         arr = da.full(sweep_shape + cell_shape, fill, dtype=dtype, chunks=shards + cell_shape)
         data_vars[name] = xr.Variable(grid.dims + dims, arr, attrs)
-        encoding[name] = {
-            "fill_value": fill,
-            "chunks": (1,) * len(sweep_shape) + cell_shape,  # one cell per (inner) chunk
-            "shards": shards + cell_shape,  # one object per shard of neighbouring cells
-        }
+        encoding[name] = {"fill_value": fill, "chunks": shards + cell_shape}  # one object per shard
 
     for d in fam.diagnostics(plan.first_model):
         attrs = {"units": _units(d.units, sysdef), "long_name": d.long_name}
@@ -533,10 +571,15 @@ def _coord_values(values, kind: type | None) -> np.ndarray:
     return np.array(values, dtype=dtype)
 
 
+def _readable_format(found: Any) -> bool:
+    """True for a format number this geosweep reads (:data:`READ_FORMATS`; not ``True``, ``"2"`` or ``2.0``)."""
+    return isinstance(found, int) and not isinstance(found, bool) and found in READ_FORMATS
+
+
 def check_format(url: str, attrs: dict) -> None:
     """Refuse a store written in another format (raises :class:`StoreFormatError`, store untouched)."""
     found = attrs.get("geosweep_format")
-    if found == FORMAT_VERSION:
+    if _readable_format(found):
         return
     if "spec" not in attrs and found is None:
         raise StoreFormatError(f"{url} exists but is not a geosweep store (no spec in its attributes)")
@@ -548,8 +591,9 @@ def check_format(url: str, attrs: dict) -> None:
         has = f"an unrecognised store format (geosweep_format = {_echo(found)}, not a format number)"
     by = attrs.get("geosweep_version")
     raise StoreFormatError(
-        f"store {url} has {has}{f', written by geosweep {by}' if by else ''}; this geosweep reads and writes "
-        f"store format {FORMAT_VERSION} only (stored names changed), so it refuses the store rather than misread it. "
+        f"store {url} has {has}{f', written by geosweep {by}' if by else ''}; this geosweep reads "
+        f"store formats {' and '.join(map(str, READ_FORMATS))} only (stored names changed), so it refuses the store "
+        f"rather than misread it. "
         f"Write a new store (another --store path) to run or resume this sweep, or open the old store with the "
         f"geosweep version that wrote it."
     )
@@ -607,7 +651,7 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None) -> bool:
     if ref.exists():
         group = ref.open_group("r")
         attrs = dict(group.attrs)
-        ours = attrs.get("geosweep_format") == FORMAT_VERSION and not attrs.get(CREATED_ATTR)
+        ours = _readable_format(attrs.get("geosweep_format")) and not attrs.get(CREATED_ATTR)
         # killed before the template's attributes were written: a bare group holding nothing but
         # (some of) the arrays this template creates
         bare = not attrs and set(group.keys()) <= set(ds.variables)
@@ -791,6 +835,17 @@ def _stored(arr, value) -> np.ndarray:
 CHECKSUM_SKIP = ("steps_per_second",)
 
 
+_DTYPE_NAMES: dict[np.dtype, bytes] = {}
+
+
+def _dtype_name(dtype: np.dtype) -> bytes:
+    """``str(dtype).encode()``, remembered (numpy builds the name anew on every call)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).encode()
+    return name
+
+
 def cell_checksum(arrays: dict[str, np.ndarray], status: int) -> int:
     """A 63-bit checksum of a cell: its status and every stored value (name, dtype, bytes),
     timings (:data:`CHECKSUM_SKIP`) left out, so identical physics gives identical checksums."""
@@ -802,7 +857,7 @@ def cell_checksum(arrays: dict[str, np.ndarray], status: int) -> int:
         if name in CHECKSUM_SKIP:
             continue
         a = np.ascontiguousarray(arrays[name])
-        h.update(name.encode() + str(a.dtype).encode() + str(a.shape).encode())
+        h.update(name.encode() + _dtype_name(a.dtype) + str(a.shape).encode())
         h.update(a.tobytes())
     return int.from_bytes(h.digest(), "little") & ((1 << 63) - 1) or 1
 
@@ -835,6 +890,28 @@ def group_by_shard(cells: list[Cell], shards: tuple[int, ...]) -> dict[tuple[int
 CellOutput = tuple[dict[str, Any], int, float]
 
 
+def set_blocks(blocks: list[tuple[Any, np.ndarray]], region: tuple[slice, ...]) -> None:
+    """``arr[region] = data`` for every ``(arr, data)``, all at once (one trip through zarr's event
+    loop, the objects encoded and stored concurrently); returns when every block is written."""
+    if not all(hasattr(arr, "_async_array") for arr, _ in blocks):  # not a zarr 3 Array: one by one
+        for arr, data in blocks:
+            arr[region] = data
+        return
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def write_all() -> list:
+        # every write ends before this returns (also when one fails): none outlives the caller's fence
+        return await asyncio.gather(
+            *(arr._async_array.setitem(region, data) for arr, data in blocks), return_exceptions=True
+        )
+
+    for result in sync(write_all()):
+        if isinstance(result, BaseException):
+            raise result
+
+
 def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
     """Write computed cells of ONE shard: every value variable, then the flags and checksums,
     then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
@@ -865,6 +942,7 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
         return np.full(block_shape + tuple(arr.shape[len(shape) :]), arr.fill_value, dtype=arr.dtype)
 
     stored: dict[Cell, dict[str, np.ndarray]] = {c: {} for c in cells}
+    values: list[tuple[Any, np.ndarray]] = []
     names = list(dict.fromkeys(name for c in cells for name in outputs[c][0]))
     for name in names:
         try:
@@ -877,7 +955,8 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
                 value = _stored(arr, outputs[c][0][name])
                 data[local[c]] = value
                 stored[c][name] = value
-        arr[region] = data
+        values.append((arr, data))
+    set_blocks(values, region)
     now = time.time()
     flags = {
         "status": lambda c: np.int8(outputs[c][1]),
@@ -886,12 +965,14 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
         "progress": lambda c: 1.0,
         "checksum": lambda c: np.int64(cell_checksum(stored[c], outputs[c][1])),
     }
+    blocks = []
     for name, value in flags.items():
         arr = group[name]
         data = block(arr)
         for c in cells:
             data[local[c]] = value(c)
-        arr[region] = data
+        blocks.append((arr, data))
+    set_blocks(blocks, region)
     for c in cells:
         done[local[c]] = 1
     group["done"][region] = done  # the completion marker, last

@@ -385,7 +385,7 @@ def test_report_refuses_another_store_format(tmp_path, capsys):
         if fmt is not None:
             ds.attrs["geosweep_format"] = fmt
         ds.to_zarr(path, zarr_format=3)
-        with pytest.raises(StoreFormatError, match=f"{found}.*format 2 only.*Write a new store"):
+        with pytest.raises(StoreFormatError, match=f"{found}.*formats 2 and 3 only.*Write a new store"):
             make_report(path, tmp_path / "r")
         assert main(["report", str(path)]) == 3 and found in capsys.readouterr().err
 

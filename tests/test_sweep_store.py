@@ -50,12 +50,12 @@ def test_layout_is_labelled(store):
     assert ds.h.attrs["units"] == "1" and ds.omega.attrs["units"] == "rad"  # CF: nondimensional time
     assert float(ds.level) == 1 and float(ds.epsilon) == 0.01  # fixed parameters as scalar coords
     assert ds.energy.attrs["long_name"].startswith("total energy")
-    assert ds.attrs["geosweep_format"] == FORMAT_VERSION == 2
+    assert ds.attrs["geosweep_format"] == FORMAT_VERSION == 3
     for key in ("spec", "spec_hash", "git_revision", "numba_version", "cpu", "geosweep_version"):
         assert ds.attrs[key], key
     assert json.loads(ds.attrs["spec"])["name"] == "store-test"
     assert int(ds.done.sum()) == 12
-    assert ds.energy.encoding["chunks"] == (1, 1, 1, 11)
+    assert ds.energy.encoding["chunks"] == ds.energy.data.chunksize == (2, 3, 1, 11)  # one chunk per shard
 
 
 def test_values_equal_the_kernel_called_directly(store):
@@ -175,14 +175,14 @@ def test_a_store_of_another_format_is_refused_with_a_clear_message(store, tmp_pa
     has = "store format 1" if old == 1 else "unversioned store format"
     with pytest.raises(StoreFormatError, match=has) as err:
         run_sweep(SPEC, path, serial=True)
-    assert "store format 2 only" in str(err.value) and "Write a new store" in str(err.value)
+    assert "store formats 2 and 3 only" in str(err.value) and "Write a new store" in str(err.value)
     assert isinstance(err.value, StoreMismatchError)  # the CLI's exit code 3
     np.testing.assert_array_equal(xr.open_zarr(path, consolidated=False).completed_at.values, before)
     with pytest.raises(StoreFormatError, match=has):
         open_results(path)
     assert main(["status", str(path)]) == 3
     err_text = capsys.readouterr().err
-    assert has in err_text and "format 2" in err_text
+    assert has in err_text and "formats 2 and 3" in err_text
 
 
 #: the unit symbols geosweep's systems use (all UDUNITS symbols)
