@@ -498,7 +498,10 @@ def _run_locked(
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
             # a worker that cannot be reached (paused, lost) is named, not fatal: liveness.completed watches it
             for addr, line in client.run(warm_worker, plan, pending, on_error="return").items():
-                log(f"worker {line}" if isinstance(line, str) else f"worker {addr}: not warmed up ({line!r:.200})")
+                if not isinstance(line, str):
+                    log(f"worker {addr}: not warmed up ({line!r:.200})")
+                elif line:  # empty: nothing was compiled
+                    log(f"worker {line}")
             bare = plan.part(models={})
             topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
             client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))

@@ -108,6 +108,7 @@ def completed(client: Any, futures: list, log: Callable[[str], None], timeout: f
     """``futures`` as they complete (like ``distributed.as_completed``), checking the workers'
     heartbeats every few seconds meanwhile (:class:`Heartbeats`)."""
     from distributed import wait
+    from distributed.client import FuturesCancelledError
 
     timeout = unresponsive_seconds() if timeout is None else timeout
     beats = Heartbeats(client, timeout, log)
@@ -118,6 +119,8 @@ def completed(client: Any, futures: list, log: Callable[[str], None], timeout: f
             done, _ = wait(left, timeout=poll, return_when="FIRST_COMPLETED")
         except TimeoutError:
             done = set()
+        except FuturesCancelledError:  # cancelled (e.g. the run lost its lease): handed on, as as_completed does
+            done = {f for f in left if f.cancelled()}
         if done:
             left = [f for f in left if f not in done]
             yield from done

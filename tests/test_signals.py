@@ -191,6 +191,18 @@ def _wait_for_line(lines: list[str], text: str, proc: subprocess.Popen, seconds:
         time.sleep(0.1)
 
 
+def _wait_for_slices(address: str, proc: subprocess.Popen, lines: list[str], seconds: float = 240) -> None:
+    """Until the scheduler reports a slice of the run processing on a worker (asked, not slept for)."""
+    from distributed import Client
+
+    t0 = time.monotonic()
+    with Client(address, timeout=30) as client:
+        while not any("slice" in str(key) for keys in client.processing().values() for key in keys):
+            assert proc.poll() is None, "".join(lines)[-3000:]
+            assert time.monotonic() - t0 < seconds, "".join(lines)[-3000:]
+            time.sleep(0.1)
+
+
 @pytest.mark.parametrize("workers,prefect", [(1, False), (1, True), (2, False)])
 def test_a_paused_worker_of_an_address_cluster_is_named_and_never_hangs_the_run(tmp_path, workers, prefect):
     """A real ``dask scheduler`` and ``dask worker`` processes; one worker is paused (SIGSTOP) while it runs
@@ -217,8 +229,7 @@ def test_a_paused_worker_of_an_address_cluster_is_named_and_never_hangs_the_run(
         lines: list[str] = []
         threading.Thread(target=lambda: lines.extend(iter(run.stdout.readline, "")), daemon=True).start()
         _wait_for_line(lines, f"on {workers} workers", run)
-        _wait_for_line(lines, " warm in ", run)
-        time.sleep(2.0)  # the workers run slices now
+        _wait_for_slices(address, run, lines)
         paused = procs[1]
         os.kill(paused.pid, signal.SIGSTOP)
         _wait_for_line(lines, "no heartbeat for 6 s", run, seconds=120)
