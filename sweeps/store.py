@@ -879,7 +879,7 @@ def shard_checksums(blocks: dict[str, np.ndarray], status: np.ndarray, cells: np
     status = np.asarray(status)
     mask = np.ones(status.shape, bool) if cells is None else np.asarray(cells, bool)
     picked = np.flatnonzero(mask.ravel())
-    parts: list[tuple[np.ndarray | None, bytes]] = []  # (per-cell bytes (n_cells, k) or None, header)
+    parts: list[tuple[np.ndarray, bytes]] = []  # (per-cell bytes (n_cells, k), header) by variable
     for name in sorted(blocks):
         if name in CHECKSUM_SKIP:
             continue
@@ -890,8 +890,9 @@ def shard_checksums(blocks: dict[str, np.ndarray], status: np.ndarray, cells: np
         parts.append((rows.reshape(len(picked), -1), header))
     width = sum(len(h) + r.shape[1] for r, h in parts)
     step = max(1, CHECKSUM_BATCH_BYTES // max(width, 1))
-    codes = [str(int(c)).encode() for c in status.ravel()[picked]]
-    out = np.empty(len(picked), np.int64)
+    texts = {c: str(c).encode() for c in np.unique(status).tolist()}
+    codes = [texts[c] for c in status.ravel()[picked].tolist()]
+    digests: list[bytes] = []
     for lo in range(0, len(picked), step):
         hi = min(lo + step, len(picked))
         pieces = []
@@ -902,8 +903,9 @@ def shard_checksums(blocks: dict[str, np.ndarray], status: np.ndarray, cells: np
         for k in range(hi - lo):
             h = hashlib.blake2b(codes[lo + k], digest_size=8)
             h.update(batch[k])
-            out[lo + k] = int.from_bytes(h.digest(), "little") & ((1 << 63) - 1) or 1
-    return out
+            digests.append(h.digest())
+    sums = np.frombuffer(b"".join(digests), dtype="<u8") & np.uint64((1 << 63) - 1)  # as int.from_bytes(…, "little")
+    return np.where(sums == 0, np.uint64(1), sums).astype(np.int64)
 
 
 def read_blocks(arrays: dict[str, Any], region: tuple[slice, ...]) -> dict[str, np.ndarray | BaseException]:
@@ -1071,17 +1073,25 @@ def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, lis
             continue
         try:
             blocks = read_blocks({n: arrays[n] for n in [*value_names, "checksum"]}, region)
-        except Exception as e:  # noqa: BLE001 - a variable that cannot be opened: check cell by cell
-            blocks = {"checksum": e}
-        if not any(isinstance(v, BaseException) for v in blocks.values()):
+        except Exception:  # noqa: BLE001 - a variable that cannot be opened: no cell's values can be read
+            blocks = None
+        failed = [] if blocks is None else [n for n, v in blocks.items() if isinstance(v, BaseException)]
+        if blocks is not None and not failed:
             checks = blocks.pop("checksum")
             bad = checks[todo] != shard_checksums(blocks, status, todo)
             damaged = [tuple(int(i) for i in c) for c in np.argwhere(todo)[bad]]
-        else:  # a missing or undecodable shard: check cell by cell
+        elif blocks is None or all(_one_object(arrays[n], shards) for n in failed):
+            damaged = [tuple(int(i) for i in c) for c in np.argwhere(todo)]  # lost with the object: every cell
+        else:  # an undecodable shard of one-cell inner chunks (format 2): check cell by cell
             cells = map(tuple, np.argwhere(todo).tolist())
             damaged = [c for c in cells if not _cell_ok(group, value_names, region, c, status)]
         out["damaged"].extend(tuple(o + i for o, i in zip(origin, c)) for c in damaged)
     return out
+
+
+def _one_object(arr, shards: tuple[int, ...]) -> bool:
+    """A shard of ``arr`` is one zarr chunk (store format 3): if it cannot be read, no cell of it can."""
+    return getattr(arr, "shards", None) is None and tuple(arr.chunks[: len(shards)]) == tuple(shards)
 
 
 def shape_of(region: tuple[slice, ...]) -> tuple[int, ...]:
