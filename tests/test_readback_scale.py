@@ -272,3 +272,25 @@ def test_repair_verifies_lost_done_flags_shard_by_shard(tmp_path):
     assert out["verified"] == 256 and bool((np.asarray(group["done"][...]) == 1).all())
     assert (everything - half) / 128 < 30
     assert verify(ref) == {"damaged": [], "flags": []}
+
+
+def test_classify_and_order_stay_lazy_with_tasks_per_shard(tmp_path):
+    """On ``xr.open_zarr`` data classify/order stay dask-backed, and their graphs grow with the shards
+    (dask chunks), not with the cells (a guard: store format 3 made it so, the fits must keep it)."""
+    from sweeps.engine import run_sweep
+
+    def tasks(seeds: int) -> tuple[int, int]:
+        spec = {**SPEC, "name": f"lazy-{seeds}", "params": {**SPEC["params"], "seed": list(range(seeds))}}
+        store = tmp_path / f"s{seeds}.zarr"
+        assert run_sweep(spec, store, serial=True).complete
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            acc = xr.open_zarr(store).geosweep
+            c, o = acc.classify(), acc.order()
+        assert c["slope"].chunks is not None and o["order"].chunks is not None  # lazy
+        chunks = len(xr.open_zarr(store)["status"].data.to_delayed().ravel())
+        return chunks, len(c.__dask_graph__()) + len(o.__dask_graph__())
+
+    (chunks_small, small), (chunks_large, large) = tasks(16), tasks(64)
+    assert chunks_large < 4 * chunks_small  # 4× the cells
+    assert large * chunks_small <= small * chunks_large  # tasks ∝ chunks at most
