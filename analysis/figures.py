@@ -16,6 +16,7 @@ from collections.abc import Hashable, Iterator
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 import analysis  # noqa: F401 - registers ds.geosweep
@@ -518,9 +519,21 @@ def _combo(row, dims: list[str]) -> str:
     return ", ".join(f"{d} = {row[d]:g}" if isinstance(row[d], float) else f"{d} = {row[d]}" for d in dims)
 
 
+#: parameter sets (per integrator) beyond which :func:`work_precision` draws, per integrator, the median
+#: over the parameter sets at each step size with 10–90 % bars instead of one curve per set
+MAX_CURVES = 12
+#: the percentiles of those bars
+BAND = (10.0, 90.0)
+
+
 def work_precision(ds: xr.Dataset, error_var: str | None = None):
     """Error against wall time and against force evaluations: one curve per (integrator,
-    parameter combination), its points (step sizes or tolerances) sorted by cost, with markers."""
+    parameter combination), its points (step sizes or tolerances) sorted by cost, with markers.
+
+    With more than :data:`MAX_CURVES` parameter combinations (an ensemble), one curve per
+    integrator instead: at each step size (or tolerance) the median cost and median error over
+    the combinations, with bars from the 10th to the 90th percentile of each — a bounded figure
+    at any number of cells."""
     import warnings
 
     acc = ds.geosweep
@@ -534,33 +547,63 @@ def work_precision(ds: xr.Dataset, error_var: str | None = None):
     drawn = False
     combos: list[str] = []
     names: set[str] = set()
+    ensemble = 0  # parameter sets aggregated (0: one curve each)
     for ax, cost in zip(axes, costs):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the report states the dropped cells once
             df = acc.work_precision(error_var, cost_var=cost)
         df = df[(df[error_var] > 0) & (df[cost] > 0)]
-        groups = df.groupby(["integrator", *params], sort=False) if params else df.groupby("integrator", sort=False)
-        new = sorted({_combo(g.iloc[0], params) for _, g in groups} - set(combos), key=_natural) if params else [""]
-        combos += [c for c in new if c not in combos]
-        for _, g in groups:
-            name = str(g["integrator"].iloc[0])
-            combo = _combo(g.iloc[0], params) if params else ""
-            k = combos.index(combo)
-            g = g.sort_values(cost)
-            ax.loglog(g[cost], g[error_var], marker=MARKERS[k % len(MARKERS)], ls=STYLES[k % len(STYLES)],
-                      color=colors[name], lw=1, ms=5, label=f"{name}{', ' + combo if combo else ''}")  # fmt: skip
-            names.add(name)
-            drawn = True
+        n_sets = len(df.drop_duplicates(params)) if params else 1
+        if n_sets > MAX_CURVES:
+            ensemble = max(ensemble, n_sets)
+            names |= _median_curves(ax, df, error_var, cost, colors)
+            drawn = drawn or bool(names)
+        else:
+            groups = df.groupby(["integrator", *params], sort=False) if params else df.groupby("integrator", sort=False)
+            new = sorted({_combo(g.iloc[0], params) for _, g in groups} - set(combos), key=_natural) if params else [""]
+            combos += [c for c in new if c not in combos]
+            for _, g in groups:
+                name = str(g["integrator"].iloc[0])
+                combo = _combo(g.iloc[0], params) if params else ""
+                k = combos.index(combo)
+                g = g.sort_values(cost)
+                ax.loglog(g[cost], g[error_var], marker=MARKERS[k % len(MARKERS)], ls=STYLES[k % len(STYLES)],
+                          color=colors[name], lw=1, ms=5, label=f"{name}{', ' + combo if combo else ''}")  # fmt: skip
+                names.add(name)
+                drawn = True
         ax.set_xlabel(axis_label(ds[cost], 36) if cost != "wall_time" else "wall time [s]", fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
         readable_log_ticks(ax, "x")
         readable_log_ticks(ax, "y")
     axes[0].set_ylabel(axis_label(ds[error_var], 36), fontsize=8)
     keys = {c: {"marker": MARKERS[k % len(MARKERS)], "ls": STYLES[k % len(STYLES)]} for k, c in enumerate(combos)}
+    if ensemble:
+        lo, hi = BAND
+        keys = {f"median over {ensemble} parameter sets, bars {lo:g}–{hi:g} %": {"marker": "o", "ls": "-"}}
     key_legend(fig, {n: colors[n] for n in map(str, ds["integrator"].values) if n in names}, keys if params else {})
     system = ds.attrs.get("system", "")
-    fig.suptitle(f"work–precision (ok cells; a curve per integrator and parameter set) — {system}", fontsize=10)
+    what = "median per integrator over the parameter sets" if ensemble else "a curve per integrator and parameter set"
+    fig.suptitle(f"work–precision (ok cells; {what}) — {system}", fontsize=10)
     return fig if drawn else None
+
+
+def _median_curves(ax, df: pd.DataFrame, error_var: str, cost: str, colors: dict[str, Any]) -> set[str]:
+    """Per integrator, one curve through the median (cost, error) at each step size, sorted by cost,
+    with bars from the :data:`BAND` percentiles of each; returns the integrators drawn."""
+    steps = [d for d in STEP_DIMS if d in df.columns]
+    q = [BAND[0] / 100, 0.5, BAND[1] / 100]
+    stats = df.groupby(["integrator", *steps], sort=False)[[cost, error_var]].quantile(q).unstack()
+    names = set()
+    for name, g in stats.groupby(level="integrator", sort=False):
+        g = g.sort_values((cost, 0.5))
+        x, y = g[cost].to_numpy(), g[error_var].to_numpy()  # columns: the percentiles q
+        bars = {"xerr": np.abs(x[:, [0, 2]] - x[:, [1]]).T, "yerr": np.abs(y[:, [0, 2]] - y[:, [1]]).T}
+        ax.errorbar(x[:, 1], y[:, 1], **bars, marker="o", ls="-", color=colors[str(name)], lw=1, ms=5,
+                    elinewidth=0.8, capsize=2, label=str(name))  # fmt: skip
+        names.add(str(name))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    return names
 
 
 def _series_state(ds: xr.Dataset, da: xr.DataArray) -> str | None:
@@ -707,18 +750,19 @@ def status_colors(codes: list[int]) -> dict[int, str]:
 
 
 def _column_labels(ds: xr.Dataset, dims: list) -> list[str]:
-    idx = (
-        np.stack(np.meshgrid(*[np.arange(ds.sizes[d]) for d in dims], indexing="ij"), -1).reshape(-1, len(dims))
-        if dims
-        else np.zeros((1, 0), int)
-    )
-    return [
-        ", ".join(
-            f"{d}={ds[d].values[i]:g}" if np.issubdtype(ds[d].dtype, np.number) else f"{d}={ds[d].values[i]}"
-            for d, i in zip(dims, row)
-        )
-        for row in idx
-    ]
+    """``"d1=v1, d2=v2"`` for every combination of ``dims``' labels, the last dim fastest (each label
+    formatted once)."""
+    texts = []
+    for d in dims:
+        values = ds[d].values
+        number = np.issubdtype(values.dtype, np.number)
+        texts.append(np.array([f"{d}={v:g}" if number else f"{d}={v}" for v in values], dtype=object))
+    if not texts:
+        return [""]
+    out = texts[0]
+    for t in texts[1:]:
+        out = (out[:, None] + ", " + t[None, :]).ravel()
+    return out.tolist()
 
 
 def _mixed_status_rows(ds: xr.Dataset, other: list, filler: int):
@@ -777,8 +821,7 @@ def status_map(ds: xr.Dataset):
     labels = ds.geosweep.status_labels()
     colors = status_colors([*labels, *np.unique(arr).tolist()])
     codes = sorted(colors)
-    lut = {c: k for k, c in enumerate(codes)}
-    img = np.vectorize(lambda s: lut[s])(arr)
+    img = np.searchsorted(np.asarray(codes), arr)  # each code's index in codes (sorted)
     wide = arr.shape[1] > STATUS_MAP_COLUMNS  # a pixel row per cell: no per-cell text, ticks spread over it
     width = min(max(5.0, 0.6 * arr.shape[1] + 2.5), 0.6 * STATUS_MAP_COLUMNS + 2.5)
     fig, ax = plt.subplots(figsize=(width, max(3.2, 0.45 * arr.shape[0] + 1.8)))

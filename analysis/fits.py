@@ -1,4 +1,4 @@
-"""Least-squares fits used by the accessor: SciPy's ``linregress`` per series, NaN-aware.
+"""Least-squares fits used by the accessor: ``scipy.stats.linregress``'s formulas, vectorised, NaN-aware.
 
 Every function takes arrays whose *last* axis is the fitted one and fits each leading index
 independently, ignoring non-finite points, so it can run inside ``xr.apply_ufunc`` on dask
@@ -13,36 +13,40 @@ series of ``tests/test_report_families.py::test_fit_standard_error_ignores_nan_s
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import linregress
-
-
-def _one_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float, float, int]:
-    """(slope, its standard error, intercept, RMS residual, n) of one series' finite points."""
-    w = np.isfinite(x) & np.isfinite(y)
-    n = int(w.sum())
-    if n < 2 or np.ptp(x[w]) == 0:
-        return np.nan, np.nan, np.nan, np.nan, n
-    fit = linregress(x[w], y[w])
-    r = y[w] - (fit.intercept + fit.slope * x[w])
-    se = fit.stderr if n >= 3 else np.nan  # two points fit exactly: no error estimate
-    return fit.slope, se, fit.intercept, float(np.sqrt(np.mean(r * r))), n
 
 
 def linear_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
     """Least-squares line ``y ≈ a + b·x`` along the last axis, skipping non-finite points.
 
     ``x`` broadcasts against ``y``. Returns ``(b, se_b, a, rms, n)``: slope, its standard error
-    (``scipy.stats.linregress``; NaN if n < 3), intercept, the RMS of the residuals
+    (the formulas of ``scipy.stats.linregress``; NaN if n < 3), intercept, the RMS of the residuals
     ``sqrt(Σr²/n)`` and the number of finite points used. Slope and intercept are NaN where
-    fewer than two points (or only one distinct x) remain.
+    fewer than two points (or only one distinct x) remain. Vectorised over the leading axes
+    (no per-series Python work); equal to ``linregress`` series by series to round-off.
     """
     y = np.asarray(y, dtype=np.float64)
     x = np.broadcast_to(np.asarray(x, dtype=np.float64), y.shape)
-    lead = y.shape[:-1]
-    out = np.empty((5, *lead), dtype=np.float64)
-    for idx in np.ndindex(lead):
-        out[(slice(None), *idx)] = _one_line(x[idx], y[idx])
-    return out[0], out[1], out[2], out[3], out[4].astype(np.int64)
+    w = np.isfinite(x) & np.isfinite(y)
+    n = w.sum(axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = np.where(w, x, -np.inf).max(axis=-1) - np.where(w, x, np.inf).min(axis=-1)
+        fit = (n >= 2) & (spread > 0)
+        xm = np.where(w, x, 0.0).sum(axis=-1) / n
+        ym = np.where(w, y, 0.0).sum(axis=-1) / n
+        dx = np.where(w, x - xm[..., None], 0.0)
+        dy = np.where(w, y - ym[..., None], 0.0)
+        ssxm, ssxym, ssym = (dx * dx).sum(axis=-1) / n, (dx * dy).sum(axis=-1) / n, (dy * dy).sum(axis=-1) / n
+        slope = ssxym / ssxm
+        intercept = ym - slope * xm
+        degenerate = (ssxm == 0.0) | (ssym == 0.0)  # linregress: r = NaN (0/0) or 0 there
+        r = np.where(degenerate, np.where(ssxym == 0, np.nan, 0.0), np.clip(ssxym / np.sqrt(ssxm * ssym), -1.0, 1.0))
+        se = np.sqrt((1 - r**2) * ssym / ssxm / (n - 2))
+        res = np.where(w, y - (intercept[..., None] + slope[..., None] * x), 0.0)
+        rms = np.sqrt((res * res).sum(axis=-1) / n)
+    nan = np.nan
+    slope, intercept, rms = (np.where(fit, v, nan) for v in (slope, intercept, rms))
+    se = np.where(fit & (n >= 3), se, nan)  # two points fit exactly: no error estimate
+    return slope, se, intercept, rms, n.astype(np.int64)
 
 
 def loglog_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:

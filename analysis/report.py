@@ -155,8 +155,9 @@ def make_report(
             "work_precision",
             F.work_precision(ds),
             f"{err_name} against wall time and force evaluations: one curve per integrator and parameter set "
-            "(ok cells, every parameter value). Look for: the curve lowest and furthest left is the cheapest "
-            "method for a given accuracy.",
+            f"(ok cells, every parameter value; beyond {F.MAX_CURVES} parameter sets, one curve per integrator "
+            "through the median cost and error at each step size, bars from the 10th to the 90th percentile). "
+            "Look for: the curve lowest and furthest left is the cheapest method for a given accuracy.",
         )
         fig, notes = F.constraint_errors(sub, desc)
         if not any(v in ds for v in F.CONSTRAINT_VARS):

@@ -28,7 +28,17 @@ import numpy as np
 
 from kernels.status import STATUS_MEANINGS, Status
 from sweeps.lease import fence
-from sweeps.store import SWEEP_FLAGS, StoreRef, _consolidate, cell_checksum
+from sweeps.store import (
+    SWEEP_FLAGS,
+    ArrayCache,
+    StoreRef,
+    _consolidate,
+    cell_checksum,
+    read_blocks,
+    shard_checksums,
+    shard_region,
+    sweep_shards,
+)
 
 #: dtype, fill value and long name of each flag array (as :func:`sweeps.store.template` writes them)
 FLAG_LAYOUT: dict[str, tuple[str, Any, str]] = {
@@ -140,18 +150,11 @@ def _restore_lost_done(ref: StoreRef, log=None) -> int:
         done, checksum, status = (np.asarray(group[n][...]) for n in ("done", "checksum", "status"))
     except Exception:  # noqa: BLE001 - an unreadable flag chunk: sweeps.store.done_mask handles it
         return 0
-    orphans = list(zip(*np.nonzero((done != 1) & (checksum != 0) & (status >= 0))))
-    if not orphans:
+    orphans = (done != 1) & (checksum != 0) & (status >= 0)
+    if not orphans.any():
         return 0
-    names = _value_names(ref)
-    good = []
-    for cell in orphans:
-        try:
-            stored = {name: np.asarray(group[name][cell]) for name in names}
-        except Exception:  # noqa: BLE001 - damaged values: the cell is recomputed
-            continue
-        if cell_checksum(stored, int(status[cell])) == int(checksum[cell]):
-            good.append(cell)
+    sums, readable = stored_checksums(group, _value_names(ref), orphans, [status])
+    good = [tuple(int(i) for i in c) for c in np.argwhere(orphans & readable & (sums[0] == checksum))]
     if good:
         with fence(ref):
             group = _open(ref, "r+")
@@ -174,41 +177,82 @@ def _rebuild_cells(ref: StoreRef, group, missing: set[str]) -> tuple[int, int]:
 
     flags = {name: read(name) for name in SWEEP_FLAGS}  # rebuilt ones hold their fill values
     before = {name: a.copy() for name, a in flags.items()}
-    status, done, checksum, progress = flags["status"], flags["done"], flags["checksum"], flags["progress"]
+    done, progress = flags["done"], flags["progress"]
     verified = rerun = 0
     if not missing & {"done", "status", "checksum"}:  # the done state is intact: only stamps were lost
         if "progress" in missing:
             progress[done == 1] = 1.0
     else:
-        names = _value_names(ref)
-        codes = [int(k) for k in STATUS_MEANINGS if int(k) >= 0]
-        for cell in np.ndindex(*done.shape):
-            if "status" not in missing and status[cell] in (int(Status.NOT_APPLICABLE), int(Status.NOT_RUN)):
-                done[cell] = int(status[cell] == int(Status.NOT_APPLICABLE))  # fillers stay done; never-run cells run
-                continue
-            if "done" not in missing and done[cell] != 1:
-                continue  # known to be incomplete: it runs anyway
-            try:
-                stored = None if "checksum" in missing else {name: np.asarray(group[name][cell]) for name in names}
-            except Exception:  # noqa: BLE001 - a damaged value chunk: recompute the cell
-                stored = None
-            st = None
-            if stored is not None and "checksum" not in missing and checksum[cell] != 0:
-                for code in codes if "status" in missing else [int(status[cell])]:
-                    if cell_checksum(stored, code) == int(checksum[cell]):
-                        st = code
-                        break
-            if st is None:
-                done[cell], progress[cell], checksum[cell] = 0, 0.0, 0
-                rerun += 1
-            else:
-                status[cell], done[cell], progress[cell] = st, 1, 1.0
-                verified += 1
+        verified, rerun = _recheck_cells(group, _value_names(ref), flags, missing)
     order = [n for n in SWEEP_FLAGS if n != "done"] + ["done"]  # the completion marker last
     for name in order:
         if name in missing or not np.array_equal(flags[name], before[name], equal_nan=True):
             group[name][...] = flags[name]
     return verified, rerun
+
+
+def _recheck_cells(group, names: list[str], flags: dict[str, np.ndarray], missing: set[str]) -> tuple[int, int]:
+    """Decide every cell's flags (in ``flags``, in place) after ``done``, ``status`` or ``checksum`` was
+    lost: fillers stay done, never-run cells run, a cell whose stored values match its checksum (for its
+    status, or the first status code that matches when ``status`` was lost) is done, every other cell
+    that may be finished is recomputed. Returns (cells kept as done, cells to recompute)."""
+    status, done, checksum, progress = flags["status"], flags["done"], flags["checksum"], flags["progress"]
+    na, never = int(Status.NOT_APPLICABLE), int(Status.NOT_RUN)
+    filler = np.zeros(done.shape, bool) if "status" in missing else np.isin(status, (na, never))
+    done[filler] = status[filler] == na  # fillers stay done; never-run cells run
+    maybe = ~filler if "done" in missing else ~filler & (done == 1)  # cells known incomplete run anyway
+    found = np.zeros(done.shape, bool)
+    code = status.copy()
+    if "checksum" not in missing:
+        check = maybe & (checksum != 0)
+        codes = [int(k) for k in STATUS_MEANINGS if int(k) >= 0]
+        trials = [np.full(done.shape, c, status.dtype) for c in codes] if "status" in missing else [status]
+        sums, readable = stored_checksums(group, names, check, trials)
+        for trial, sum_ in zip(trials, sums):  # the first code that matches, as cell by cell
+            hit = check & readable & ~found & (sum_ == checksum)
+            code[hit], found[hit] = trial[hit], True
+    keep, rerun = maybe & found, maybe & ~found
+    done[rerun], progress[rerun], checksum[rerun] = 0, 0.0, 0
+    status[keep], done[keep], progress[keep] = code[keep], 1, 1.0
+    return int(keep.sum()), int(rerun.sum())
+
+
+def stored_checksums(
+    group, names: list[str], cells: np.ndarray, statuses: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sweeps.store.cell_checksum` of the stored values of the ``cells`` (boolean mask over the
+    sweep grid) for each array of status codes in ``statuses``, read shard by shard (a shard's
+    variables at once); returns (checksums ``(len(statuses), *grid)``, readable mask). A shard with an
+    undecodable object is read cell by cell; a cell whose values cannot be read is not readable."""
+    shape = cells.shape
+    shards = sweep_shards(group)
+    arrays = ArrayCache(group)
+    sums = np.zeros((len(statuses), *shape), np.int64)
+    readable = np.zeros(shape, bool)
+    for index in np.ndindex(*[-(-n // s) for n, s in zip(shape, shards)]):
+        region = shard_region(index, shards, shape)
+        mask = cells[region]
+        if not mask.any():
+            continue
+        try:
+            blocks = read_blocks({n: arrays[n] for n in names}, region)
+        except Exception:  # noqa: BLE001 - a variable that cannot be opened: no value can be read
+            continue
+        if not any(isinstance(v, BaseException) for v in blocks.values()):
+            for k, st in enumerate(statuses):
+                sums[k][region][mask] = shard_checksums(blocks, st[region], mask)
+            readable[region][mask] = True
+            continue
+        for local in np.argwhere(mask):  # an undecodable shard: cell by cell (format 2 keeps the others)
+            cell = tuple(int(r.start + i) for r, i in zip(region, local))
+            try:
+                stored = {name: np.asarray(group[name][cell]) for name in names}
+            except Exception:  # noqa: BLE001 - damaged values: the cell is recomputed
+                continue
+            for k, st in enumerate(statuses):
+                sums[(k, *cell)] = cell_checksum(stored, int(st[cell]))
+            readable[cell] = True
+    return sums, readable
 
 
 def drop_undecodable(ref: StoreRef, cells: list) -> list[str]:

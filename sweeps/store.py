@@ -862,6 +862,66 @@ def cell_checksum(arrays: dict[str, np.ndarray], status: int) -> int:
     return int.from_bytes(h.digest(), "little") & ((1 << 63) - 1) or 1
 
 
+#: bytes of cell rows hashed at once by :func:`shard_checksums` (bounds its extra memory)
+CHECKSUM_BATCH_BYTES = 64 << 20
+
+
+def shard_checksums(blocks: dict[str, np.ndarray], status: np.ndarray, cells: np.ndarray | None = None) -> np.ndarray:
+    """:func:`cell_checksum` of many cells of one shard at once, bitwise the same.
+
+    ``blocks``: each stored variable's block over the shard (sweep axes first, then the per-cell
+    axes), ``status``: the block of status codes (the sweep axes), ``cells``: boolean mask over
+    them of the cells to check (default: all). Returns the checksums of those cells, in C order
+    of the sweep axes. Each cell's bytes are laid out once for all cells (header and values of
+    every variable, by name) and hashed row by row: no per-variable Python work per cell."""
+    import hashlib
+
+    status = np.asarray(status)
+    mask = np.ones(status.shape, bool) if cells is None else np.asarray(cells, bool)
+    picked = np.flatnonzero(mask.ravel())
+    parts: list[tuple[np.ndarray, bytes]] = []  # (per-cell bytes (n_cells, k), header) by variable
+    for name in sorted(blocks):
+        if name in CHECKSUM_SKIP:
+            continue
+        a = np.asarray(blocks[name])
+        cell_shape = a.shape[status.ndim :] or (1,)  # np.ascontiguousarray of a cell: at least 1-d
+        header = name.encode() + _dtype_name(a.dtype) + str(cell_shape).encode()
+        rows = np.ascontiguousarray(a.reshape(status.size, -1)[picked]).view(np.uint8)
+        parts.append((rows.reshape(len(picked), -1), header))
+    width = sum(len(h) + r.shape[1] for r, h in parts)
+    step = max(1, CHECKSUM_BATCH_BYTES // max(width, 1))
+    texts = {c: str(c).encode() for c in np.unique(status).tolist()}
+    codes = [texts[c] for c in status.ravel()[picked].tolist()]
+    digests: list[bytes] = []
+    for lo in range(0, len(picked), step):
+        hi = min(lo + step, len(picked))
+        pieces = []
+        for rows, header in parts:
+            pieces.append(np.broadcast_to(np.frombuffer(header, np.uint8), (hi - lo, len(header))))
+            pieces.append(rows[lo:hi])
+        batch = np.concatenate(pieces, axis=1) if pieces else np.zeros((hi - lo, 0), np.uint8)
+        for k in range(hi - lo):
+            h = hashlib.blake2b(codes[lo + k], digest_size=8)
+            h.update(batch[k])
+            digests.append(h.digest())
+    sums = np.frombuffer(b"".join(digests), dtype="<u8") & np.uint64((1 << 63) - 1)  # as int.from_bytes(…, "little")
+    return np.where(sums == 0, np.uint64(1), sums).astype(np.int64)
+
+
+def read_blocks(arrays: dict[str, Any], region: tuple[slice, ...]) -> dict[str, np.ndarray | BaseException]:
+    """``{name: arr[region]}`` read concurrently (one event-loop batch); a read that fails gives its exception."""
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    names = list(arrays)
+
+    async def read_all() -> list:
+        return await asyncio.gather(*(arrays[n]._async_array.getitem(region) for n in names), return_exceptions=True)
+
+    return {n: (r if isinstance(r, BaseException) else np.asarray(r)) for n, r in zip(names, sync(read_all()))}
+
+
 def sweep_shards(group) -> tuple[int, ...]:
     """Shard extents along the sweep axes of an open store (1, 1, … for a store without shards)."""
     arr = group["done"]  # sweep dims only
@@ -990,6 +1050,8 @@ def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, lis
     Returns ``{"damaged": cells whose values or checksum cannot be read or do not match,
     "flags": cells whose ``done`` flag could not be read}``; ``value_names`` are the stored
     variables (default: every variable with the store's sweep dims, except the run flags).
+    A shard's variables are read concurrently and its cells checked at once
+    (:func:`shard_checksums`); a shard with an unreadable object is checked cell by cell.
     """
     group = ref.open_group("r")
     shape = tuple(group["status"].shape)
@@ -997,38 +1059,54 @@ def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, lis
         value_names = [name for name in open_results(ref).data_vars if name not in SWEEP_FLAGS]
     out: dict[str, list[Cell]] = {"damaged": [], "flags": []}
     shards = sweep_shards(group)
+    arrays = ArrayCache(group)
     for index in np.ndindex(*[-(-n // s) for n, s in zip(shape, shards)]):
         region = shard_region(index, shards, shape)
-        cells = list(np.ndindex(*[r.stop - r.start for r in region]))
         origin = tuple(r.start for r in region)
-        try:
-            done = np.asarray(group["done"][region])
-            status = np.asarray(group["status"][region])
-        except Exception:  # noqa: BLE001 - an unreadable flag shard
-            out["flags"].extend(tuple(o + i for o, i in zip(origin, c)) for c in cells)
+        flags = read_blocks({n: arrays[n] for n in ("done", "status")}, region)
+        if any(isinstance(v, BaseException) for v in flags.values()):  # an unreadable flag shard
+            out["flags"].extend(tuple(o + i for o, i in zip(origin, c)) for c in np.ndindex(*shape_of(region)))
             continue
-        todo = [c for c in cells if done[c] == 1 and status[c] != int(Status.NOT_APPLICABLE)]
-        if not todo:
+        done, status = flags["done"], flags["status"]
+        todo = (done == 1) & (status != int(Status.NOT_APPLICABLE))
+        if not todo.any():
             continue
         try:
-            blocks = {name: np.asarray(group[name][region]) for name in value_names}
-            checks = np.asarray(group["checksum"][region])
-        except Exception:  # noqa: BLE001 - a missing or undecodable shard: check cell by cell
+            blocks = read_blocks({n: arrays[n] for n in [*value_names, "checksum"]}, region)
+        except Exception:  # noqa: BLE001 - a variable that cannot be opened: no cell's values can be read
             blocks = None
-        for c in todo:
-            cell = tuple(o + i for o, i in zip(origin, c))
-            try:
-                if blocks is not None:
-                    stored = {name: blocks[name][c] for name in value_names}
-                    ok = int(checks[c]) == cell_checksum(stored, int(status[c]))
-                else:
-                    stored = {name: np.asarray(group[name][cell]) for name in value_names}
-                    ok = int(group["checksum"][cell]) == cell_checksum(stored, int(status[c]))
-            except Exception:  # noqa: BLE001 - a missing or undecodable chunk is damage
-                ok = False
-            if not ok:
-                out["damaged"].append(cell)
+        failed = [] if blocks is None else [n for n, v in blocks.items() if isinstance(v, BaseException)]
+        if blocks is not None and not failed:
+            checks = blocks.pop("checksum")
+            bad = checks[todo] != shard_checksums(blocks, status, todo)
+            damaged = [tuple(int(i) for i in c) for c in np.argwhere(todo)[bad]]
+        elif blocks is None or all(_one_object(arrays[n], shards) for n in failed):
+            damaged = [tuple(int(i) for i in c) for c in np.argwhere(todo)]  # lost with the object: every cell
+        else:  # an undecodable shard of one-cell inner chunks (format 2): check cell by cell
+            cells = map(tuple, np.argwhere(todo).tolist())
+            damaged = [c for c in cells if not _cell_ok(group, value_names, region, c, status)]
+        out["damaged"].extend(tuple(o + i for o, i in zip(origin, c)) for c in damaged)
     return out
+
+
+def _one_object(arr, shards: tuple[int, ...]) -> bool:
+    """A shard of ``arr`` is one zarr chunk (store format 3): if it cannot be read, no cell of it can."""
+    return getattr(arr, "shards", None) is None and tuple(arr.chunks[: len(shards)]) == tuple(shards)
+
+
+def shape_of(region: tuple[slice, ...]) -> tuple[int, ...]:
+    """Extents of a region of slices."""
+    return tuple(r.stop - r.start for r in region)
+
+
+def _cell_ok(group, value_names: list[str], region: tuple[slice, ...], local: Cell, status: np.ndarray) -> bool:
+    """One cell (``local`` within the shard at ``region``) read on its own matches its checksum."""
+    cell = tuple(r.start + i for r, i in zip(region, local))
+    try:
+        stored = {name: np.asarray(group[name][cell]) for name in value_names}
+        return int(group["checksum"][cell]) == cell_checksum(stored, int(status[local]))
+    except Exception:  # noqa: BLE001 - a missing or undecodable chunk is damage
+        return False
 
 
 def mark_for_rerun(ref: StoreRef, cells: list[Cell]) -> None:
