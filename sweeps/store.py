@@ -361,7 +361,7 @@ def objects_estimate(plan: Plan) -> dict[str, float]:
     n_coords = len(plan.grid.dims) + len(plan.sizes) + 6
     objects = n_vars * n_shards + n_vars + n_coords * 2 + 1
     cells = plan.grid.size
-    runnable = sum(1 for c in plan.grid.cells() if plan.grid.applicable(c))
+    runnable = plan.grid.runnable()
     return {
         "objects": float(objects),
         "bytes": float(sum(per_cell.values()) * cells),
@@ -672,9 +672,7 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None) -> bool:
     try:
         ds.to_zarr(ref.url, consolidated=True, **kwargs)
         group = ref.open_group("r+")
-        filler = np.zeros(plan.grid.shape, dtype=bool)
-        for cell in plan.grid.cells():
-            filler[cell] = not plan.grid.applicable(cell)
+        filler = ~plan.grid.applicable_mask()
         if filler.any():  # whole-array writes: each shard object written once
             group["status"][...] = np.where(filler, np.int8(Status.NOT_APPLICABLE), np.int8(-1)).astype(np.int8)
             group["done"][...] = filler.astype(np.int8)
@@ -704,9 +702,7 @@ def _remove_ours(ref: StoreRef) -> None:
 def mark_fillers(plan: Plan, ref: StoreRef) -> int:
     """Re-mark not-applicable filler cells whose flags were lost (e.g. a rebuilt ``status``
     array, :mod:`sweeps.repair`); returns how many were re-marked. Call as the store's writer."""
-    filler = np.zeros(plan.grid.shape, dtype=bool)
-    for cell in plan.grid.cells():
-        filler[cell] = not plan.grid.applicable(cell)
+    filler = ~plan.grid.applicable_mask()
     if not filler.any():
         return 0
     group = ref.open_group("r")
