@@ -424,10 +424,12 @@ def estimate(
     runnable = int(mask.sum())
     efficiency = PARALLEL_EFFICIENCY if parallel > 1 else 1.0
     # slices as the run cuts them (by the grid's cost model, plan.cost), each costing its cells' estimate
-    sizing = grid.ordered_costs(plan.cost_array(), mask).tolist()
+    sizing = grid.ordered_costs(plan.cost_array(), mask)
     bounds = slice_bounds(sizing, slice_target(sizing, slice_seconds, workers))
-    ordered = grid.ordered_costs(cost, mask).tolist()
-    slice_costs = [sum(ordered[a:b]) / efficiency for a, b in zip(bounds[:-1], bounds[1:])]
+    del sizing
+    ordered = grid.ordered_costs(cost, mask)
+    slice_costs = [float(ordered[a:b].sum()) / efficiency for a, b in zip(bounds[:-1], bounds[1:])]
+    del ordered
     cells_seconds = makespan(slice_costs, parallel)
     if temporary_server is None:
         temporary_server = not os.environ.get("PREFECT_API_URL")

@@ -12,7 +12,7 @@ a fixed-step integrator runs only at the first ``tol`` and an adaptive one only 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,26 +197,33 @@ class Grid:
         return values if mask is None else values[np.transpose(mask, order).ravel()]
 
 
-def slice_target(cost: list[float], target_seconds: float, n_workers: int = 1, exact: bool = False) -> float:
+def slice_target(cost: Sequence[float], target_seconds: float, n_workers: int = 1, exact: bool = False) -> float:
     """Seconds per slice: ``target_seconds``, or less so that there are at least ``4 × n_workers``
     slices when there are enough cells (not when ``exact``)."""
-    total = float(sum(cost))
+    total = float(cost.sum()) if isinstance(cost, np.ndarray) else float(sum(cost))
     if exact or total <= 0:
         return target_seconds
     return min(target_seconds, total / min(len(cost), 4 * max(1, n_workers)))
 
 
-def slice_bounds(cost: list[float], target: float) -> list[int]:
-    """Start indices of the slices of cells costing ``cost`` (in slicing order) plus the end: a new
-    slice starts when the current one would exceed ``target`` (one pass, no per-cell objects)."""
+#: cells :func:`slice_bounds` turns into Python floats at a time (bounds its memory at any grid size)
+BOUNDS_CHUNK = 1 << 16
+
+
+def slice_bounds(cost: Sequence[float], target: float) -> list[int]:
+    """Start indices of the slices of cells costing ``cost`` (in slicing order; a list or an array)
+    plus the end: a new slice starts when the current one would exceed ``target``."""
     bounds = [0]
     acc = 0.0
     limit = target * 1.0001
-    for i, c in enumerate(cost):
-        if i > bounds[-1] and acc + c > limit:
-            bounds.append(i)
-            acc = 0.0
-        acc += c
-    if cost:
-        bounds.append(len(cost))
+    n = len(cost)
+    for start in range(0, n, BOUNDS_CHUNK):
+        part = cost[start : start + BOUNDS_CHUNK]
+        for i, c in enumerate(part.tolist() if isinstance(part, np.ndarray) else part, start):
+            if i > bounds[-1] and acc + c > limit:
+                bounds.append(i)
+                acc = 0.0
+            acc += c
+    if n:
+        bounds.append(n)
     return bounds

@@ -765,12 +765,39 @@ def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
             f"{_echo(old_text)}); refusing to mix results. Use a new --store path (or delete the old store)."
         )
     new = json.loads(spec.canonical_json())
-    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    details = "; ".join(f"{k}: store has {_echo(old.get(k))}, spec has {_echo(new.get(k))}" for k in diff)
+    from sweeps.compact import MAX_ITEMS, joined
+
+    details = joined(_differences("", old, new), most=MAX_ITEMS, sep="; ")
     return (
         f"store {url} was created by a different sweep spec ({_echo(old.get('name'))}); refusing to mix results. "
         f"Differences: {details}. Use a new --store path (or delete the old store)."
     )
+
+
+def _differences(key: str, old: Any, new: Any) -> list[str]:
+    """``field: store has …, spec has …`` per differing field of two spec dicts (nested tables by
+    dotted name, ``params.seed``), each bounded however long its axes (:func:`_spec_value`)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        return [line for k in keys for line in _differences(f"{key}.{k}" if key else k, old.get(k), new.get(k))]
+    text = f"{key}: store has {_spec_value(old)}, spec has {_spec_value(new)}"
+    if isinstance(old, list) and isinstance(new, list):
+        try:
+            only_old, only_new = len(set(old) - set(new)), len(set(new) - set(old))
+        except TypeError:  # unhashable entries (a hand-edited spec): the values say enough
+            return [text]
+        text += f" ({only_old} only in the store, {only_new} only in the spec)"
+    return [text]
+
+
+def _spec_value(value: Any) -> str:
+    """A spec value in a message: a short list in full, a long one by its count and first and last
+    values (exact, as ``repr``), anything else as :func:`_echo`."""
+    from sweeps.compact import is_large
+
+    if isinstance(value, list) and is_large(value):
+        return f"{len(value)} values, {_echo(value[0], 40)} … {_echo(value[-1], 40)}"
+    return _echo(value)
 
 
 # ---------------------------------------------------------------------------------------
