@@ -204,7 +204,7 @@ def cost_array(plan: Plan, probes: Probes | None = None) -> np.ndarray:
         i = m[0]
         name = grid.axes[0].values[i]
         tol = float(grid.axes[dims.index("tol")].values[m[dims.index("tol")]]) if plan.idefs[name].adaptive else None
-        per_step = scale.get(name, 1.0) * modelled[i]
+        per_step = np.array(scale.get(name, 1.0) * modelled[i], dtype=float)  # 0-d with no swept axis
         rate = None
         if tol is not None:
             rates = [r for (n, t, _c), (_p, r, _s) in probes.items() if n == name and t == tol]

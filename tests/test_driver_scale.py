@@ -90,6 +90,17 @@ def test_cost_array_is_plan_cost_cell_by_cell():
     assert all(array[c] == v for c, v in by_cell.items())
 
 
+def test_a_grid_without_swept_parameters():
+    """No parameter axis (one model): the arrays, the estimate and the slices still hold."""
+    spec = _spec(3, 1)
+    spec["params"] = {"N": 3}
+    plan = make_plan(spec)
+    probes = est_mod.probe(plan, budget=0.01)
+    est = est_mod.estimate(plan, 2, prefect=False, cores=2, probes=probes)
+    assert (est.cells, est.runnable) == (6, 6) and est.core_seconds > 0
+    assert all(plan.cost_array()[c] == plan.cost(c) for c in plan.grid.cells())
+
+
 def test_store_creation_allocates_no_per_cell_objects(tmp_path):
     """Creating the store of a mixed grid (half of it not-applicable fillers, marked): the peak
     memory is the template's (a graph per shard), not a Python object per cell — 4× the cells add
