@@ -1,55 +1,86 @@
-"""Cost of many cheap cells: bare kernels, ``run_sweep`` serial and on 2 workers, reading back.
+"""Cost of many cells against their number: kernels, ``run_sweep`` serial and on 2 workers, the CLI,
+the driver's planning and store creation, reading back.
 
-Run: ``python benchmarks/bench_scale.py [--cells 100 1000 10000] [--synthetic 100000] [--no-workers]``.
+Run: ``python benchmarks/bench_scale.py [--cells 100 1000 10000 100000] [--cell-ms 0.1 10]
+[--rows kernel serial workers cli] [--driver 1000000] [--synthetic 100000] [--quick] [--figure PATH]``.
 The sweep of issue 21: ``pendulum_chain`` N = 3, ``ic = "random"``, ``seed`` = 0 … n/4 − 1,
-2 integrators × 2 step sizes, T = 0.1 (about 0.1 ms per cell). Rows per size:
+2 integrators × 2 step sizes; T = 0.1 gives about 0.1 ms per cell, ``--cell-ms 10`` stretches T
+to 25 (and dt_out, so every cell keeps 11 samples): about 10 ms. Rows per size and cell cost, each
+measured in a fresh process (so its peak memory is its own):
 
 * ``kernel``: the bare loop ``FAMILIES[...].start(model, integrator, request, options).advance()``
   over every cell (models built beforehand), no store;
-* ``serial``: ``run_sweep(serial=True)`` into a fresh store; ``2 workers``: a ``LocalCluster``
-  of 2 workers (threads) made beforehand, so its start-up is not counted;
+* ``serial``: ``run_sweep(serial=True)`` into a fresh store; ``workers``: a ``LocalCluster`` of
+  2 workers (threads) made beforehand, so its start-up is not counted;
+* ``cli``: ``geosweep run SPEC --no-prefect --workers 2 --quiet`` as a subprocess (everything:
+  imports, plan, cluster, run, closing summary);
+* ``driver`` (``--driver N``): the driver alone on an N-cell spec (10⁶ by default with ``--driver``):
+  ``make_plan``, the ``geosweep validate`` estimate, store creation (``ensure_store``), and
+  ``done_mask`` + the status table of the empty store;
 * ``synthetic`` (``--synthetic N``): a store of N cells made without computing them: the template,
-  then every shard filled with one computed cell's values through the store's own write path
-  (:func:`sweeps.store.write_shard`) — for read-back times of stores too large to compute here.
+  then every shard filled with one computed cell's values through :func:`sweeps.store.write_shard`
+  — for read-back and status times of stores too large to compute here.
 
-Columns: wall s, cells/s, overhead per cell (wall − kernel loop, per cell), store objects (files),
-dask chunks per variable, read-back of one variable (``ds.max_rel_energy_error.values``) and of the
-whole store (``xr.open_zarr(store).load()``), and ``done_mask`` + ``geosweep status`` table time
-(read times: the least of 3).
+Columns: wall s, cells/s, overhead per cell (wall − kernel loop, per cell), driver peak memory (peak
+RSS of the process; the CLI row: of the ``geosweep`` process), store objects (files), read-back of
+one variable (``ds.max_rel_energy_error.values``) and of the whole store (``xr.open_zarr(s).load()``),
+``done_mask`` + status table (read times: the least of 3, 1 with ``--quick``). ``--quick``: sizes
+10² and 10³, 0.1 ms cells, one read. The log–log figure (cost per row against cells) goes to
+``benchmarks/scale_cost.png`` unless ``--figure ''``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 warnings.filterwarnings("ignore")
 
-import numpy as np  # noqa: E402
-import xarray as xr  # noqa: E402
-
-from sweeps import store as store_mod  # noqa: E402
-from sweeps.engine import run_sweep, warm_plan  # noqa: E402
-from sweeps.plan import make_plan  # noqa: E402
+ROWS = ("kernel", "serial", "workers", "cli")
 
 
-def spec(cells: int) -> dict:
-    """The issue's ensemble: ``cells`` / 4 seeds × 2 integrators × 2 h."""
+def spec(cells: int, cell_ms: float = 0.1) -> dict:
+    """The issue's ensemble: ``cells`` / 4 seeds × 2 integrators × 2 h, ≈ ``cell_ms`` ms per cell:
+    T = 0.1 (the issue's 0.1 ms cells), else T = 2.5 × ``cell_ms`` (measured: ≈ 0.4 ms per unit of T
+    beyond the cell's set-up)."""
+    T = 0.1 if cell_ms <= 0.1 else round(2.5 * cell_ms, 6)
     return {
-        "name": f"scale-{cells}",
+        "name": f"scale-{cells}-{cell_ms:g}ms".replace(".", "p"),
         "system": "pendulum_chain",
         "integrators": ["rkmk4", "cf4"],
         "h": [0.01, 0.005],
-        "T": 0.1,
-        "dt_out": 0.01,
+        "T": T,
+        "dt_out": round(T / 10, 6),
         "params": {"N": 3, "ic": "random", "seed": list(range(max(1, cells // 4)))},
     }
+
+
+def spec_toml(data: dict, path: Path) -> Path:
+    p = data["params"]
+    path.write_text(
+        f'name = "{data["name"]}"\nsystem = "{data["system"]}"\nintegrators = {json.dumps(data["integrators"])}\n'
+        f"h = {data['h']}\nT = {data['T']}\ndt_out = {data['dt_out']}\n[params]\nN = {p['N']}\n"
+        f'ic = "{p["ic"]}"\nseed = {p["seed"]}\n'
+    )
+    return path
+
+
+def peak_mb(who: int = resource.RUSAGE_SELF) -> float:
+    return resource.getrusage(who).ru_maxrss / 1024
+
+
+def objects(path: Path) -> int:
+    return sum(1 for p in path.rglob("*") if p.is_file())
 
 
 def kernel_loop(plan) -> float:
@@ -65,117 +96,232 @@ def kernel_loop(plan) -> float:
     return time.perf_counter() - t0
 
 
-def objects(path: Path) -> int:
-    return sum(1 for p in path.rglob("*") if p.is_file())
-
-
 def read_times(path: Path, repeats: int = 3) -> dict[str, float]:
     """Seconds (the least of ``repeats``) to read one variable, the whole store, and done_mask + the
-    status table."""
+    status table; dask chunks per variable along the seed axis."""
+    import xarray as xr
+
     from sweeps.store import StoreRef, done_mask
     from sweeps.summary import status_table
-
-    def one() -> None:
-        _ = xr.open_zarr(path)["max_rel_energy_error"].values
 
     def status() -> None:
         done_mask(StoreRef.of(path))
         status_table(path)
 
-    out = {}
-    for key, fn in (("one", one), ("whole", lambda: xr.open_zarr(path).load()), ("status", status)):
+    out: dict[str, float] = {}
+    for key, fn in (
+        ("one", lambda: xr.open_zarr(path)["max_rel_energy_error"].values),
+        ("whole", lambda: xr.open_zarr(path).load()),
+        ("status", status),
+    ):
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
             fn()
             times.append(time.perf_counter() - t0)
         out[key] = min(times)
-    out["chunks"] = len(xr.open_zarr(path)["max_rel_energy_error"].data.chunks[2])  # along the seed axis
+    out["chunks"] = len(xr.open_zarr(path)["max_rel_energy_error"].data.chunks[2])
     return out
 
 
 def synthetic_store(plan, path: Path) -> float:
     """Create the store of ``plan`` and fill every shard with copies of one computed cell; seconds."""
+    import numpy as np
+
     from sweeps.engine import compute_slice
-    from sweeps.store import ArrayCache, StoreRef, ensure_store, group_by_shard, shard_region, sweep_shards, write_shard
+    from sweeps.store import ArrayCache, StoreRef, ensure_store, shard_region, sweep_shards, write_shard
 
     ref = StoreRef.of(path)
     t0 = time.perf_counter()
     ensure_store(plan, ref)
-    first = plan.grid.cells()[0]
-    (run,) = compute_slice(plan, [first], ref)
+    (run,) = compute_slice(plan, [plan.grid.first_cell], ref)
     values, status, wall = run[6], run[1], run[2]
     group = ArrayCache(ref.open_group("r+"))
     shards = sweep_shards(group)
     shape = plan.grid.shape
-    n_shards = [-(-n // s) for n, s in zip(shape, shards)]
-    for index in np.ndindex(*n_shards):
+    for index in np.ndindex(*[-(-n // s) for n, s in zip(shape, shards)]):
         region = shard_region(index, shards, shape)
         cells = [tuple(r.start + i for r, i in zip(region, c)) for c in np.ndindex(*[r.stop - r.start for r in region])]
         write_shard(group, {c: (values, status, wall) for c in cells})
-    assert len(group_by_shard(list(plan.grid.cells()), shards)) == int(np.prod(n_shards))
     return time.perf_counter() - t0
 
 
-def row(label: str, n: int, wall: float, kernel: float, path: Path | None) -> str:
-    r = read_times(path) if path is not None else {}
-    obj = objects(path) if path is not None else 0
-    fmt = (lambda k: f"{r[k]:.2f}") if r else (lambda k: "—")
+# ---------------------------------------------------------------------------------------
+# one measurement, in its own process
+# ---------------------------------------------------------------------------------------
+def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
+    """What one row measures (run inside a fresh process: ``--one``)."""
+    from sweeps.engine import run_sweep, warm_plan
+    from sweeps.plan import make_plan
+
+    out: dict = {"row": row, "cells": n, "cell_ms": cell_ms}
+    if row == "cli":
+        path = tmp / "cli.zarr"
+        spec_file = spec_toml(spec(n, cell_ms), tmp / "spec.toml")
+        exe = [sys.executable, "-m", "flows.cli"]
+        cmd = [*exe, "run", str(spec_file), "--store", str(path), "--no-prefect", "--workers", "2", "--quiet"]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        t0 = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=tmp)
+        out["wall"] = time.perf_counter() - t0
+        out["peak_mb"] = peak_mb(resource.RUSAGE_CHILDREN)
+    elif row == "driver":
+        from sweeps.estimate import estimate
+        from sweeps.store import StoreRef, done_mask, ensure_store
+        from sweeps.summary import status_table
+
+        spec_file = spec_toml(spec(n, cell_ms), tmp / "spec.toml")
+        t0 = time.perf_counter()
+        plan = make_plan(str(spec_file))
+        out["plan"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        estimate(plan, 2, prefect=False)
+        out["estimate"] = time.perf_counter() - t0
+        path = tmp / "driver.zarr"
+        t0 = time.perf_counter()
+        ensure_store(plan, StoreRef.of(path))
+        out["create"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        done_mask(StoreRef.of(path))
+        status_table(path)
+        out["status"] = time.perf_counter() - t0
+        out["wall"] = out["plan"] + out["estimate"] + out["create"]
+        out["peak_mb"] = peak_mb()
+        out["objects"] = objects(path)
+        return out
+    else:
+        plan = make_plan(spec(n, cell_ms))
+        if row == "synthetic":
+            warm_plan(plan, [plan.grid.first_cell])
+            path = tmp / "synthetic.zarr"
+            out["wall"] = synthetic_store(plan, path)
+        else:
+            warm_plan(plan)
+            if row == "kernel":
+                out["wall"] = kernel_loop(plan)
+                out["peak_mb"] = peak_mb()
+                return out
+            client = None
+            if row == "workers":
+                from distributed import Client, LocalCluster
+
+                from sweeps.engine import LOCAL_WORKER
+
+                cluster = LocalCluster(n_workers=2, processes=False, dashboard_address=None, **LOCAL_WORKER)
+                client = Client(cluster)
+            path = tmp / f"{row}.zarr"
+            t0 = time.perf_counter()
+            res = run_sweep(plan, path, serial=row == "serial", client=client)
+            out["wall"] = time.perf_counter() - t0
+            assert res.complete, res.errors
+            if client is not None:
+                client.close()
+                cluster.close()
+        out["peak_mb"] = peak_mb()
+    out["objects"] = objects(path)
+    out.update(read_times(path, repeats))
+    return out
+
+
+def run_one(row: str, n: int, cell_ms: float, repeats: int) -> dict:
+    """``measure`` in a fresh Python process (its peak memory is the row's alone)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, __file__, "--one", row, str(n), str(cell_ms), tmp, str(repeats)]
+        p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        if p.returncode != 0:
+            return {"row": row, "cells": n, "cell_ms": cell_ms, "error": p.stderr.strip().splitlines()[-1:]}
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def fmt_row(r: dict, kernel: float | None) -> str:
+    if "error" in r:
+        return f"| {r['cells']} | {r['cell_ms']:g} | {r['row']} | failed: {r['error']} |"
+    n, wall = r["cells"], r["wall"]
+    over = f"{1e3 * (wall - kernel) / n:.2f}" if kernel is not None and r["row"] != "kernel" else "—"
+
+    def g(key: str) -> str:
+        return f"{r[key]:.2f}" if key in r else "—"
+
+    extra = ""
+    if r["row"] == "driver":
+        extra = f" (plan {r['plan']:.1f} s, estimate {r['estimate']:.1f} s, store {r['create']:.1f} s)"
     return (
-        f"| {n} | {label} | {wall:.2f} | {n / wall:.0f} | {1e3 * (wall - kernel) / n:.2f} | {obj or '—'} | "
-        f"{r.get('chunks', '—')} | {fmt('one')} | {fmt('whole')} | {fmt('status')} |"
+        f"| {n} | {r['cell_ms']:g} | {r['row']}{extra} | {wall:.2f} | {n / wall:.0f} | {over} | "
+        f"{r.get('peak_mb', 0):.0f} | {r.get('objects', '—')} | {r.get('chunks', '—')} | {g('one')} | "
+        f"{g('whole')} | {g('status')} |"
     )
+
+
+def figure(results: list[dict], path: str) -> None:
+    """Log–log: wall seconds against cells, one line per row and cell cost."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    series: dict[tuple[str, float], list[tuple[int, float]]] = {}
+    for r in results:
+        if "wall" in r:
+            series.setdefault((r["row"], r["cell_ms"]), []).append((r["cells"], r["wall"]))
+    for (row, ms), pts in sorted(series.items()):
+        pts.sort()
+        ax.loglog(*zip(*pts), marker="o", label=f"{row}, {ms:g} ms cells")
+    ax.set_xlabel("cells")
+    ax.set_ylabel("wall time (s)")
+    ax.set_title("geosweep: cost against the number of cells (bench_scale.py)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"figure: {path}")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description="many cheap cells: kernels, run_sweep, read-back")
-    ap.add_argument("--cells", type=int, nargs="*", default=[100, 1000, 10000])
-    ap.add_argument("--synthetic", type=int, nargs="*", default=[])
-    ap.add_argument("--no-workers", action="store_true", help="skip the 2-worker row")
+    if len(sys.argv) > 1 and sys.argv[1] == "--one":
+        row, n, ms, tmp, repeats = sys.argv[2:7]
+        print(json.dumps(measure(row, int(n), float(ms), Path(tmp), int(repeats))))
+        return
+    ap = argparse.ArgumentParser(description="cost against the number of cells: kernels, run_sweep, CLI, driver")
+    ap.add_argument("--cells", type=int, nargs="*", default=None, help="sizes (default 100 1000 10000 100000)")
+    ap.add_argument("--cell-ms", type=float, nargs="*", default=None, help="cell costs in ms (default 0.1 10)")
+    ap.add_argument("--rows", nargs="*", choices=ROWS, default=list(ROWS))
+    ap.add_argument("--driver", type=int, nargs="*", default=[], help="driver-only sizes (e.g. 1000000)")
+    ap.add_argument("--synthetic", type=int, nargs="*", default=[], help="synthetic store sizes (e.g. 100000)")
+    ap.add_argument("--quick", action="store_true", help="sizes 100 1000, 0.1 ms cells, one read each")
+    ap.add_argument("--no-workers", action="store_true", help="skip the 2-worker row (as --rows without it)")
+    ap.add_argument("--figure", default=str(ROOT / "benchmarks" / "scale_cost.png"), help="'' for none")
     args = ap.parse_args()
-    print(f"load average before: {os.getloadavg()[0]:.2f}; shard shape rule: sweeps.store.shard_shape")
+    cells = args.cells or ([100, 1000] if args.quick else [100, 1000, 10000, 100000])
+    costs = args.cell_ms or ([0.1] if args.quick else [0.1, 10.0])
+    rows = [r for r in args.rows if not (args.no_workers and r == "workers")]
+    repeats = 1 if args.quick else 3
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
     print(
-        "| cells | run | wall s | cells/s | overhead ms/cell | objects | dask chunks/var | "
+        "| cells | cell ms | run | wall s | cells/s | overhead ms/cell | peak MB | objects | dask chunks/var | "
         "read 1 var s | load() s | done_mask+status s |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    client = None
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in args.cells:
-            plan = make_plan(spec(n))
-            warm_plan(plan)
-            kernel = kernel_loop(plan)
-            print(row("kernel", n, kernel, kernel, None), flush=True)
-            path = Path(tmp) / f"serial-{n}.zarr"
-            t0 = time.perf_counter()
-            res = run_sweep(plan, path, serial=True)
-            wall = time.perf_counter() - t0
-            assert res.complete, res.errors
-            print(row("serial", n, wall, kernel, path), flush=True)
-            if not args.no_workers:
-                if client is None:
-                    from distributed import Client, LocalCluster
-
-                    from sweeps.engine import LOCAL_WORKER
-
-                    cluster = LocalCluster(n_workers=2, processes=False, dashboard_address=None, **LOCAL_WORKER)
-                    client = Client(cluster)
-                path = Path(tmp) / f"dask-{n}.zarr"
-                t0 = time.perf_counter()
-                res = run_sweep(plan, path, client=client)
-                wall = time.perf_counter() - t0
-                assert res.complete, res.errors
-                print(row("2 workers", n, wall, kernel, path), flush=True)
-        for n in args.synthetic:
-            plan = make_plan(spec(n))
-            warm_plan(plan, plan.grid.cells()[:1])
-            path = Path(tmp) / f"synthetic-{n}.zarr"
-            wall = synthetic_store(plan, path)
-            print(row(f"synthetic ({'×'.join(map(str, store_mod.shard_shape(plan)))})", n, wall, 0.0, path), flush=True)
-    if client is not None:
-        client.close()
-        cluster.close()
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    results = []
+    for ms in costs:
+        for n in cells:
+            kernel = None
+            for row in rows:
+                r = run_one(row, n, ms, repeats)
+                kernel = r.get("wall") if row == "kernel" else kernel
+                results.append(r)
+                print(fmt_row(r, kernel), flush=True)
+    for n in args.driver:
+        r = run_one("driver", n, 0.1, repeats)
+        results.append(r)
+        print(fmt_row(r, None), flush=True)
+    for n in args.synthetic:
+        r = run_one("synthetic", n, 0.1, repeats)
+        results.append(r)
+        print(fmt_row(r, None), flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.figure:
+        figure(results, args.figure)
 
 
 if __name__ == "__main__":

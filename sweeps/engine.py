@@ -393,8 +393,8 @@ def _run_locked(
     mask = done_mask(ref, log)
     if mark_fillers(plan, ref):
         log(f"store {ref.url}: not-applicable filler cells re-marked")
-    pending = [c for c in grid.cells() if not mask[c] and grid.applicable(c)]
-    total = sum(1 for c in grid.cells() if grid.applicable(c))
+    pending = grid.pending(mask)
+    total = grid.runnable()
     skipped = total - len(pending)
     log(
         f"store {ref.url}: {'created' if created else 'resuming'}; "
@@ -509,7 +509,7 @@ def _run_locked(
             # longest slices first within a shard — finished shards reach the store while the sweep
             # runs, and no worker is left finishing one long slice at the end while the other idles.
             # Each shard's writer runs as soon as its slices are done and is its only writer.
-            cost = {c: plan.cost(c) for c in pending}
+            cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
             groups = sorted(by_shard.values(), key=lambda g: -sum(cost[c] for cells in g for c in cells))
             futures: list = []
             if lease is not None:  # a lost lease cancels the run's tasks (the slices go with their writers)

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from sweeps.compact import per_value_text
-from sweeps.grid import Cell
+from sweeps.grid import Cell, slice_bounds, slice_target
 from sweeps.plan import Plan, make_plan
 
 #: seconds of probing per (integrator, tolerance, combination): batches enough for a stable fastest one
@@ -149,23 +150,29 @@ def _probe_key(plan: Plan, cell: Cell) -> tuple[str, float | None, tuple[int, ..
     return name, float(coords["tol"]) if plan.idefs[name].adaptive else None, plan.grid.combination(cell)
 
 
+def _runnable_methods(plan: Plan) -> list[tuple[int, ...]]:
+    """Indices along the method axes (integrator, h, tol) of the cells that run, in C order."""
+    ok = plan.grid.applicable_methods()
+    return [m for m in np.ndindex(*ok.shape) if ok[m]]
+
+
 def probe(plan: Plan, budget: float = PROBE_SECONDS) -> Probes:
     """Measured ``(CPU seconds per step, steps per unit time, seconds to start a cell)`` keyed by
     ``(integrator, tol, combination)`` (``tol`` None for fixed-step integrators)."""
     grid, famdef = plan.grid, plan.famdef
-    runnable = [c for c in grid.cells() if grid.applicable(c)]
-    combos = plan.combinations(runnable)
+    methods = _runnable_methods(plan)
+    combos = list(np.ndindex(*grid.combination_shape))[: PROBED_COMBINATIONS + 1] if methods else []
     if len(combos) > PROBED_COMBINATIONS:
         combos = combos[:1]
-    keys = {_probe_key(plan, c) for c in runnable if grid.combination(c) in combos}
-    budget = max(min(budget, PROBE_TOTAL_SECONDS / max(len(keys), 1)), 0.01)
+    firsts = {}  # the first cell (C order) of each probe key
+    for m in methods:
+        for combo in combos:
+            cell = m + combo
+            firsts.setdefault(_probe_key(plan, cell), cell)
+    budget = max(min(budget, PROBE_TOTAL_SECONDS / max(len(firsts), 1)), 0.01)
     out: Probes = {}
-    for cell in runnable:
-        combo = grid.combination(cell)
-        name = grid.coords(cell)["integrator"]
-        key = _probe_key(plan, cell)
-        if combo not in combos or key in out:
-            continue
+    for key, cell in firsts.items():
+        name = key[0]
         request, options = plan.request(cell)
         if not out:  # the first start and steps in a process load code: not part of any cell's cost
             _time_steps(famdef.start(plan.model(cell), name, request, options), budget / 4)
@@ -177,8 +184,10 @@ def probe(plan: Plan, budget: float = PROBE_SECONDS) -> Probes:
     return out
 
 
-def cell_costs(plan: Plan, probes: Probes | None = None) -> dict[Cell, float]:
-    """Single-core seconds of every runnable cell (not-applicable cells are left out)."""
+def cost_array(plan: Plan, probes: Probes | None = None) -> np.ndarray:
+    """Single-core seconds of every cell as an array over the grid (0 for not-applicable cells):
+    probed ``(integrator, tol, combination)`` keys take their measured time per step, the others the
+    family's cost model scaled by its error on the first probe of the integrator. No per-cell work."""
     probes = probe(plan) if probes is None else probes
     grid, famdef = plan.grid, plan.famdef
     # the cost model's error on the first probed combination, per integrator (the fallback's scale)
@@ -188,27 +197,37 @@ def cell_costs(plan: Plan, probes: Probes | None = None) -> dict[Cell, float]:
         if modelled > 0:
             scale.setdefault(name, per_step / modelled)
     setup = min((s for *_, s in probes.values()), default=0.0)
-    costs: dict[Cell, float] = {}
-    for cell in grid.cells():
-        if not grid.applicable(cell):
-            continue
-        coords = grid.coords(cell)
-        name = coords["integrator"]
-        combo = grid.combination(cell)
-        tol = float(coords["tol"]) if plan.idefs[name].adaptive else None
-        measured = probes.get((name, tol, combo))
-        if measured is not None:
-            per_step = measured[0]
-        else:
-            per_step = scale.get(name, 1.0) * famdef.cost_per_step(plan.models[combo], name)
+    modelled = plan.per_step()  # (integrator, *combination_shape)
+    dims = grid.dims
+    out = np.zeros(grid.shape)
+    for m in _runnable_methods(plan):
+        i = m[0]
+        name = grid.axes[0].values[i]
+        tol = float(grid.axes[dims.index("tol")].values[m[dims.index("tol")]]) if plan.idefs[name].adaptive else None
+        per_step = np.array(scale.get(name, 1.0) * modelled[i], dtype=float)  # 0-d with no swept axis
+        rate = None
         if tol is not None:
             rates = [r for (n, t, _c), (_p, r, _s) in probes.items() if n == name and t == tol]
-            rate = measured[1] if measured is not None else (rates[0] if rates else 20 / plan.spec.dt_out)
+            rate = np.full(grid.combination_shape, rates[0] if rates else 20 / plan.spec.dt_out)
+        for (n, t, combo), (p, r, _s) in probes.items():
+            if n == name and t == tol:
+                per_step[combo] = p
+                if rate is not None:
+                    rate[combo] = r
+        if tol is not None:
             steps = rate * plan.spec.T
         else:
-            steps = plan.spec.n_steps(float(coords["h"]))
-        costs[cell] = steps * per_step + setup
-    return costs
+            steps = plan.spec.n_steps(float(grid.axes[dims.index("h")].values[m[dims.index("h")]]))
+        out[m] = steps * per_step + setup
+    return out
+
+
+def cell_costs(plan: Plan, probes: Probes | None = None) -> dict[Cell, float]:
+    """Single-core seconds of every runnable cell (not-applicable cells are left out), as a dict
+    (:func:`cost_array` without the per-cell objects)."""
+    costs = cost_array(plan, probes)
+    ok = plan.grid.applicable_mask()
+    return {tuple(int(i) for i in c): float(costs[tuple(c)]) for c in np.argwhere(ok)}
 
 
 # ---------------------------------------------------------------------------------------
@@ -262,15 +281,16 @@ def _short_request(request: Any) -> Any:
     return replace(request, T=n_out * dt_out, dt_out=dt_out, snapshot_every=0)
 
 
-def sampled_bytes(plan: Plan) -> dict[str, dict[Cell, float]]:
-    """Compressed bytes of each stored variable in each runnable cell.
+def sampled_bytes(plan: Plan) -> dict[str, float]:
+    """Compressed bytes of each stored variable over all runnable cells.
 
     What the store really writes: one short cell per integrator (first combination, first ``tol``;
     :func:`_short_request`) is run and each of its values compressed as the store's inner chunks are
     (zstd level 0, one chunk per cell). An array equal to its fill value (NaN: a diagnostic this
     system does not have) is not written at all. Time series scale with the samples, per-body arrays
     with the combination's sizes (``FamilyDef.sizes``); states (final, snapshots) take the fixed
-    ratio :data:`FLOAT_RATIO`, since a short run's state has hardly left its (regular) start."""
+    ratio :data:`FLOAT_RATIO`, since a short run's state has hardly left its (regular) start.
+    Summed per integrator and per combination, never per cell."""
     from numcodecs import Zstd
 
     from sweeps.store import _fill
@@ -278,11 +298,14 @@ def sampled_bytes(plan: Plan) -> dict[str, dict[Cell, float]]:
     grid, famdef, sizes = plan.grid, plan.famdef, plan.sizes
     zstd = Zstd(level=0)
     dims = {d.name: (d.dims, d.dtype) for d in famdef.diagnostics(plan.first_model)}
-    runnable = [c for c in grid.cells() if grid.applicable(c)]
+    methods = _runnable_methods(plan)
     modelled = _modelled_bytes(plan)
     per_integrator: dict[str, dict[str, float]] = {}
-    for cell in runnable:
+    cells_of: dict[str, int] = {}  # runnable cells per integrator and combination
+    for m in methods:
+        cell = m + grid.first_cell[grid.n_method_axes :]
         name = grid.coords(cell)["integrator"]
+        cells_of[name] = cells_of.get(name, 0) + 1
         if name in per_integrator:
             continue
         request, options = plan.request(cell)
@@ -304,14 +327,19 @@ def sampled_bytes(plan: Plan) -> dict[str, dict[Cell, float]]:
             measured[var] = len(zstd.encode(arr)) * float(scale)
         per_integrator[name] = measured
     first = famdef.sizes(plan.first_model)
-    out: dict[str, dict[Cell, float]] = {}
+    # the combinations' per-body sizes (relative to the first's), each distinct one once with its count
+    layouts = Counter(tuple(sorted(famdef.sizes(m).items())) for m in plan.models.values())
+    n_combos = float(sum(layouts.values()))
+    out: dict[str, float] = {}
     for var, (var_dims, _dtype) in dims.items():
-        per = out.setdefault(var, {})
-        for cell in runnable:
-            combo, name = grid.combination(cell), grid.coords(cell)["integrator"]
-            body = famdef.sizes(plan.models[combo])
-            scale = np.prod([body[d] / first[d] for d in var_dims if d in body and first.get(d)])
-            per[cell] = per_integrator[name][var] * float(scale)
+        scaled = [d for d in var_dims if d in first and first.get(d)]
+        per_combo = n_combos
+        if scaled:
+            per_combo = sum(
+                n * float(np.prod([b[d] / first[d] for d in scaled if d in b]))
+                for b, n in ((dict(layout), n) for layout, n in layouts.items())
+            )
+        out[var] = sum(per_integrator[name][var] * n for name, n in cells_of.items()) * per_combo
     return out
 
 
@@ -331,19 +359,18 @@ def store_bytes(plan: Plan, sample: bool = True) -> float:
     sample cell per integrator, :func:`sampled_bytes`; fixed ratios if ``sample`` is false or the
     sample fails), chunk overheads, metadata."""
     grid = plan.grid
-    runnable = [c for c in grid.cells() if grid.applicable(c)]
+    runnable = grid.runnable()
     modelled = _modelled_bytes(plan)
-    per_var: dict[str, float] = {name: b * len(runnable) for name, b in modelled.items()}
+    per_var: dict[str, float] = {name: b * runnable for name, b in modelled.items()}
     if sample:
         try:
             measured = sampled_bytes(plan)
         except Exception:  # noqa: BLE001 - an estimate: fall back to the fixed ratios
             measured = {}
-        for var, per in measured.items():
-            per_var[var] = sum(per.values())
+        per_var.update(measured)
     if "snapshot_state" in per_var:
         per_var["snapshot_state"] *= _shared_first_snapshot(plan)
-    values = sum(per_var.values()) + CHUNK_OVERHEAD * len(per_var) * len(runnable)
+    values = sum(per_var.values()) + CHUNK_OVERHEAD * len(per_var) * runnable
     n_arrays = len(modelled) + len(grid.dims) + len(plan.sizes) + 6
     return values + n_arrays * META_PER_ARRAY + META_GROUP
 
@@ -371,7 +398,7 @@ def estimate(
     slice_seconds: float = 10.0,
     cores: int | None = None,
     probes: Probes | None = None,
-    costs: dict[Cell, float] | None = None,
+    costs: Mapping[Cell, float] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Estimate:
     """Estimate a sweep run with ``workers`` local workers (default: all cores).
@@ -386,33 +413,40 @@ def estimate(
     cores = cores or os.cpu_count() or 1
     workers = workers or cores
     parallel = min(workers, cores)
+    grid = plan.grid
     if costs is None:
         probes = probe(plan) if probes is None else probes
-        costs = cell_costs(plan, probes)
-    cells = list(costs)
-    grid = plan.grid
+        cost, mask = cost_array(plan, probes), grid.applicable_mask()
+    else:  # single-core seconds per cell, e.g. measured
+        cost, mask = np.zeros(grid.shape), np.zeros(grid.shape, dtype=bool)
+        for c, s in costs.items():
+            cost[c], mask[c] = s, True
+    runnable = int(mask.sum())
     efficiency = PARALLEL_EFFICIENCY if parallel > 1 else 1.0
-    slices = plan.slices(cells, slice_seconds, workers) if cells else []
-    slice_costs = [sum(costs[c] for c in s) / efficiency for s in slices]
+    # slices as the run cuts them (by the grid's cost model, plan.cost), each costing its cells' estimate
+    sizing = grid.ordered_costs(plan.cost_array(), mask)
+    bounds = slice_bounds(sizing, slice_target(sizing, slice_seconds, workers))
+    del sizing
+    ordered = grid.ordered_costs(cost, mask)
+    slice_costs = [float(ordered[a:b].sum()) / efficiency for a, b in zip(bounds[:-1], bounds[1:])]
+    del ordered
     cells_seconds = makespan(slice_costs, parallel)
     if temporary_server is None:
         temporary_server = not os.environ.get("PREFECT_API_URL")
     overhead = OVERHEAD_SECONDS["dask"]
     if prefect:
         overhead = OVERHEAD_SECONDS["prefect"] + (OVERHEAD_SECONDS["prefect_server"] if temporary_server else 0.0)
-    overhead += CELL_OVERHEAD_SECONDS * len(cells) / parallel
+    overhead += CELL_OVERHEAD_SECONDS * runnable / parallel
     compile_s = compile_seconds
     by_axis: dict[str, dict[Any, float]] = {}
     for a, axis in enumerate(grid.axes[grid.n_method_axes :], start=grid.n_method_axes):
-        per = {v: 0.0 for v in axis.values}
-        for c, s in costs.items():
-            per[axis.values[c[a]]] += s
-        by_axis[axis.name] = per
+        per = cost.sum(axis=tuple(i for i in range(cost.ndim) if i != a))  # not-applicable cells cost 0
+        by_axis[axis.name] = dict(zip(axis.values, per.tolist()))
     est = Estimate(
         cells=grid.size,
-        runnable=len(cells),
-        not_applicable=grid.size - len(cells),
-        core_seconds=float(sum(costs.values())),
+        runnable=runnable,
+        not_applicable=grid.size - runnable,
+        core_seconds=float(cost.sum()),
         compile_seconds=compile_s,
         overhead_seconds=overhead,
         cells_seconds=cells_seconds,

@@ -12,7 +12,7 @@ a fixed-step integrator runs only at the first ``tol`` and an adaptive one only 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,57 @@ class Grid:
         return int(np.prod(self.shape))
 
     def cells(self) -> list[Cell]:
+        """Every cell, in C order (a list of tuples: O(cells) Python objects; the driver's bulk
+        work uses the arrays of :meth:`applicable_mask` and :meth:`costs` instead)."""
         return list(itertools.product(*(range(n) for n in self.shape)))
+
+    @property
+    def first_cell(self) -> Cell:
+        return (0,) * len(self.shape)
+
+    @property
+    def combination_shape(self) -> tuple[int, ...]:
+        """Extents of the swept parameter axes (the models' keys, :meth:`combination`, in C order)."""
+        return self.shape[self.n_method_axes :]
+
+    def applicable_methods(self) -> np.ndarray:
+        """Boolean array over the method axes (integrator, h, tol): where :meth:`applicable` holds."""
+        method_shape = self.shape[: self.n_method_axes]
+        out = np.zeros(method_shape, dtype=bool)
+        for m in np.ndindex(*method_shape):
+            out[m] = self.applicable(m)
+        return out
+
+    def applicable_mask(self) -> np.ndarray:
+        """Boolean array over the grid, True for the cells that run (a read-only broadcast view of
+        :meth:`applicable_methods`: no per-cell work)."""
+        m = self.applicable_methods()
+        return np.broadcast_to(m.reshape(m.shape + (1,) * (len(self.shape) - m.ndim)), self.shape)
+
+    def runnable(self) -> int:
+        """How many cells run (the grid without the not-applicable fillers)."""
+        return int(self.applicable_methods().sum()) * int(np.prod(self.combination_shape, dtype=np.int64))
+
+    def pending(self, done: np.ndarray) -> list[Cell]:
+        """The runnable cells where ``done`` (a boolean array over the grid) is false, in C order."""
+        return [tuple(int(i) for i in c) for c in np.argwhere(self.applicable_mask() & ~done)]
+
+    def steps(self, method: tuple[int, ...]) -> int:
+        """Steps :meth:`cost` assumes for a cell at ``method`` (its indices along the method axes)."""
+        c = dict(zip(self.dims, method))
+        if self.idefs[self.axes[0].values[c["integrator"]]].adaptive:
+            return 20 * (self.spec.n_time - 1)  # a guess: ~20 accepted steps per output interval
+        return self.spec.n_steps(self.axes[self.dims.index("h")].values[c["h"]])
+
+    def costs(self, per_step: np.ndarray) -> np.ndarray:
+        """:meth:`cost` of every cell as an array over the grid (0 where not applicable), from
+        ``per_step`` (n_integrators, *combination_shape): seconds per step of each integrator on each
+        combination's model. Bitwise what :meth:`cost` gives cell by cell."""
+        out = np.zeros(self.shape)
+        for m in np.ndindex(*self.shape[: self.n_method_axes]):
+            if self.applicable(m):
+                out[m] = self.steps(m) * per_step[m[0]]
+        return out
 
     def coords(self, cell: Cell) -> dict[str, Any]:
         return {a.name: a.values[i] for a, i in zip(self.axes, cell)}
@@ -113,12 +163,7 @@ class Grid:
         """
         if not self.applicable(cell):
             return 0.0
-        c = self.coords(cell)
-        if self.idefs[c["integrator"]].adaptive:
-            steps = 20 * (self.spec.n_time - 1)  # a guess: ~20 accepted steps per output interval
-        else:
-            steps = self.spec.n_steps(c["h"])
-        return steps * cost_per_step(c["integrator"])
+        return self.steps(cell[: self.n_method_axes]) * cost_per_step(self.coords(cell)["integrator"])
 
     def slices(
         self,
@@ -138,23 +183,47 @@ class Grid:
         if not cells:
             return []
         k = self.n_method_axes
-        key = {cell: (cell[k:], cell[:k]) for cell in cells}
-        ordered = sorted(cells, key=key.__getitem__)
-        cost = [costs[c] for c in ordered]
-        total = float(sum(cost))
-        n_min = min(len(ordered), 4 * max(1, n_workers))
-        target = target_seconds
-        if not exact and total > 0:
-            target = min(target_seconds, total / n_min)
-        out: list[list[Cell]] = []
-        cur: list[Cell] = []
-        acc = 0.0
-        for cell, c in zip(ordered, cost):
-            if cur and acc + c > target * 1.0001:
-                out.append(cur)
-                cur, acc = [], 0.0
-            cur.append(cell)
+        ordered = sorted(cells, key=lambda cell: (cell[k:], cell[:k]))
+        cost = [float(costs[c]) for c in ordered]
+        bounds = slice_bounds(cost, slice_target(cost, target_seconds, n_workers, exact))
+        return [ordered[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def ordered_costs(self, costs: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+        """The values of ``costs`` (an array over the grid) in the order :meth:`slices` takes cells:
+        parameter combinations outermost, method axes inside; only where ``mask`` (default: every cell)."""
+        k = self.n_method_axes
+        order = list(range(k, len(self.shape))) + list(range(k))
+        values = np.transpose(costs, order).ravel()
+        return values if mask is None else values[np.transpose(mask, order).ravel()]
+
+
+def slice_target(cost: Sequence[float], target_seconds: float, n_workers: int = 1, exact: bool = False) -> float:
+    """Seconds per slice: ``target_seconds``, or less so that there are at least ``4 × n_workers``
+    slices when there are enough cells (not when ``exact``)."""
+    total = float(cost.sum()) if isinstance(cost, np.ndarray) else float(sum(cost))
+    if exact or total <= 0:
+        return target_seconds
+    return min(target_seconds, total / min(len(cost), 4 * max(1, n_workers)))
+
+
+#: cells :func:`slice_bounds` turns into Python floats at a time (bounds its memory at any grid size)
+BOUNDS_CHUNK = 1 << 16
+
+
+def slice_bounds(cost: Sequence[float], target: float) -> list[int]:
+    """Start indices of the slices of cells costing ``cost`` (in slicing order; a list or an array)
+    plus the end: a new slice starts when the current one would exceed ``target``."""
+    bounds = [0]
+    acc = 0.0
+    limit = target * 1.0001
+    n = len(cost)
+    for start in range(0, n, BOUNDS_CHUNK):
+        part = cost[start : start + BOUNDS_CHUNK]
+        for i, c in enumerate(part.tolist() if isinstance(part, np.ndarray) else part, start):
+            if i > bounds[-1] and acc + c > limit:
+                bounds.append(i)
+                acc = 0.0
             acc += c
-        if cur:
-            out.append(cur)
-        return out
+    if n:
+        bounds.append(n)
+    return bounds

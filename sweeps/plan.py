@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, InstanceOf, model_serializer
 
 from kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, FamilyDef, IntegratorDef, RunRequest, SystemDef
@@ -68,9 +69,33 @@ class Plan(BaseModel):
         model = self.model(cell)
         return self.grid.cost(cell, lambda integrator: self.famdef.cost_per_step(model, integrator))
 
+    def per_step(self) -> np.ndarray:
+        """``FamilyDef.cost_per_step`` of each integrator (rows, the grid's order) on each parameter
+        combination's model, shape ``(n_integrators, *grid.combination_shape)`` (needs every model)."""
+        names = self.grid.axes[0].values
+        shape = self.grid.combination_shape
+        cps = self.famdef.cost_per_step
+        out = np.empty((len(names), *shape))
+        for i, name in enumerate(names):
+            out[i] = np.fromiter(
+                (cps(self.models[c], name) for c in np.ndindex(*shape)), dtype=float, count=int(np.prod(shape))
+            ).reshape(shape)
+        return out
+
+    def cost_array(self) -> np.ndarray:
+        """:meth:`cost` of every cell as an array over the grid (bitwise the same values, 0 where not
+        applicable): one ``cost_per_step`` call per integrator and model, none per cell."""
+        return self.grid.costs(self.per_step())
+
     def slices(self, cells: list[Cell], target_seconds: float = 10.0, n_workers: int = 1) -> list[list[Cell]]:
         """Slices of ``cells`` of about ``target_seconds`` each (see :meth:`Grid.slices`)."""
-        return self.grid.slices(cells, {c: self.cost(c) for c in cells}, target_seconds, n_workers)
+        return self.grid.slices(cells, self._costs_of(cells), target_seconds, n_workers)
+
+    def _costs_of(self, cells: list[Cell]) -> Any:
+        """``cell → cost`` for ``cells``: looked up in :meth:`cost_array` for many cells of a full plan."""
+        if len(cells) > 64 and len(self.models) == int(np.prod(self.grid.combination_shape)):
+            return self.cost_array()  # indexed by cell tuples like a mapping
+        return {c: self.cost(c) for c in cells}
 
     def shard_slices(
         self, cells: list[Cell], shards: tuple[int, ...], target_seconds: float = 10.0, n_workers: int = 1
@@ -80,8 +105,8 @@ class Plan(BaseModel):
         when there are enough cells."""
         from sweeps.store import group_by_shard
 
-        costs = {c: self.cost(c) for c in cells}
-        total = float(sum(costs.values()))
+        costs = self._costs_of(cells)
+        total = float(sum(float(costs[c]) for c in cells))
         n_min = min(len(cells), 4 * max(1, n_workers))
         target = min(target_seconds, total / n_min) if total > 0 and n_min else target_seconds
         return {
@@ -133,7 +158,7 @@ def make_plan(source: Plan | SweepSpec | str | os.PathLike | dict) -> Plan:
     famdef = FAMILIES[sysdef.family]
     models = build_models(spec, sysdef, idefs)
     grid = Grid(spec, sysdef, idefs)
-    request, _ = grid.request(grid.cells()[0])
+    request, _ = grid.request(grid.first_cell)
     sizes = {"time": request.n_out + 1, "snapshot": request.n_snapshots}
     for model in models.values():
         for dim, n in famdef.sizes(model).items():

@@ -361,7 +361,7 @@ def objects_estimate(plan: Plan) -> dict[str, float]:
     n_coords = len(plan.grid.dims) + len(plan.sizes) + 6
     objects = n_vars * n_shards + n_vars + n_coords * 2 + 1
     cells = plan.grid.size
-    runnable = sum(1 for c in plan.grid.cells() if plan.grid.applicable(c))
+    runnable = plan.grid.runnable()
     return {
         "objects": float(objects),
         "bytes": float(sum(per_cell.values()) * cells),
@@ -672,9 +672,7 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None) -> bool:
     try:
         ds.to_zarr(ref.url, consolidated=True, **kwargs)
         group = ref.open_group("r+")
-        filler = np.zeros(plan.grid.shape, dtype=bool)
-        for cell in plan.grid.cells():
-            filler[cell] = not plan.grid.applicable(cell)
+        filler = ~plan.grid.applicable_mask()
         if filler.any():  # whole-array writes: each shard object written once
             group["status"][...] = np.where(filler, np.int8(Status.NOT_APPLICABLE), np.int8(-1)).astype(np.int8)
             group["done"][...] = filler.astype(np.int8)
@@ -704,9 +702,7 @@ def _remove_ours(ref: StoreRef) -> None:
 def mark_fillers(plan: Plan, ref: StoreRef) -> int:
     """Re-mark not-applicable filler cells whose flags were lost (e.g. a rebuilt ``status``
     array, :mod:`sweeps.repair`); returns how many were re-marked. Call as the store's writer."""
-    filler = np.zeros(plan.grid.shape, dtype=bool)
-    for cell in plan.grid.cells():
-        filler[cell] = not plan.grid.applicable(cell)
+    filler = ~plan.grid.applicable_mask()
     if not filler.any():
         return 0
     group = ref.open_group("r")
@@ -769,12 +765,39 @@ def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
             f"{_echo(old_text)}); refusing to mix results. Use a new --store path (or delete the old store)."
         )
     new = json.loads(spec.canonical_json())
-    diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    details = "; ".join(f"{k}: store has {_echo(old.get(k))}, spec has {_echo(new.get(k))}" for k in diff)
+    from sweeps.compact import MAX_ITEMS, joined
+
+    details = joined(_differences("", old, new), most=MAX_ITEMS, sep="; ")
     return (
         f"store {url} was created by a different sweep spec ({_echo(old.get('name'))}); refusing to mix results. "
         f"Differences: {details}. Use a new --store path (or delete the old store)."
     )
+
+
+def _differences(key: str, old: Any, new: Any) -> list[str]:
+    """``field: store has …, spec has …`` per differing field of two spec dicts (nested tables by
+    dotted name, ``params.seed``), each bounded however long its axes (:func:`_spec_value`)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        return [line for k in keys for line in _differences(f"{key}.{k}" if key else k, old.get(k), new.get(k))]
+    text = f"{key}: store has {_spec_value(old)}, spec has {_spec_value(new)}"
+    if isinstance(old, list) and isinstance(new, list):
+        try:
+            only_old, only_new = len(set(old) - set(new)), len(set(new) - set(old))
+        except TypeError:  # unhashable entries (a hand-edited spec): the values say enough
+            return [text]
+        text += f" ({only_old} only in the store, {only_new} only in the spec)"
+    return [text]
+
+
+def _spec_value(value: Any) -> str:
+    """A spec value in a message: a short list in full, a long one by its count and first and last
+    values (exact, as ``repr``), anything else as :func:`_echo`."""
+    from sweeps.compact import is_large
+
+    if isinstance(value, list) and is_large(value):
+        return f"{len(value)} values, {_echo(value[0], 40)} … {_echo(value[-1], 40)}"
+    return _echo(value)
 
 
 # ---------------------------------------------------------------------------------------

@@ -122,3 +122,27 @@ def test_many_valued_axis_bounded_and_short_axis_in_full(tmp_path):
     _bounded(lines, "verify")
     assert sum(1 for line in lines if line.startswith("  integrator=")) == MAX_ITEMS
     assert "  … and 5 more" in lines
+
+
+def test_a_store_of_another_spec_is_named_compactly_per_axis():
+    """The refusal of a store made by another spec names each differing field, a long axis by its
+    count, first and last values and how many values differ — one line however long the axes."""
+    from sweeps.spec import parse_spec
+    from sweeps.store import _mismatch_message
+
+    base = {
+        "name": "ens",
+        "system": "pendulum_chain",
+        "integrators": ["rkmk4", "cf4"],
+        "h": [0.01, 0.005],
+        "T": 0.1,
+        "dt_out": 0.01,
+        "params": {"N": 3, "ic": "random", "seed": list(range(100_000))},
+    }
+    old = parse_spec(base)
+    new = parse_spec(dict(base, T=0.2, params=dict(base["params"], seed=list(range(1, 100_101)))))
+    message = _mismatch_message("s.zarr", {"spec": old.canonical_json(), "spec_hash": old.spec_hash}, new)
+    assert "\n" not in message and len(message) <= 2 * MAX_CHARS, message
+    assert "T: store has 0.1, spec has 0.2" in message
+    assert "params.seed: store has 100000 values, 0.0 … 99999.0, spec has 100100 values, 1.0 … 100100.0" in message
+    assert "(1 only in the store, 101 only in the spec)" in message
