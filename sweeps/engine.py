@@ -126,7 +126,15 @@ def cell_steps(plan: Plan, cell: Cell) -> int:
 CellRun = tuple
 
 
-def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None, done: bool | None = None) -> CellRun:
+def compute_cell(
+    plan: Plan,
+    cell: Cell,
+    ref: StoreRef,
+    group,
+    on_segment=None,
+    done: bool | None = None,
+    saved_keys: set[str] | None = None,
+) -> CellRun:
     """Integrate one cell in checkpointed segments; returns ``(cell, status, wall time, segments
     run, resumed from a checkpoint, ran, values)`` — the values are written by the shard's
     writer (:func:`write_runs`).
@@ -134,7 +142,9 @@ def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None, 
     A cell already ``done`` in the store is not touched (ran = False, values None): a
     rescheduled or retried slice never recomputes a finished cell. A cell that needed
     checkpoints saves its complete trajectory too, so a lost result is not recomputed.
-    ``done``: the cell's ``done`` flag if the caller has read it (else it is read here).
+    ``done``: the cell's ``done`` flag if the caller has read it (else it is read here);
+    ``saved_keys``: the checkpoints in the store (:func:`sweeps.checkpoints.present`) if the
+    caller has listed them (else the cell's checkpoint is looked for here).
     """
     if done is None:
         done = int(group["done"][cell]) == 1
@@ -144,7 +154,7 @@ def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None, 
     integrator = plan.grid.coords(cell)["integrator"]
     model = plan.model(cell)
     traj = plan.famdef.start(model, integrator, request, options)
-    saved = checkpoints.load(ref, cell)
+    saved = checkpoints.load(ref, cell) if saved_keys is None or checkpoints.cell_key(cell) in saved_keys else None
     resumed = False
     if saved is not None:
         try:
@@ -176,7 +186,8 @@ def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None,
     group = group if group is not None else ArrayCache(ref.open_group("r"))
     cells = [tuple(int(i) for i in cell) for cell in cells]
     done = _done_flags(group, cells)
-    return [compute_cell(plan, cell, ref, group, on_segment, done[cell]) for cell in cells]
+    saved = checkpoints.present(ref) if not all(done.values()) else set()  # one listing per slice
+    return [compute_cell(plan, cell, ref, group, on_segment, done[cell], saved) for cell in cells]
 
 
 def _done_flags(group, cells: list[Cell]) -> dict[Cell, bool]:
@@ -199,8 +210,10 @@ def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
     for cells in group_by_shard(list(computed), sweep_shards(group)).values():
         with fence(ref):  # this run still holds the store's lease, for the whole shard write
             written.update(write_shard(group, {c: computed[c] for c in cells}))
+    saved = checkpoints.present(ref) if written else set()  # one listing per write, not a probe per cell
     for cell in written:
-        checkpoints.delete(ref, cell)
+        if checkpoints.cell_key(cell) in saved:
+            checkpoints.delete(ref, cell)
     return [(r[0], r[1], r[2], r[3], r[4], r[0] in written) for r in runs]
 
 
