@@ -178,12 +178,38 @@ def compute_cell(
     return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values
 
 
+#: the store's arrays as this process opened them for a run: (url, lease token) -> ArrayCache
+_RUN_ARRAYS: dict[tuple[str, str], ArrayCache] = {}
+_RUN_ARRAYS_LOCK = threading.Lock()
+#: runs whose opened store a worker process keeps (the oldest is dropped first)
+RUN_ARRAYS_KEPT = 4
+
+
+def run_arrays(ref: StoreRef, mode: str = "r+") -> ArrayCache:
+    """The store's arrays for the tasks of one run, opened once per process and run: opening a
+    store reads every array's metadata, which costs more than a slice of sub-millisecond cells.
+    A run is known by its lease token (``ref.lease``; the store's layout does not change while
+    the run holds the lease); without one the store is opened anew (``mode``)."""
+    if ref.lease is None:
+        return ArrayCache(ref.open_group(mode))
+    key = (ref.url, ref.lease)
+    with _RUN_ARRAYS_LOCK:
+        arrays = _RUN_ARRAYS.get(key)
+    if arrays is None:
+        arrays = ArrayCache(ref.open_group("r+"))  # the run writes: one handle for reads and writes
+        with _RUN_ARRAYS_LOCK:
+            arrays = _RUN_ARRAYS.setdefault(key, arrays)
+            while len(_RUN_ARRAYS) > RUN_ARRAYS_KEPT:
+                _RUN_ARRAYS.pop(next(iter(_RUN_ARRAYS)))
+    return arrays
+
+
 def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None, group=None) -> list[CellRun]:
     """Compute ``cells`` (:func:`compute_cell` each); ``plan`` holds (at least) their models
     (:meth:`Plan.part`); nothing is parsed, built or registered here. ``on_segment(cell,
     fraction)`` is called after each segment; ``group``: the store's open group (an
     :class:`ArrayCache`), else opened here."""
-    group = group if group is not None else ArrayCache(ref.open_group("r"))
+    group = group if group is not None else run_arrays(ref, "r")
     cells = [tuple(int(i) for i in cell) for cell in cells]
     done = _done_flags(group, cells)
     saved = checkpoints.present(ref) if not all(done.values()) else set()  # one listing per slice
@@ -204,7 +230,7 @@ def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
     """Write computed cells shard by shard (:func:`sweeps.store.write_shard`; the caller is the
     only writer of those shards), then drop their checkpoints. Returns ``(cell, status, wall
     time, segments, resumed, ran)`` per cell, ``ran`` False for a cell found already done."""
-    group = group if group is not None else ArrayCache(ref.open_group("r+"))
+    group = group if group is not None else run_arrays(ref, "r+")
     computed = {r[0]: (r[6], r[1], r[2]) for r in runs if r[5]}
     written: set[Cell] = set()
     for cells in group_by_shard(list(computed), sweep_shards(group)).values():
@@ -220,6 +246,24 @@ def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
 def run_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None) -> list[tuple]:
     """Compute ``cells`` and write them (the caller owns their shards); see :func:`write_runs`."""
     return write_runs(ref, compute_slice(plan, cells, ref, on_segment))
+
+
+def _run_serial(plan: Plan, by_shard: dict, ref: StoreRef, on_segment, report: Callable[[list], None]) -> None:
+    """``serial=True``: the shards' cells in this thread, shard by shard; each finished shard is
+    written (:func:`write_runs`) on one helper thread while the next shard's cells run — one write
+    at a time, in order, each reported (``report``) once done; a failed write raises here."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    arrays = ArrayCache(ref.open_group("r+"))  # opened once (each open reads every array's metadata)
+    with ThreadPoolExecutor(1, thread_name_prefix="geosweep-shard-writer") as pool:
+        writing = None
+        for group in by_shard.values():
+            runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays)]
+            if writing is not None:
+                report(writing.result())
+            writing = pool.submit(write_runs, ref, runs, arrays)
+        if writing is not None:
+            report(writing.result())
 
 
 def _on_segment_events(topic: str | None):
@@ -470,10 +514,7 @@ def _run_locked(
         if serial:
             by_shard = plan.shard_slices(pending, shards, slice_seconds, 1)
             slices = [cells for group in by_shard.values() for cells in group]
-            arrays = ArrayCache(ref.open_group("r+"))  # opened once (each open reads every array's metadata)
-            for group in by_shard.values():
-                runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays)]
-                report(write_runs(ref, runs, arrays))
+            _run_serial(plan, by_shard, ref, on_segment, report)
         else:
             from distributed import Client, LocalCluster
 
