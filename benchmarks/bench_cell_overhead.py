@@ -1,10 +1,10 @@
 """Per-cell overhead on the worker (issue 21 item 2): ``run_sweep`` against the bare kernel loop.
 
-Run: ``python benchmarks/bench_cell_overhead.py [--cells 2000] [--long-cells 80] [--repeats 3]
+Run: ``python benchmarks/bench_cell_overhead.py [--cells 2000] [--long-cells 400] [--repeats 3]
 [--no-workers] [--threads]``.
 
 Two sweeps of ``pendulum_chain`` N = 3, ``ic = "random"``, seeds × 2 integrators × 2 h
-(:func:`spec`): *short* cells (T = 0.1, about 0.1 ms each) and *long* cells (T = 10, about
+(:func:`spec`): *short* cells (T = 0.1, about 0.1 ms each) and *long* cells (T = 20, about
 10 ms each). For each, repeated ``repeats`` times in alternation (the machine may be busy, so
 the ratios of neighbouring runs are what counts; medians printed):
 
@@ -96,8 +96,8 @@ def local_client(processes: bool):
 def main() -> None:
     ap = argparse.ArgumentParser(description="per-cell overhead of run_sweep vs the bare kernel loop")
     ap.add_argument("--cells", type=int, default=2000, help="short (0.1 ms) cells")
-    ap.add_argument("--long-cells", type=int, default=80, help="long (~10 ms) cells; 0 skips them")
-    ap.add_argument("--long-T", type=float, default=10.0)
+    ap.add_argument("--long-cells", type=int, default=400, help="long (~10 ms) cells; 0 skips them")
+    ap.add_argument("--long-T", type=float, default=20.0)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-workers", action="store_true")
     ap.add_argument("--threads", action="store_true", help="a threads LocalCluster instead of processes")

@@ -50,6 +50,10 @@ SEGMENT_SECONDS = 120.0
 #: shard is written, so an interruption before the shard write loses no such cell.
 KEEP_SECONDS = 2.0
 
+#: A cell that finished in one segment shorter than this (s) sends no progress event of its own:
+#: its shard's write reports it soon after (a sweep of sub-millisecond cells sent one per cell).
+EVENT_SECONDS = 1.0
+
 
 @dataclass
 class Progress:
@@ -172,7 +176,7 @@ def compute_cell(
             checkpoints.save(ref, cell, traj.checkpoint(), 1.0)  # complete, until its shard is written
         elif not traj.finished:
             checkpoints.save(ref, cell, traj.checkpoint(), traj.progress)
-        if on_segment is not None:
+        if on_segment is not None and (not traj.finished or segments > 1 or resumed or traj.wall_time >= EVENT_SECONDS):
             on_segment(cell, traj.progress)
     res = plan.famdef.collect(model, integrator, traj, options)
     return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values
@@ -249,21 +253,13 @@ def run_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None) -> 
 
 
 def _run_serial(plan: Plan, by_shard: dict, ref: StoreRef, on_segment, report: Callable[[list], None]) -> None:
-    """``serial=True``: the shards' cells in this thread, shard by shard; each finished shard is
-    written (:func:`write_runs`) on one helper thread while the next shard's cells run — one write
-    at a time, in order, each reported (``report``) once done; a failed write raises here."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """``serial=True``: shard by shard in this thread, each shard written (:func:`write_runs`) and
+    reported (``report``) as soon as its cells are done. (Writing on a helper thread while the next
+    shard runs was measured slower: the threads contend for the GIL.)"""
     arrays = ArrayCache(ref.open_group("r+"))  # opened once (each open reads every array's metadata)
-    with ThreadPoolExecutor(1, thread_name_prefix="geosweep-shard-writer") as pool:
-        writing = None
-        for group in by_shard.values():
-            runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays)]
-            if writing is not None:
-                report(writing.result())
-            writing = pool.submit(write_runs, ref, runs, arrays)
-        if writing is not None:
-            report(writing.result())
+    for group in by_shard.values():
+        runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays)]
+        report(write_runs(ref, runs, arrays))
 
 
 def _on_segment_events(topic: str | None):
