@@ -96,6 +96,23 @@ def load(ref, cell: Cell) -> dict[str, np.ndarray] | None:
         return None
 
 
+def present(ref) -> set[str]:
+    """The :func:`cell_key` of every cell with a checkpoint object in the store: one listing of
+    the checkpoint folder, so that a slice or a shard write probes the store once, not per cell."""
+    if ref.is_local:
+        try:
+            names = os.listdir(_dir(ref)[1])
+        except OSError:  # not there (no checkpoint yet)
+            return set()
+    else:
+        fs, d = _dir(ref)
+        try:
+            names = [str(p).rsplit("/", 1)[-1] for p in fs.ls(d, detail=False)]
+        except FileNotFoundError:
+            return set()
+    return {name[: -len(".npz")] for name in names if name.endswith(".npz")}
+
+
 def delete(ref, cell: Cell) -> None:
     fs, path = _path(ref, cell)
     with fence(ref):

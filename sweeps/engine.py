@@ -50,6 +50,10 @@ SEGMENT_SECONDS = 120.0
 #: shard is written, so an interruption before the shard write loses no such cell.
 KEEP_SECONDS = 2.0
 
+#: A cell that finished in one segment shorter than this (s) sends no progress event of its own:
+#: its shard's write reports it soon after (a sweep of sub-millisecond cells sent one per cell).
+EVENT_SECONDS = 1.0
+
 
 @dataclass
 class Progress:
@@ -126,7 +130,15 @@ def cell_steps(plan: Plan, cell: Cell) -> int:
 CellRun = tuple
 
 
-def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None, done: bool | None = None) -> CellRun:
+def compute_cell(
+    plan: Plan,
+    cell: Cell,
+    ref: StoreRef,
+    group,
+    on_segment=None,
+    done: bool | None = None,
+    saved_keys: set[str] | None = None,
+) -> CellRun:
     """Integrate one cell in checkpointed segments; returns ``(cell, status, wall time, segments
     run, resumed from a checkpoint, ran, values)`` — the values are written by the shard's
     writer (:func:`write_runs`).
@@ -134,7 +146,9 @@ def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None, 
     A cell already ``done`` in the store is not touched (ran = False, values None): a
     rescheduled or retried slice never recomputes a finished cell. A cell that needed
     checkpoints saves its complete trajectory too, so a lost result is not recomputed.
-    ``done``: the cell's ``done`` flag if the caller has read it (else it is read here).
+    ``done``: the cell's ``done`` flag if the caller has read it (else it is read here);
+    ``saved_keys``: the checkpoints in the store (:func:`sweeps.checkpoints.present`) if the
+    caller has listed them (else the cell's checkpoint is looked for here).
     """
     if done is None:
         done = int(group["done"][cell]) == 1
@@ -144,7 +158,7 @@ def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None, 
     integrator = plan.grid.coords(cell)["integrator"]
     model = plan.model(cell)
     traj = plan.famdef.start(model, integrator, request, options)
-    saved = checkpoints.load(ref, cell)
+    saved = checkpoints.load(ref, cell) if saved_keys is None or checkpoints.cell_key(cell) in saved_keys else None
     resumed = False
     if saved is not None:
         try:
@@ -162,10 +176,36 @@ def compute_cell(plan: Plan, cell: Cell, ref: StoreRef, group, on_segment=None, 
             checkpoints.save(ref, cell, traj.checkpoint(), 1.0)  # complete, until its shard is written
         elif not traj.finished:
             checkpoints.save(ref, cell, traj.checkpoint(), traj.progress)
-        if on_segment is not None:
+        if on_segment is not None and (not traj.finished or segments > 1 or resumed or traj.wall_time >= EVENT_SECONDS):
             on_segment(cell, traj.progress)
     res = plan.famdef.collect(model, integrator, traj, options)
     return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values
+
+
+#: the store's arrays as this process opened them for a run: (url, lease token) -> ArrayCache
+_RUN_ARRAYS: dict[tuple[str, str], ArrayCache] = {}
+_RUN_ARRAYS_LOCK = threading.Lock()
+#: runs whose opened store a worker process keeps (the oldest is dropped first)
+RUN_ARRAYS_KEPT = 4
+
+
+def run_arrays(ref: StoreRef, mode: str = "r+") -> ArrayCache:
+    """The store's arrays for the tasks of one run, opened once per process and run: opening a
+    store reads every array's metadata, which costs more than a slice of sub-millisecond cells.
+    A run is known by its lease token (``ref.lease``; the store's layout does not change while
+    the run holds the lease); without one the store is opened anew (``mode``)."""
+    if ref.lease is None:
+        return ArrayCache(ref.open_group(mode))
+    key = (ref.url, ref.lease)
+    with _RUN_ARRAYS_LOCK:
+        arrays = _RUN_ARRAYS.get(key)
+    if arrays is None:
+        arrays = ArrayCache(ref.open_group("r+"))  # the run writes: one handle for reads and writes
+        with _RUN_ARRAYS_LOCK:
+            arrays = _RUN_ARRAYS.setdefault(key, arrays)
+            while len(_RUN_ARRAYS) > RUN_ARRAYS_KEPT:
+                _RUN_ARRAYS.pop(next(iter(_RUN_ARRAYS)))
+    return arrays
 
 
 def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None, group=None) -> list[CellRun]:
@@ -173,10 +213,11 @@ def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None,
     (:meth:`Plan.part`); nothing is parsed, built or registered here. ``on_segment(cell,
     fraction)`` is called after each segment; ``group``: the store's open group (an
     :class:`ArrayCache`), else opened here."""
-    group = group if group is not None else ArrayCache(ref.open_group("r"))
+    group = group if group is not None else run_arrays(ref, "r")
     cells = [tuple(int(i) for i in cell) for cell in cells]
     done = _done_flags(group, cells)
-    return [compute_cell(plan, cell, ref, group, on_segment, done[cell]) for cell in cells]
+    saved = checkpoints.present(ref) if not all(done.values()) else set()  # one listing per slice
+    return [compute_cell(plan, cell, ref, group, on_segment, done[cell], saved) for cell in cells]
 
 
 def _done_flags(group, cells: list[Cell]) -> dict[Cell, bool]:
@@ -193,20 +234,32 @@ def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
     """Write computed cells shard by shard (:func:`sweeps.store.write_shard`; the caller is the
     only writer of those shards), then drop their checkpoints. Returns ``(cell, status, wall
     time, segments, resumed, ran)`` per cell, ``ran`` False for a cell found already done."""
-    group = group if group is not None else ArrayCache(ref.open_group("r+"))
+    group = group if group is not None else run_arrays(ref, "r+")
     computed = {r[0]: (r[6], r[1], r[2]) for r in runs if r[5]}
     written: set[Cell] = set()
     for cells in group_by_shard(list(computed), sweep_shards(group)).values():
         with fence(ref):  # this run still holds the store's lease, for the whole shard write
             written.update(write_shard(group, {c: computed[c] for c in cells}))
+    saved = checkpoints.present(ref) if written else set()  # one listing per write, not a probe per cell
     for cell in written:
-        checkpoints.delete(ref, cell)
+        if checkpoints.cell_key(cell) in saved:
+            checkpoints.delete(ref, cell)
     return [(r[0], r[1], r[2], r[3], r[4], r[0] in written) for r in runs]
 
 
 def run_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None) -> list[tuple]:
     """Compute ``cells`` and write them (the caller owns their shards); see :func:`write_runs`."""
     return write_runs(ref, compute_slice(plan, cells, ref, on_segment))
+
+
+def _run_serial(plan: Plan, by_shard: dict, ref: StoreRef, on_segment, report: Callable[[list], None]) -> None:
+    """``serial=True``: shard by shard in this thread, each shard written (:func:`write_runs`) and
+    reported (``report``) as soon as its cells are done. (Writing on a helper thread while the next
+    shard runs was measured slower: the threads contend for the GIL.)"""
+    arrays = ArrayCache(ref.open_group("r+"))  # opened once (each open reads every array's metadata)
+    for group in by_shard.values():
+        runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays)]
+        report(write_runs(ref, runs, arrays))
 
 
 def _on_segment_events(topic: str | None):
@@ -457,10 +510,7 @@ def _run_locked(
         if serial:
             by_shard = plan.shard_slices(pending, shards, slice_seconds, 1)
             slices = [cells for group in by_shard.values() for cells in group]
-            arrays = ArrayCache(ref.open_group("r+"))  # opened once (each open reads every array's metadata)
-            for group in by_shard.values():
-                runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays)]
-                report(write_runs(ref, runs, arrays))
+            _run_serial(plan, by_shard, ref, on_segment, report)
         else:
             from distributed import Client, LocalCluster
 

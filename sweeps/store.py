@@ -872,16 +872,24 @@ def _dtype_name(dtype: np.dtype) -> bytes:
 def cell_checksum(arrays: dict[str, np.ndarray], status: int) -> int:
     """A 63-bit checksum of a cell: its status and every stored value (name, dtype, bytes),
     timings (:data:`CHECKSUM_SKIP`) left out, so identical physics gives identical checksums."""
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=8)
-    h.update(str(int(status)).encode())
+    h = _checksum_start(status)
     for name in sorted(arrays):
         if name in CHECKSUM_SKIP:
             continue
         a = np.ascontiguousarray(arrays[name])
         h.update(name.encode() + _dtype_name(a.dtype) + str(a.shape).encode())
         h.update(a.tobytes())
+    return _checksum_end(h)
+
+
+def _checksum_start(status: int):
+    """The hash :func:`cell_checksum` feeds, with the status in it."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(str(int(status)).encode())
+    return h
+
+
+def _checksum_end(h) -> int:
     return int.from_bytes(h.digest(), "little") & ((1 << 63) - 1) or 1
 
 
@@ -943,6 +951,73 @@ def read_blocks(arrays: dict[str, Any], region: tuple[slice, ...]) -> dict[str, 
         return await asyncio.gather(*(arrays[n]._async_array.getitem(region) for n in names), return_exceptions=True)
 
     return {n: (r if isinstance(r, BaseException) else np.asarray(r)) for n, r in zip(names, sync(read_all()))}
+
+class _ShardChecksums:
+    """The :func:`cell_checksum` of each cell of a shard write, fed variable by variable in sorted
+    name order: whole shards of values at once (:meth:`add_rows`, one hash update per cell at the
+    end) or one cell's value (:meth:`add_one`) — the same bytes in the same order either way."""
+
+    def __init__(self, cells: list[Cell], statuses: list[int]) -> None:
+        self.cells = cells
+        self.hashes = [_checksum_start(s) for s in statuses]
+        self.pending: list[np.ndarray] = []
+
+    def add_rows(self, head: bytes, rows: np.ndarray) -> None:
+        """``head`` then row ``i`` of ``rows`` (C order) into cell ``i``'s hash."""
+        n = len(self.cells)
+        self.pending.append(np.broadcast_to(np.frombuffer(head, dtype=np.uint8), (n, len(head))))
+        self.pending.append(np.ascontiguousarray(rows).reshape(n, -1).view(np.uint8))
+
+    def add_one(self, i: int, head: bytes, value: np.ndarray) -> None:
+        self._flush()
+        self.hashes[i].update(head)
+        self.hashes[i].update(np.ascontiguousarray(value).tobytes())
+
+    def _flush(self) -> None:
+        if self.pending:
+            joined = np.concatenate(self.pending, axis=1)
+            for h, row in zip(self.hashes, joined):
+                h.update(row)
+            self.pending = []
+
+    def result(self) -> dict[Cell, int]:
+        self._flush()
+        return {c: _checksum_end(h) for c, h in zip(self.cells, self.hashes)}
+
+
+_MISSING = object()
+
+
+def _fill_block(arr, name: str, data: np.ndarray, values: list[dict], index: tuple, sums: _ShardChecksums) -> None:
+    """Put each cell's value of ``name`` into the shard block ``data`` as :func:`_stored` stores it
+    (``values[i]``: cell ``i``'s values, at ``data[index][i]``) and feed it to the cells' checksums.
+    The common case — every cell has the value, of the per-cell shape — is one vectorised
+    assignment; otherwise cell by cell (padded by :func:`_stored`)."""
+    nd = len(index)
+    cell_shape = tuple(int(n) for n in data.shape[nd:])
+    skip = name in CHECKSUM_SKIP
+    head = name.encode() + _dtype_name(data.dtype)
+    rows = None
+    if all(name in v for v in values):
+        try:
+            rows = np.array([v[name] for v in values], dtype=data.dtype)
+        except ValueError:  # values of different shapes
+            rows = None
+        if rows is not None and rows.shape != (len(values), *cell_shape):
+            rows = None
+    if rows is not None:
+        data[index] = rows
+        if not skip:  # the shape as cell_checksum sees it: np.ascontiguousarray makes scalars (1,)
+            sums.add_rows(head + str(cell_shape or (1,)).encode(), rows)
+        return
+    for i, vals in enumerate(values):
+        v = vals.get(name, _MISSING)
+        if v is _MISSING:
+            continue
+        value = _stored(arr, v)
+        data[tuple(ix[i] for ix in index)] = value
+        if not skip:
+            sums.add_one(i, head + str(np.shape(value) or (1,)).encode(), value)
 
 
 def sweep_shards(group) -> tuple[int, ...]:
@@ -1024,29 +1099,28 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
             return np.array(arr[region])
         return np.full(block_shape + tuple(arr.shape[len(shape) :]), arr.fill_value, dtype=arr.dtype)
 
-    stored: dict[Cell, dict[str, np.ndarray]] = {c: {} for c in cells}
+    sums = _ShardChecksums(cells, [outputs[c][1] for c in cells])
+    cell_values = [outputs[c][0] for c in cells]
+    index = tuple(np.array([local[c][k] for c in cells], dtype=np.intp) for k in range(len(shape)))
     values: list[tuple[Any, np.ndarray]] = []
-    names = list(dict.fromkeys(name for c in cells for name in outputs[c][0]))
-    for name in names:
+    names = list(dict.fromkeys(name for v in cell_values for name in v))
+    for name in sorted(names):  # the checksums take the names in sorted order
         try:
             arr = group[name]
         except KeyError:  # a value this store was not created with (a newer diagnostic): not stored
             continue
         data = block(arr)
-        for c in cells:
-            if name in outputs[c][0]:
-                value = _stored(arr, outputs[c][0][name])
-                data[local[c]] = value
-                stored[c][name] = value
+        _fill_block(arr, name, data, cell_values, index, sums)
         values.append((arr, data))
     set_blocks(values, region)
     now = time.time()
+    checksums = sums.result()
     flags = {
         "status": lambda c: np.int8(outputs[c][1]),
         "wall_time": lambda c: float(outputs[c][2]),
         "completed_at": lambda c: now,
         "progress": lambda c: 1.0,
-        "checksum": lambda c: np.int64(cell_checksum(stored[c], outputs[c][1])),
+        "checksum": lambda c: np.int64(checksums[c]),
     }
     blocks = []
     for name, value in flags.items():

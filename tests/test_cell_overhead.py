@@ -1,0 +1,94 @@
+"""Per-cell overhead on the worker (issue 21 item 2), measured by counting real calls, not seconds.
+
+A sweep of many cheap cells must not probe the store once per cell: the checkpoint folder is
+listed once per slice and once per shard write (no per-cell ``checkpoints.load``/``delete``),
+and a worker opens the store (which reads every array's metadata) once per run, not once per
+task. The shard write's vectorised checksums are those of :func:`sweeps.store.cell_checksum`.
+Real stores, a real ``LocalCluster``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+from distributed import Client, LocalCluster
+
+from sweeps import checkpoints
+from sweeps import store as store_mod
+from sweeps.engine import LOCAL_WORKER, compute_slice, run_sweep
+from sweeps.plan import make_plan
+from sweeps.store import StoreRef, cell_checksum, ensure_store, group_by_shard, sweep_shards, verify, write_shard
+
+#: 64 cheap cells (about 0.1 ms each): 16 seeds × 2 integrators × 2 step sizes, two store shards
+SPEC = {
+    "name": "cell-overhead",
+    "system": "pendulum_chain",
+    "integrators": ["rkmk4", "cf4"],
+    "h": [0.01, 0.005],
+    "T": 0.1,
+    "dt_out": 0.01,
+    "params": {"N": 3, "ic": "random", "seed": list(range(16))},
+}
+N_CELLS = 64
+
+
+def _counting(monkeypatch, owner, name: str) -> list:
+    """Wrap the real ``owner.name`` so that each call is recorded (the function still runs)."""
+    calls: list = []
+    real = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        calls.append(sys._getframe(1).f_code.co_name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    return calls
+
+
+def test_a_serial_sweep_probes_no_checkpoint_per_cell(tmp_path, monkeypatch):
+    loads = _counting(monkeypatch, checkpoints, "load")
+    deletes = _counting(monkeypatch, checkpoints, "delete")
+    listings = _counting(monkeypatch, checkpoints, "present")
+    res = run_sweep(SPEC, tmp_path / "s.zarr", serial=True, slice_seconds=1e-4)
+    assert res.complete and res.ran == N_CELLS and res.slices >= 8
+    assert loads == [] and deletes == []  # no checkpoint exists: none is looked for or removed
+    shards = len(
+        group_by_shard(list(make_plan(SPEC).grid.cells()), sweep_shards(StoreRef.of(res.store).open_group("r")))
+    )
+    assert len(listings) <= res.slices + shards  # one listing per slice and per shard write
+
+
+def test_a_worker_opens_the_store_once_per_run_not_per_task(tmp_path, monkeypatch):
+    opens = _counting(monkeypatch, StoreRef, "open_group")
+    with LocalCluster(
+        n_workers=2,
+        processes=False,
+        dashboard_address=None,
+        scheduler_kwargs={"dashboard_address": ":0"},
+        **LOCAL_WORKER,
+    ) as cluster:
+        with Client(cluster) as client:
+            res = run_sweep(SPEC, tmp_path / "w.zarr", client=client, slice_seconds=1e-4)
+    assert res.complete and res.ran == N_CELLS and res.slices >= 8
+    by_tasks = [f for f in opens if f in ("compute_slice", "write_runs", "run_arrays")]
+    assert 1 <= len(by_tasks) <= 2, by_tasks  # one process here: one open (two if both threads raced)
+    assert verify(StoreRef.of(res.store)) == {"damaged": [], "flags": []}
+
+
+def test_shard_write_checksums_are_cell_checksums_also_for_padded_and_missing_values(tmp_path):
+    plan = make_plan(SPEC)
+    ref = StoreRef.of(tmp_path / "c.zarr")
+    ensure_store(plan, ref)
+    group = ref.open_group("r+")
+    cells = next(iter(group_by_shard(list(plan.grid.cells()), sweep_shards(group)).values()))[:6]
+    runs = compute_slice(plan, cells, ref)
+    outputs = {r[0]: (dict(r[6]), r[1], r[2]) for r in runs}
+    c0, c1 = cells[:2]
+    del outputs[c0][0]["max_J_error"]  # a value one cell lacks: not in its checksum
+    outputs[c1][0]["energy"] = outputs[c1][0]["energy"][:-3]  # a short value: padded with the fill value
+    assert sorted(write_shard(store_mod.ArrayCache(group), outputs)) == sorted(cells)
+    for cell, (values, status, _wall) in outputs.items():
+        stored = {name: store_mod._stored(group[name], v) for name, v in values.items() if name in group}
+        assert int(group["checksum"][cell]) == cell_checksum(stored, status), cell
+    assert np.isnan(group["energy"][c1][-3:]).all()
