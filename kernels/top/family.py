@@ -31,6 +31,7 @@ from kernels.core.cells import (
 )
 from kernels.core.trajectory import Trajectory
 from kernels.lie import tableaux
+from kernels.lie.methods import LieAction
 from kernels.lie.stepper import initial_state as lie_initial_state
 from kernels.lie.stepper import make_stepper as lie_make_stepper
 from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
@@ -47,15 +48,6 @@ STATE_LABELS = (
 
 #: θ and formulation of the symplectic Lie group integrators
 SLGI = {"slgi0": (0.0, False), "slgi_half": (0.5, False), "slgi1": (1.0, False), "slgikk_half": (0.5, True)}
-#: the Lie–Poisson integrators and the tableau each runs
-LP = {
-    f"lp_{m}": m
-    for m in (
-        "lie_euler", "lie_euler_heun", "rkmk3", "rkmk4", "rkmk4_2comm", "cf3", "cf4", "cf43", "rkmk5", "rkmk45",
-        "rk4_ambient", "dopri5_ambient",
-    )
-}  # fmt: skip
-_ADAPTIVE = {"lp_rkmk45", "lp_dopri5_ambient"}
 
 OWN = (
     Diagnostic("dJ3", ("time",), _AM, "vertical angular momentum error e3·π − J3(0) (B: Π·Γ − C2(0))"),
@@ -129,8 +121,7 @@ def stepper(model: TopModel, integrator: str, adaptive: bool = False, options: d
         )
     if integrator not in LP:
         raise ValueError(f"unknown heavy-top integrator {integrator!r}; choose from {sorted(SLGI) + sorted(LP)}")
-    return lie_make_stepper((lp.top_f, lp.top_F, lp.top_diag), model.params, 1, lp.NWC, tableaux.get(LP[integrator]),
-                            adaptive)  # fmt: skip
+    return lie_make_stepper((lp.top_f, lp.top_F, lp.top_diag), model.params, 1, lp.NWC, LP[integrator], adaptive)
 
 
 def initial_state(model: TopModel, integrator: str) -> np.ndarray:
@@ -141,7 +132,7 @@ def initial_state(model: TopModel, integrator: str) -> np.ndarray:
 
 def start(model: TopModel, integrator: str, request: RunRequest, options: dict) -> Trajectory:
     """A resumable trajectory of one cell."""
-    adaptive = integrator in _ADAPTIVE
+    adaptive = integrator in LP and LP[integrator].adaptive
     if adaptive != request.adaptive:
         raise ValueError(f"{integrator} needs a request with {'tol' if adaptive else 'h'}")
     sp = stepper(model, integrator, adaptive, options)
@@ -257,9 +248,13 @@ def cost_per_step(model: TopModel, integrator: str) -> float:
     """Rough seconds per step on one core (slicing only)."""
     if integrator in SLGI:
         return (3e-5 if SLGI[integrator][1] else 1e-5) + 1e-7
-    if integrator in _ADAPTIVE:
-        return 4 * 1.5e-6
-    return 1e-6
+    return LIE.cost_per_step(model, integrator)
+
+
+def _lp_step_cost(model: TopModel, m: tableaux.Method) -> float:
+    """Seconds per step of a Lie–Poisson method: call overhead dominates up to 6 evaluations
+    (1 µs per step; adaptive 4 steps per output interval at 1.5 µs), then linear in them."""
+    return (4 * 1.5e-6 if m.adaptive else 1e-6) * max(1.0, m.evals_per_step / 6)
 
 
 FAMILY = FamilyDef(
@@ -290,10 +285,18 @@ _ADAPT = tuple(p for p in ADAPTIVE_PARAMS if p.name != "h0") + (
 )
 
 
-def _lp(name: str, order: int, doc: str, adaptive: bool = False) -> IntegratorDef:
-    return IntegratorDef(name, "top", order, doc, params=(_ADAPT if adaptive else ()) + _REF,
-                         adaptive=adaptive)  # fmt: skip
-
+#: formulation B: every method of kernels.lie.tableaux, SE(3) acting on se(3)* by the coadjoint action
+LIE = LieAction(
+    family="top",
+    prefix="lp_",
+    group="on se(3)* (formulation B, coadjoint action)",
+    ambient="ambient (Γ, Π) ∈ R⁶; Casimirs drift",
+    params=_REF,
+    adaptive_params=_ADAPT,
+    step_cost=_lp_step_cost,
+)
+#: the Lie–Poisson integrators and the method record each runs
+LP = LIE.methods()
 
 INTEGRATORS = (
     _slgi("slgi0", 1, "Symplectic Lie group integrator θ = 0 (001 (15)-(17)) on T*SO(3) (formulation A); Newton."),
@@ -305,19 +308,8 @@ INTEGRATORS = (
         "SLGI θ = ½ on the quadratic form over T*(SO(3) × R³) (formulation C; consistency). "
         "E0 = H_C(0) includes the auxiliary ½|p|²; relative energy errors divide by |E0 − ½|p(0)|²| = |H_A(0)|.",
     ),
-    _lp("lp_lie_euler", 1, "Lie–Euler on se(3)* (formulation B, coadjoint action)."),
-    _lp("lp_lie_euler_heun", 2, "Lie–Euler–Heun (RKMK) on se(3)*."),
-    _lp("lp_rkmk3", 3, "RKMK3 on se(3)* (exact dexp⁻¹)."),
-    _lp("lp_rkmk4", 4, "RKMK4 on se(3)* (exact dexp⁻¹)."),
-    _lp("lp_rkmk4_2comm", 4, "RKMK4 with two commutators on se(3)*."),
-    _lp("lp_cf3", 3, "Commutator-free CF(3,2), main method, on se(3)*."),
-    _lp("lp_cf4", 4, "Commutator-free CF4 on se(3)*."),
-    _lp("lp_cf43", 4, "CF(4,3) main method at fixed step on se(3)*."),
-    _lp("lp_rkmk5", 5, "RKMK with the DOPRI5 main tableau at constant step on se(3)*."),
-    _lp("lp_rkmk45", 5, "Variable-step RKMK(5,4) on se(3)*; sweep axis tol.", adaptive=True),
-    _lp("lp_rk4_ambient", 4, "Classical RK4 on the ambient (Γ, Π) ∈ R⁶ (baseline; Casimirs drift)."),
-    _lp("lp_dopri5_ambient", 5, "Variable-step DOPRI5(4) on the ambient R⁶ (baseline).", adaptive=True),
 )
+INTEGRATORS += LIE.integrators()
 assert {i.name for i in INTEGRATORS} == set(SLGI) | set(LP)
 
 SYSTEMS = (
