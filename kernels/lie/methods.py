@@ -74,6 +74,14 @@ class LieAction:
             )
         return tableaux.METHODS[name]
 
+    def options(self, integrator: str, options: Mapping[str, Any]) -> dict[str, Any]:
+        """``options`` over the controller defaults of a variable-step method (e.g. DOP853's
+        exponent 1/8), so that a run outside a sweep uses the declared defaults too."""
+        m = self.method(integrator)
+        if not m.adaptive:
+            return dict(options)
+        return {**{p.name: p.default for p in controller_params(self.adaptive_params, m)}, **options}
+
     def cost_per_step(self, model: Any, integrator: str) -> float:
         return self.step_cost(model, self.method(integrator))
 

@@ -26,6 +26,7 @@ from kernels.core.cells import (
 from kernels.core.trajectory import Trajectory
 from kernels.lie import tableaux
 from kernels.lie.methods import LieAction
+from kernels.lie.stepper import dense_evals
 from kernels.quad import stepper as qs
 from kernels.quad.model import pack_params
 from kernels.registry import CellResult, Diagnostic, FamilyDef, Param, RunRequest, SystemDef
@@ -163,7 +164,7 @@ def start(model: QuadModel, integrator: str, request: RunRequest, options: dict)
     if method.adaptive != request.adaptive:
         raise ValueError(f"{integrator} needs a request with {'tol' if method.adaptive else 'h'}")
     sp = qs.make_stepper(model.params, method, method.adaptive)
-    options = {"blowup": 0.0, **options}
+    options = {"blowup": 0.0, **LIE.options(integrator, options)}
     return start_trajectory(sp, qs.initial_state(model.y0), request, options)
 
 
@@ -235,7 +236,15 @@ def collect(model: QuadModel, integrator: str, traj: Trajectory, options: dict |
         max_rot_mom_drift=np.array([traj.reduced("rot_mom_1_x"), traj.reduced("rot_mom_2_x")]),
         global_error=gerr,
     )
+    _count_dense_evals(values, traj)
     return finish(traj, values)
+
+
+def _count_dense_evals(values: dict, traj: Trajectory) -> None:
+    """DOP853's dense-only stages (evaluated in steps that contain a sample) count in ``f_evals``."""
+    extra = dense_evals(traj.S) if True else 0
+    if extra:
+        values["f_evals"] = np.int64(values["f_evals"] + extra)
 
 
 run = make_run(start, collect)

@@ -32,6 +32,7 @@ from kernels.core.cells import (
 from kernels.core.trajectory import Trajectory
 from kernels.lie import tableaux
 from kernels.lie.methods import LieAction
+from kernels.lie.stepper import dense_evals
 from kernels.lie.stepper import initial_state as lie_initial_state
 from kernels.lie.stepper import make_stepper as lie_make_stepper
 from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
@@ -135,6 +136,8 @@ def start(model: TopModel, integrator: str, request: RunRequest, options: dict) 
     adaptive = integrator in LP and LP[integrator].adaptive
     if adaptive != request.adaptive:
         raise ValueError(f"{integrator} needs a request with {'tol' if adaptive else 'h'}")
+    if integrator in LP:
+        options = LIE.options(integrator, options)
     sp = stepper(model, integrator, adaptive, options)
     if adaptive and float(options.get("h0", 0.0)) <= 0.0:
         # T/100 would turn the body by tens of radians in the first trial step, past the domain
@@ -230,7 +233,15 @@ def collect(model: TopModel, integrator: str, traj: Trajectory, options: dict | 
         newton_mean=np.float64(newton),
         global_error=np.float64(gerr),
     )
+    _count_dense_evals(values, traj)
     return finish(traj, values)
+
+
+def _count_dense_evals(values: dict, traj: Trajectory) -> None:
+    """DOP853's dense-only stages (evaluated in steps that contain a sample) count in ``f_evals``."""
+    extra = dense_evals(traj.S) if traj.stepper.has_dense else 0
+    if extra:
+        values["f_evals"] = np.int64(values["f_evals"] + extra)
 
 
 run = make_run(start, collect)
