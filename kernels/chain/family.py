@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.chain.integrate import chain_stepper, integrate
-from kernels.chain.model import IC_FAMILIES, LENGTH_MODES, ChainModel, build_chain
+from kernels.chain.model import ChainModel, build_chain, chain_params
 from kernels.chain.rhs import chain_F_dense, work_size
 from kernels.core.cells import (
     ADAPTIVE_PARAMS,
@@ -281,24 +281,7 @@ SYSTEMS = (
         family="ts2",
         doc="N-link 3D pendulum on (TS²)^N (001 §5): point masses on massless rigid links from a "
         "fixed pivot, gravity along −e3 (e3 up). Conserves E and J = e3·L (all of L when g = 0).",
-        params=(
-            Param("N", int, 2, "1", "number of links", ge=1, le=100_000),
-            Param(
-                "masses",
-                str,
-                "unit",
-                "1",
-                "unit: m_i = 1 kg; random: U(0.5, 1.5) kg (mass_seed)",
-                choices=("unit", "random"),
-            ),
-            Param("mass_seed", int, 0, "1", "seed of the random masses", ge=0),
-            Param("length_mode", str, "unit", "1", "unit: L_i = 1 m; scaled: L_i = L_tot / N", choices=LENGTH_MODES),
-            Param("L_tot", float, 5.0, "m", "total length for length_mode = scaled", gt=0.0),
-            Param("g", float, 9.81, "m / s^2", "gravitational acceleration", ge=0.0),
-            Param("ic", str, "paper", "1", "initial condition family (spec pendulum_chain §8)", choices=IC_FAMILIES),
-            Param("kappa", float, 0.5, "rad / s", "twist κ of ic = twisted"),
-            Param("seed", int, 0, "1", "seed of ic = random", ge=0),
-        ),
+        params=chain_params(2, 100_000),
         build=_build,
         time_units="s",
         energy_units="J",
