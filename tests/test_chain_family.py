@@ -139,3 +139,13 @@ def test_system_param_validation() -> None:
     c = _model(N=4, masses="random", mass_seed=4, ic="random", seed=1)
     assert np.array_equal(a.m, b.m) and not np.array_equal(a.m, c.m) and not np.array_equal(a.y0, b.y0)
     assert np.array_equal(a.m, m.m)
+
+
+def test_both_forms_of_the_chain_share_one_parameter_declaration() -> None:
+    """pendulum_chain and pendulum_chain_lp (dg) take the same parameters, declared once
+    (kernels.chain.model.chain_params); only N's default and bound differ."""
+    from kernels.dg.chain_lp import SYSTEM as LP
+
+    assert [p.name for p in SYS.params] == [p.name for p in LP.params]
+    assert SYS.params[1:] == LP.params[1:]
+    assert (SYS.params[0].default, SYS.params[0].le, LP.params[0].default, LP.params[0].le) == (2, 100_000, 3, 60)

@@ -29,22 +29,12 @@ def _orders(model, ref, method) -> tuple[np.ndarray, np.ndarray]:
     return np.log2(errs[:-1] / errs[1:]), errs
 
 
-@pytest.mark.parametrize(
-    ("method", "order"),
-    [
-        ("lie_euler", 1),
-        ("lie_euler_heun", 2),
-        ("rkmk3", 3),
-        ("rkmk4", 4),
-        ("rkmk4_2comm", 4),
-        ("cf4", 4),
-        ("cf3", 3),
-        ("cf3b", 3),
-        ("cf43", 4),
-        ("rkmk5", 5),
-        ("rk4_ambient", 4),
-    ],
-)
+#: every fixed-step method of the tableaux up to order 5 (order 8: tests/test_lie_order8.py), with
+#: the order its record declares
+FIXED_STEP = [(m.name, m.order) for m in tableaux.METHODS.values() if not m.adaptive and m.order <= 5]
+
+
+@pytest.mark.parametrize(("method", "order"), FIXED_STEP)
 def test_observed_order(setting, method: str, order: int) -> None:
     model, ref = setting
     p, errs = _orders(model, ref, method)

@@ -274,6 +274,6 @@ def test_segments_and_checkpoints_are_bitwise(name):
 
 def test_every_declared_integrator_runs():
     for name in LP:
-        adaptive = name in ("lp_rkmk45", "lp_dopri5_ambient")
+        adaptive = LP[name].adaptive
         req = RunRequest(T=0.02, dt_out=0.01, tol=1e-6) if adaptive else RunRequest(T=0.02, dt_out=0.01, h=0.005)
         assert run(TOP, name, req, {}).status == 0, name

@@ -12,12 +12,10 @@ hit T (see :mod:`kernels.core.driver` and :mod:`kernels.lie.stepper`).
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from kernels.chain.integrate import chain_stepper, integrate
-from kernels.chain.model import IC_FAMILIES, LENGTH_MODES, ChainModel, build_chain
+from kernels.chain.model import ChainModel, build_chain, chain_params
 from kernels.chain.rhs import chain_F_dense, work_size
 from kernels.core.cells import (
     ADAPTIVE_PARAMS,
@@ -34,9 +32,10 @@ from kernels.core.cells import (
 )
 from kernels.core.trajectory import Trajectory
 from kernels.lie import tableaux
+from kernels.lie.methods import LieAction
 from kernels.lie.stepper import dense_evals
 from kernels.lie.stepper import initial_state as lie_initial_state
-from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
+from kernels.registry import CellResult, Diagnostic, FamilyDef, Param, RunRequest, SystemDef
 
 #: the dg family's integrators that also run here (on the chain's Lie–Poisson form, kernels.chain.dg_bridge)
 DG_ON_CHAIN = ("dg_avf", "dg_gonzalez", "dg_itoh_abe", "implicit_midpoint")
@@ -197,23 +196,16 @@ def warmup() -> None:
     integrate(model, "rkmk45", 1e-3, 2, adaptive=True, h0=1e-3)
 
 
-_EVALS = {
-    "lie_euler": 1,
-    "lie_euler_heun": 2,
-    "rkmk3": 3,
-    "rkmk4": 4,
-    "rkmk4_2comm": 4,
-    "cf4": 4,
-    "cf3": 3,
-    "cf43": 4,
-    "rkmk5": 6,
-    "rkmk45": 6,
-    "rkmk8": 12,
-    "rkmk853": 15,  # 12 per step + 3 dense-output stages when a sample falls inside the step
-    "rk4_ambient": 4,
-    "dopri5_ambient": 6,
-    "dop853_ambient": 15,
-}
+def _lie_step_cost(model: ChainModel, m: tableaux.Method) -> float:
+    """Seconds per step of a method of the tableaux: per evaluation O(N) RHS + exp/dexp⁻¹ (ambient:
+    the dense O(N³) formula); adaptive: per output interval, assuming about 4 steps per interval."""
+    n = model.n
+    if m.kind == tableaux.AMBIENT:
+        per_eval = 3e-9 * (3 * n) ** 3 + 5e-8 * n
+    else:
+        per_eval = 6e-8 * n + 1e-7  # O(N) RHS + exp/dexp⁻¹ per stage
+    cost = m.evals_per_step * per_eval + 1e-7
+    return cost * (4 if m.adaptive else 1)
 
 
 def cost_per_step(model: ChainModel, integrator: str) -> float:
@@ -226,13 +218,7 @@ def cost_per_step(model: ChainModel, integrator: str) -> float:
         return dg_bridge.cost_per_step(model, integrator)
     if integrator == "implicit_vi":
         return 6 * (3 * n) ** 3 / 3 * 1.5e-9 + 1e-6
-    ev = _EVALS.get(integrator, 6)
-    if integrator.endswith("_ambient"):
-        per_eval = 3e-9 * (3 * n) ** 3 + 5e-8 * n
-    else:
-        per_eval = 6e-8 * n + 1e-7  # O(N) RHS + exp/dexpinv per stage
-    cost = ev * per_eval + 1e-7
-    return cost * (4 if _BY_NAME.get(integrator) is not None and _BY_NAME[integrator].adaptive else 1)
+    return LIE.cost_per_step(model, integrator)
 
 
 FAMILY = FamilyDef(
@@ -258,72 +244,19 @@ _AMB = (
         choices=("dense", "fast"),
     ),
 )
-_ADAPT = ADAPTIVE_PARAMS
-# DOP853's estimate is O(h⁸): the controller exponent 1/8 (Hairer–Wanner's dop853)
-_ADAPT8 = tuple(
-    dataclasses.replace(p, default=0.125, doc="controller exponent α (DOP853's estimate is O(h⁸): 1/8)")
-    if p.name == "exponent"
-    else p
-    for p in ADAPTIVE_PARAMS
+#: every method of kernels.lie.tableaux: SE(3)ᴺ acting on (TS²)ᴺ, the ambient ones on R^{6N}
+LIE = LieAction(
+    family="ts2",
+    prefix="",
+    group="SE(3)ᴺ acting on (TS²)ᴺ",
+    ambient="ambient ODE in R^{6N}",
+    params=_REF,
+    adaptive_params=ADAPTIVE_PARAMS,
+    step_cost=_lie_step_cost,
+    ambient_params=_AMB,
 )
-
-
-def _lie(name: str, order: int, doc: str) -> IntegratorDef:
-    return IntegratorDef(name, "ts2", order, doc, params=_REF)
-
-
-INTEGRATORS = (
-    _lie("lie_euler", 1, "Lie–Euler: y₁ = exp(h f(y₀))·y₀ on SE(3)^N acting on (TS²)^N."),
-    _lie("lie_euler_heun", 2, "Lie–Euler–Heun (RKMK, Heun tableau, exact dexp⁻¹)."),
-    _lie("rkmk3", 3, "RKMK with Kutta's third-order tableau and exact se(3) dexp⁻¹."),
-    _lie("rkmk4", 4, "RKMK with the classical RK4 tableau and exact se(3) dexp⁻¹."),
-    _lie("rkmk4_2comm", 4, "Fourth-order RKMK with two commutators (Casas–Owren), no dexp⁻¹."),
-    _lie("cf4", 4, "Commutator-free CF4 (Celledoni–Marthinsen–Owren), 4 f-evaluations, 5 exponentials."),
-    _lie("cf3", 3, "Commutator-free CF(3,2) variant a, main third-order method at fixed step."),
-    _lie("cf43", 4, "CF(4,3): CF4 main method at fixed step (embedded pair available for adaptivity)."),
-    _lie("rkmk5", 5, "RKMK with the DOPRI5 main tableau at constant step (001 §5.3 comparison)."),
-    IntegratorDef(
-        "rkmk45",
-        "ts2",
-        5,
-        "Variable-step RKMK(5,4) on DOPRI5(4) with the controller of 001 eq. (33); sweep axis tol; "
-        "dense output onto the shared time grid.",
-        params=_ADAPT + _REF,
-        adaptive=True,
-    ),
-    _lie("rkmk8", 8, "RKMK with the Dormand–Prince 8(5,3) main tableau at constant step (12 f-evaluations/step)."),
-    IntegratorDef(
-        "rkmk853",
-        "ts2",
-        8,
-        "Variable-step RKMK of order 8 on DOP853: Hairer–Wanner's combined 5th/3rd-order error "
-        "estimate (controller exponent 1/8), 7th-order dense output onto the shared time grid; sweep axis tol.",
-        params=_ADAPT8 + _REF,
-        adaptive=True,
-    ),
-    IntegratorDef(
-        "rk4_ambient", "ts2", 4, "Classical RK4 on the ambient ODE in R^{6N} (baseline).", params=_REF + _AMB
-    ),
-    IntegratorDef(
-        "dopri5_ambient",
-        "ts2",
-        5,
-        "Variable-step DOPRI5(4) on the ambient ODE in R^{6N} (ODE45-like baseline), same controller.",
-        params=_ADAPT + _REF + _AMB,
-        adaptive=True,
-    ),
-    IntegratorDef(
-        "dop853_ambient",
-        "ts2",
-        8,
-        "Variable-step DOP853 on the ambient ODE in R^{6N} (the classical baseline on the same "
-        "driver and controller as rkmk853).",
-        params=_ADAPT8 + _REF + _AMB,
-        adaptive=True,
-    ),
-)
+INTEGRATORS = LIE.integrators()
 _BY_NAME = {i.name: i for i in INTEGRATORS}
-assert all(i.name in tableaux.METHODS for i in INTEGRATORS)
 
 
 def _build(
@@ -348,24 +281,7 @@ SYSTEMS = (
         family="ts2",
         doc="N-link 3D pendulum on (TS²)^N (001 §5): point masses on massless rigid links from a "
         "fixed pivot, gravity along −e3 (e3 up). Conserves E and J = e3·L (all of L when g = 0).",
-        params=(
-            Param("N", int, 2, "1", "number of links", ge=1, le=100_000),
-            Param(
-                "masses",
-                str,
-                "unit",
-                "1",
-                "unit: m_i = 1 kg; random: U(0.5, 1.5) kg (mass_seed)",
-                choices=("unit", "random"),
-            ),
-            Param("mass_seed", int, 0, "1", "seed of the random masses", ge=0),
-            Param("length_mode", str, "unit", "1", "unit: L_i = 1 m; scaled: L_i = L_tot / N", choices=LENGTH_MODES),
-            Param("L_tot", float, 5.0, "m", "total length for length_mode = scaled", gt=0.0),
-            Param("g", float, 9.81, "m / s^2", "gravitational acceleration", ge=0.0),
-            Param("ic", str, "paper", "1", "initial condition family (spec pendulum_chain §8)", choices=IC_FAMILIES),
-            Param("kappa", float, 0.5, "rad / s", "twist κ of ic = twisted"),
-            Param("seed", int, 0, "1", "seed of ic = random", ge=0),
-        ),
+        params=chain_params(2, 100_000),
         build=_build,
         time_units="s",
         energy_units="J",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernels.chain.rhs import pack_params, work_size
+from kernels.registry import Param
 
 IC_FAMILIES = ("paper", "twisted", "random", "horizontal_rest")
 LENGTH_MODES = ("unit", "scaled")
@@ -194,3 +195,27 @@ def dense_energy(model: ChainModel, y: np.ndarray) -> float:
     """E = ½ ωᵀ R(q) ω + U(q)."""
     w = y[:, 3:].ravel()
     return 0.5 * w @ dense_R(model, y[:, :3]) @ w + float(model.g * (model.mu * model.L) @ y[:, 2])
+
+
+def chain_params(n_default: int, n_max: int) -> tuple[Param, ...]:
+    """The chain's system parameters (the keywords of :func:`build_chain`), declared once for every
+    form of the chain (``pendulum_chain`` on (TS²)ᴺ, ``pendulum_chain_lp`` in Lie–Poisson form);
+    the forms differ only in the default and the largest ``N``."""
+    return (
+        Param("N", int, n_default, "1", "number of links", ge=1, le=n_max),
+        Param(
+            "masses",
+            str,
+            "unit",
+            "1",
+            "unit: m_i = 1 kg; random: U(0.5, 1.5) kg (mass_seed)",
+            choices=("unit", "random"),
+        ),
+        Param("mass_seed", int, 0, "1", "seed of the random masses", ge=0),
+        Param("length_mode", str, "unit", "1", "unit: L_i = 1 m; scaled: L_i = L_tot / N", choices=LENGTH_MODES),
+        Param("L_tot", float, 5.0, "m", "total length for length_mode = scaled", gt=0.0),
+        Param("g", float, 9.81, "m / s^2", "gravitational acceleration", ge=0.0),
+        Param("ic", str, "paper", "1", "initial condition family (spec pendulum_chain §8)", choices=IC_FAMILIES),
+        Param("kappa", float, 0.5, "rad / s", "twist κ of ic = twisted"),
+        Param("seed", int, 0, "1", "seed of ic = random", ge=0),
+    )

@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from kernels._jit import kjit
-from kernels.chain.model import IC_FAMILIES, LENGTH_MODES, ChainModel, build_chain, dense_R
+from kernels.chain.model import ChainModel, build_chain, chain_params, dense_R
 from kernels.dg.gradients import lu_factor, lu_solve
 from kernels.dg.model import SkewSystem, dg_energy, dg_extra, dg_grad, dg_skew
-from kernels.registry import Param, SystemDef
+from kernels.registry import SystemDef
 
 
 @dg_skew
@@ -266,24 +266,7 @@ SYSTEM = SystemDef(
     doc="N-link 3D pendulum chain (001 §5) in Lie–Poisson form x = (q, π) ∈ R^{6N} (spec pendulum_chain §4), "
     "for the discrete gradients side by side with the Lie group methods of pendulum_chain (same parameters "
     "and initial states). Casimirs |q_i|² − 1 and q_i·π_i; O(N) solve of R̃ω = π.",
-    params=(
-        Param("N", int, 3, "1", "number of links", ge=1, le=60),
-        Param(
-            "masses",
-            str,
-            "unit",
-            "1",
-            "unit: m_i = 1 kg; random: U(0.5, 1.5) kg (mass_seed)",
-            choices=("unit", "random"),
-        ),
-        Param("mass_seed", int, 0, "1", "seed of the random masses", ge=0),
-        Param("length_mode", str, "unit", "1", "unit: L_i = 1 m; scaled: L_i = L_tot / N", choices=LENGTH_MODES),
-        Param("L_tot", float, 5.0, "m", "total length for length_mode = scaled", gt=0.0),
-        Param("g", float, 9.81, "m / s^2", "gravitational acceleration", ge=0.0),
-        Param("ic", str, "paper", "1", "initial condition family (spec pendulum_chain §8)", choices=IC_FAMILIES),
-        Param("kappa", float, 0.5, "rad / s", "twist κ of ic = twisted"),
-        Param("seed", int, 0, "1", "seed of ic = random", ge=0),
-    ),  # fmt: skip
+    params=chain_params(3, 60),
     build=chain_lp,
     time_units="s",
     energy_units="J",

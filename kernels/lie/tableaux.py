@@ -41,13 +41,21 @@ def _v(vals) -> np.ndarray:
 @dataclass(frozen=True, eq=False)
 class Method:
     """Coefficients of one method (see module docstring). ``order``/``emb_order`` are the
-    classical orders of the main and embedded formulas (``emb_order = 0``: no estimate)."""
+    classical orders of the main and embedded formulas (``emb_order = 0``: no estimate).
+
+    The record also says how the families offer it (:mod:`kernels.lie.methods`): ``doc`` (one
+    family-neutral sentence), ``adaptive`` (a variable-step integrator swept over ``tol``; else
+    fixed step, an embedded formula unused) and ``controller`` (default controller exponent and
+    its reason, when the estimate's order calls for another than the shared 1/4)."""
 
     name: str
     kind: int
     order: int
     A: np.ndarray
     b: np.ndarray
+    doc: str = ""
+    adaptive: bool = False
+    controller: tuple[float, str] | None = None
     bhat: np.ndarray | None = None
     emb_order: int = 0
     dexp_mode: int = DEXPINV_EXACT
@@ -66,6 +74,12 @@ class Method:
     @property
     def stages(self) -> int:
         return self.A.shape[0]
+
+    @property
+    def evals_per_step(self) -> int:
+        """f-evaluations per step as offered: the main stages at fixed step, every stage when
+        adaptive (embedded and dense-output ones included), one fewer if first-same-as-last."""
+        return (self.stages if self.adaptive else self.s_main) - int(self.fsal)
 
     def with_dexp_mode(self, mode: int, name: str | None = None) -> Method:
         """Same tableau with a truncated (``mode`` ad-terms) or exact (−1) dexp⁻¹."""
@@ -99,7 +113,7 @@ def _rk(name, kind, order, A, b, **kw) -> Method:
     return Method(name=name, kind=kind, order=order, A=A, b=_v(b), s_main=A.shape[0], **kw)
 
 
-def _cf(name, order, stages, main, emb=None, s_main=None, emb_order=0) -> Method:
+def _cf(name, order, stages, main, emb=None, s_main=None, emb_order=0, doc="") -> Method:
     """``stages``/``main``/``emb``: lists of (base, [coeff rows]) with coeff rows over f_k."""
     s = len(stages)
     sbase = np.array([st[0] for st in stages], np.int64)
@@ -137,6 +151,7 @@ def _cf(name, order, stages, main, emb=None, s_main=None, emb_order=0) -> Method
         onexp=onexp,
         obeta=obeta,
         s_main=s if s_main is None else s_main,
+        doc=doc,
     )
 
 
@@ -394,7 +409,10 @@ def _f64(x) -> np.ndarray:
     return np.array([[float(v) for v in r] for r in x] if isinstance(x[0], list) else [float(v) for v in x])
 
 
-def _dop853(name: str, kind: int, adaptive: bool) -> Method:
+_EXPONENT8 = (0.125, "controller exponent α (DOP853's estimate is O(h⁸): 1/8)")
+
+
+def _dop853(name: str, kind: int, adaptive: bool, doc: str) -> Method:
     """DOP853 as a method of ``kind``: 13 stages first-same-as-last (12 f-evaluations per step)
     and, with ``adaptive``, the 5th/3rd-order estimators and 3 dense-output stages (computed
     only for steps that contain a sample)."""
@@ -403,26 +421,56 @@ def _dop853(name: str, kind: int, adaptive: bool) -> Method:
     A = _f64([r[:s] for r in d["A"][:s]])
     kw = {}
     if adaptive:
-        kw = dict(bhat=_f64(d["bhat5"]), bhat3=_f64(d["bhat3"]), emb_order=5, P=_f64(d["P"]))
-    return Method(name=name, kind=kind, order=8, A=A, b=_f64(d["b"][:s]), fsal=True, s_main=13, **kw)
+        kw = dict(bhat=_f64(d["bhat5"]), bhat3=_f64(d["bhat3"]), emb_order=5, P=_f64(d["P"]), controller=_EXPONENT8)
+    return Method(
+        name=name, kind=kind, order=8, A=A, b=_f64(d["b"][:s]), fsal=True, s_main=13, doc=doc, adaptive=adaptive, **kw
+    )
 
 
 _RK4_A = [[0, 0, 0, 0], ["1/2", 0, 0, 0], [0, "1/2", 0, 0], [0, 0, 1, 0]]
 _RK4_B = ["1/6", "1/3", "1/3", "1/6"]
 
+#: every method, in the order the families list them; each family offers each one its action
+#: supports (kernels.lie.methods): adding a method here adds it to every such family
 METHODS: dict[str, Method] = {
-    "lie_euler": _rk("lie_euler", RKMK, 1, [[0]], [1]),
-    "lie_euler_heun": _rk("lie_euler_heun", RKMK, 2, [[0, 0], [1, 0]], ["1/2", "1/2"]),
-    "rkmk3": _rk("rkmk3", RKMK, 3, [[0, 0, 0], ["1/2", 0, 0], [-1, 2, 0]], ["1/6", "2/3", "1/6"]),
-    "rkmk4": _rk("rkmk4", RKMK, 4, _RK4_A, _RK4_B),
-    "rkmk4_2comm": _rk("rkmk4_2comm", RKMK4_2COMM, 4, _RK4_A, _RK4_B),
-    "rkmk5": _rk("rkmk5", RKMK, 5, _DP_A, _DP_B, fsal=True),
-    "rkmk45": _rk("rkmk45", RKMK, 5, _DP_A, _DP_B, bhat=_v(_DP_BHAT), emb_order=4, fsal=True, P=_DP_P),
+    "lie_euler": _rk("lie_euler", RKMK, 1, [[0]], [1], doc="Lie–Euler: y₁ = exp(h f(y₀))·y₀."),
+    "lie_euler_heun": _rk(
+        "lie_euler_heun", RKMK, 2, [[0, 0], [1, 0]], ["1/2", "1/2"],
+        doc="Lie–Euler–Heun (RKMK, Heun tableau, exact dexp⁻¹).",
+    ),
+    "rkmk3": _rk(
+        "rkmk3", RKMK, 3, [[0, 0, 0], ["1/2", 0, 0], [-1, 2, 0]], ["1/6", "2/3", "1/6"],
+        doc="RKMK with Kutta's third-order tableau and exact dexp⁻¹.",
+    ),
+    "rkmk4": _rk("rkmk4", RKMK, 4, _RK4_A, _RK4_B, doc="RKMK with the classical RK4 tableau and exact dexp⁻¹."),
+    "rkmk4_2comm": _rk(
+        "rkmk4_2comm", RKMK4_2COMM, 4, _RK4_A, _RK4_B,
+        doc="Fourth-order RKMK with two commutators (Casas–Owren), no dexp⁻¹.",
+    ),
     "cf4": _cf(
         "cf4",
         4,
         [(-1, []), (-1, [["1/2"]]), (-1, [[0, "1/2"]]), (1, [["-1/2", 0, 1]])],
         (-1, [["1/4", "1/6", "1/6", "-1/12"], ["-1/12", "1/6", "1/6", "1/4"]]),
+        doc="Commutator-free CF4 (Celledoni–Marthinsen–Owren), 4 f-evaluations, 5 exponentials.",
+    ),
+    "cf3": _cf(
+        "cf3",
+        3,
+        [(-1, []), (-1, [["1/3"]]), (-1, [[0, "2/3"]])],
+        (1, [["-1/12", 0, "3/4"]]),
+        emb=(-1, [[0, "1/2", "1/2"]]),
+        emb_order=2,
+        doc="Commutator-free CF(3,2) variant a, main third-order method at fixed step.",
+    ),
+    "cf3b": _cf(
+        "cf3b",
+        3,
+        [(-1, []), (-1, [["2/3"]]), (-1, [["5/12", "1/4"]])],
+        (2, [["-1/6", "-1/2", 1]]),
+        emb=(-1, [["1/4", 0, "3/4"]]),
+        emb_order=2,
+        doc="Commutator-free CF(3,2) variant b (reuses Y₃), main third-order method at fixed step.",
     ),
     "cf43": _cf(
         "cf43",
@@ -432,31 +480,37 @@ METHODS: dict[str, Method] = {
         emb=(-1, [["1/3"], ["-1/9", "1/3", 0, 0, "4/9"]]),
         s_main=4,
         emb_order=3,
+        doc="CF(4,3): CF4 main method at fixed step (embedded pair available for adaptivity).",
     ),
-    "cf3": _cf(
-        "cf3",
-        3,
-        [(-1, []), (-1, [["1/3"]]), (-1, [[0, "2/3"]])],
-        (1, [["-1/12", 0, "3/4"]]),
-        emb=(-1, [[0, "1/2", "1/2"]]),
-        emb_order=2,
+    "rkmk5": _rk(
+        "rkmk5", RKMK, 5, _DP_A, _DP_B, fsal=True,
+        doc="RKMK with the DOPRI5 main tableau at constant step (001 §5.3 comparison).",
     ),
-    "cf3b": _cf(
-        "cf3b",
-        3,
-        [(-1, []), (-1, [["2/3"]]), (-1, [["5/12", "1/4"]])],
-        (2, [["-1/6", "-1/2", 1]]),
-        emb=(-1, [["1/4", 0, "3/4"]]),
-        emb_order=2,
+    "rkmk45": _rk(
+        "rkmk45", RKMK, 5, _DP_A, _DP_B, bhat=_v(_DP_BHAT), emb_order=4, fsal=True, P=_DP_P, adaptive=True,
+        doc="Variable-step RKMK(5,4) on DOPRI5(4) with the controller of 001 eq. (33); sweep axis tol; "
+        "dense output onto the shared time grid.",
     ),
-    "rkmk8": _dop853("rkmk8", RKMK, False),
-    "rkmk853": _dop853("rkmk853", RKMK, True),
-    "rk4_ambient": _rk("rk4_ambient", AMBIENT, 4, _RK4_A, _RK4_B),
+    "rkmk8": _dop853(
+        "rkmk8", RKMK, False,
+        "RKMK with the Dormand–Prince 8(5,3) main tableau at constant step (12 f-evaluations/step).",
+    ),
+    "rkmk853": _dop853(
+        "rkmk853", RKMK, True,
+        "Variable-step RKMK of order 8 on DOP853: Hairer–Wanner's combined 5th/3rd-order error "
+        "estimate (controller exponent 1/8), 7th-order dense output onto the shared time grid; sweep axis tol.",
+    ),
+    "rk4_ambient": _rk("rk4_ambient", AMBIENT, 4, _RK4_A, _RK4_B, doc="Classical RK4 on the ambient ODE (baseline)."),
     "dopri5_ambient": _rk(
-        "dopri5_ambient", AMBIENT, 5, _DP_A, _DP_B, bhat=_v(_DP_BHAT), emb_order=4, fsal=True, P=_DP_P
+        "dopri5_ambient", AMBIENT, 5, _DP_A, _DP_B, bhat=_v(_DP_BHAT), emb_order=4, fsal=True, P=_DP_P, adaptive=True,
+        doc="Variable-step DOPRI5(4) on the ambient ODE (ODE45-like baseline), same controller.",
     ),
-    "dop853_ambient": _dop853("dop853_ambient", AMBIENT, True),
-}
+    "dop853_ambient": _dop853(
+        "dop853_ambient", AMBIENT, True,
+        "Variable-step DOP853 on the ambient ODE (the classical baseline on the same driver and controller "
+        "as rkmk853).",
+    ),
+}  # fmt: skip
 
 
 def get(name: str) -> Method:
