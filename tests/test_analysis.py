@@ -273,7 +273,8 @@ def _check_png(path: Path) -> None:
     assert path.stat().st_size > 5000, path
     img = mpimg.imread(path)
     assert img.shape[0] >= 250 and img.shape[1] >= 300, (path, img.shape)
-    colours = np.unique((img[..., :3] * 255).astype(np.uint8).reshape(-1, 3), axis=0)
+    rgb = (img[..., :3] * 255).astype(np.uint8).astype(np.uint32)
+    colours = np.unique((rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2])  # one int per colour: 8x faster
     assert len(colours) > 20, (path, len(colours))
 
 

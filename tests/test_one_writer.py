@@ -28,6 +28,9 @@ from flows.cli import main
 from sweeps.engine import _run_part, write_runs
 from sweeps.lease import Lease, StoreBusyError, fence
 from sweeps.store import StoreRef, open_results
+from tests.proc_util import geosweep as _geosweep
+from tests.proc_util import stopped as _stopped
+from tests.proc_util import wait_until as _wait
 
 SHORT = """
 name = "ow"
@@ -51,10 +54,6 @@ checkpoint_every = 20.0
 
 def _env(timeout: float = 3.0) -> dict[str, str]:
     return {**os.environ, "GEOSWEEP_LEASE_TIMEOUT": str(timeout)}
-
-
-def _geosweep(*args: str) -> list[str]:
-    return [sys.executable, "-m", "flows.cli", *args]
 
 
 def _driver(patch: str, *args: str) -> list[str]:
@@ -92,21 +91,6 @@ def _write_then_stop(self, *a, **k):
     return out
 _xr.Dataset.to_zarr = _write_then_stop
 """
-
-
-def _wait(predicate, timeout: float = 120.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def _stopped(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
-    except OSError:
-        return False
 
 
 def _age(lease: Path, seconds: float = 600.0) -> dict:

@@ -17,16 +17,18 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sweeps.store import open_results
+from tests.proc_util import dask_cluster as _cluster
+from tests.proc_util import geosweep as _geosweep
+from tests.proc_util import stopped as _stopped
+from tests.proc_util import wait_until as _wait
 
 #: two cells of ≈ 4·10⁶ and 2·10⁶ steps (seconds each on one core), a checkpoint every 2·10⁵ steps; each
 #: cell is a store shard and a slice of its own, run one at a time on the worker: a slice writes its
@@ -57,27 +59,6 @@ while not os.path.exists(sys.argv[1]):
 sys.exit(flows.cli.main(sys.argv[2:]))
 """
 LEASE_TIMEOUT = "3"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait(predicate, what: str, proc: subprocess.Popen | None = None, timeout: float = 240.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert proc is None or proc.poll() is None, f"{what}: the process ended ({proc.args})"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
-def _stopped(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
-    except OSError:
-        return False
 
 
 def _files(store: Path) -> dict[str, tuple[int, int, int]]:
@@ -111,34 +92,6 @@ def _lease_owner(lease: Path) -> str | None:
         return json.loads(lease.read_text())["owner"]
     except (OSError, ValueError, KeyError):
         return None
-
-
-def _geosweep(*args: str) -> list[str]:
-    return [sys.executable, "-m", "flows.cli", *args]
-
-
-@contextlib.contextmanager
-def _cluster(tmp_path: Path, env: dict[str, str], workers: int):
-    """A real ``dask scheduler`` and ``workers`` geosweep ``dask worker`` processes
-    (``sweeps.engine.WORKER_ARGS``) on 127.0.0.1: yields the scheduler's address and their log file."""
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    log_path = tmp_path / "cluster.log"
-    procs: list[subprocess.Popen] = []
-    with open(log_path, "w") as log:
-        start = {"env": env, "stdout": log, "stderr": subprocess.STDOUT, "start_new_session": True}
-        try:
-            scheduler = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1"]
-            procs.append(subprocess.Popen([*scheduler, "--port", str(port), "--dashboard-address", ":0"], **start))
-            worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--no-nanny", "--no-dashboard"]
-            for _ in range(workers):
-                procs.append(subprocess.Popen([*worker, "--nthreads", "2", "--resources", "geosweep-slice=1"], **start))
-            yield address, log_path
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait(10)
 
 
 def test_orphaned_task_of_a_killed_driver_writes_nothing_once_a_rerun_holds_the_lease(tmp_path):

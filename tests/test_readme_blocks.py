@@ -6,8 +6,9 @@ are checked line by line (:data:`COMMANDS`): a ``geosweep`` line is run in a scr
 (``geosweep`` is this checkout's CLI), or, where it needs a cluster, a remote store or a Prefect
 deployment, parsed by the CLI's own argument parser with its spec and cluster files validated.
 TOML specs are validated as written and run shortened (the sphere spec at icosphere level 1:
-42 molecules instead of 642, same axes, same T); Python blocks are executed against the stores
-the shell lines wrote. ``tests/test_lint.py`` checks the set-up commands against ``.ci/run``.
+42 molecules instead of 642, same axes, same T; ``geosweep demo`` likewise runs the shipped demo
+spec at level 1, through the CLI's own ``demo`` command); Python blocks are executed against the
+stores the shell lines wrote. ``tests/test_lint.py`` checks the set-up commands against ``.ci/run``.
 """
 
 from __future__ import annotations
@@ -205,9 +206,27 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
 
+#: ``geosweep demo`` with the demo spec's path pointed at ``argv[1]`` (the shortened copy of the
+#: shipped spec, :func:`short_demo_spec`); everything else is the CLI's own ``demo`` command
+DEMO_DRIVER = "import sys, flows.cli as c; c._demo_spec_path = lambda: sys.argv[1]; sys.exit(c.main(sys.argv[2:]))"
+
+
+def short_demo_spec(cwd: Path) -> Path:
+    """The shipped demo spec on the level-1 icosphere (as :func:`shortened_sphere_spec`), written
+    under ``cwd`` with its file name (``geosweep demo`` prints it): same axes, T, h and snapshots."""
+    from flows.cli import DEMO_SPEC, _demo_spec_path
+
+    path = cwd / "demo" / DEMO_SPEC
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(shortened_sphere_spec(Path(_demo_spec_path()).read_text()))
+    return path
+
+
 def _run(cmd: str, cwd: Path, scratch: Path) -> subprocess.CompletedProcess:
     words = shlex.split(cmd.replace(SCRATCH, f"{scratch}/"))
-    if words[0] == "geosweep":
+    if words[:2] == ["geosweep", "demo"]:  # the demo shortened: 24 cells of 42 molecules, not 642
+        words = [sys.executable, "-c", DEMO_DRIVER, str(short_demo_spec(cwd)), *words[1:]]
+    elif words[0] == "geosweep":
         words = [*_geosweep(), *words[1:]]
     elif words[0] == "python3":
         words[0] = sys.executable
@@ -265,6 +284,20 @@ def test_readme_sphere_spec_is_valid_as_written():
     assert short.grid.shape == plan.grid.shape and short.spec.T == plan.spec.T
 
 
+def test_demo_spec_is_valid_as_shipped_and_shortened_on_the_same_axes(tmp_path):
+    """`geosweep demo` runs shortened below (:func:`short_demo_spec`): the shipped spec validates
+    as written, and the short one has its grid, T and snapshots on 42 molecules instead of 642."""
+    from flows.cli import _demo_spec_path
+    from sweeps.plan import make_plan
+
+    plan = make_plan(_demo_spec_path())
+    short = make_plan(str(short_demo_spec(tmp_path)))
+    assert plan.grid.shape == short.grid.shape == (4, 3, 2)  # integrator × h × omega
+    for field in ("T", "h", "dt_out", "snapshot_dt", "name"):
+        assert getattr(short.spec, field) == getattr(plan.spec, field), field
+    assert short.spec.params["level"] == 1 and plan.spec.params.get("level", 3) == 3
+
+
 @pytest.fixture(scope="module")
 def ran(workspace) -> dict[str, subprocess.CompletedProcess]:
     """Every "run" line of README.md's shell blocks, in order, in the workspace."""
@@ -298,6 +331,9 @@ def test_readme_shell_lines_run(ran, workspace):
     assert "valid" in ran["geosweep validate sphere.toml"].stdout
     assert int((xr.open_zarr(workspace / "results" / "ring.zarr").status == 0).sum()) == 4
     assert (workspace / "results" / "sphere-demo.zarr.report" / "index.html").exists()
+    assert "geosweep: demo spec sphere_demo.toml" in ran["geosweep demo"].stderr
+    demo = xr.open_zarr(workspace / "results" / "sphere-demo.zarr")
+    assert int((demo.status == 0).sum()) == 24 and demo.sizes["body"] == 42
 
 
 def test_readme_analysis_block(ran, workspace, monkeypatch):
