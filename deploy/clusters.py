@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
+import threading
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -231,6 +233,19 @@ def _local(o: LocalOptions):
     )
 
 
+def import_jobqueue():
+    """``dask_jobqueue``, imported without its side effect on the driver: importing it sets a SIGINT
+    handler that calls ``sys.exit()`` (Ctrl-C would end a run with exit 0 and no message). The handler
+    in place before (geosweep's :class:`flows.output.Interrupts`) is put back."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    import dask_jobqueue
+
+    if main and previous is not None and signal.getsignal(signal.SIGINT) is not previous:
+        signal.signal(signal.SIGINT, previous)
+    return dask_jobqueue
+
+
 def _dq(value: str) -> str:
     """Double-quote for a shell: ``$VARS`` still expand, quotes and backticks do not."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
@@ -238,9 +253,7 @@ def _dq(value: str) -> str:
 
 def _shipped_defaults(kind: str) -> dict[str, Any]:
     """dask-jobqueue's own defaults of ``jobqueue.<kind>`` (its packaged jobqueue.yaml)."""
-    import dask_jobqueue
-
-    path = Path(dask_jobqueue.__file__).with_name("jobqueue.yaml")
+    path = Path(import_jobqueue().__file__).with_name("jobqueue.yaml")
     return yaml.safe_load(path.read_text())["jobqueue"].get(kind, {})
 
 
@@ -324,15 +337,11 @@ def _start_batch(cluster, o: _BatchOptions):
 
 
 def _slurm(o: SlurmOptions):
-    from dask_jobqueue import SLURMCluster
-
-    return _start_batch(SLURMCluster(**_batch_kwargs(o)), o)
+    return _start_batch(import_jobqueue().SLURMCluster(**_batch_kwargs(o)), o)
 
 
 def _pbs(o: PBSOptions):
-    from dask_jobqueue import PBSCluster
-
-    return _start_batch(PBSCluster(resource_spec=o.resource_spec, **_batch_kwargs(o)), o)
+    return _start_batch(import_jobqueue().PBSCluster(resource_spec=o.resource_spec, **_batch_kwargs(o)), o)
 
 
 def _kubernetes(o: KubernetesOptions):
