@@ -284,8 +284,8 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 import xarray  # noqa: F401
 
                 server.join()
-            # no worker answered: geosweep's one line, not Prefect's failure records and traceback
-            stack.enter_context(RunFailureFilter("WorkersUnresponsive"))
+            # no worker answered, or one cannot see the store: geosweep's one line, not Prefect's records
+            stack.enter_context(RunFailureFilter("WorkersUnresponsive", "StoreNotVisible"))
             try:
                 out = sweep_flow(
                     plan,

@@ -26,7 +26,7 @@ from typing import Any
 
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
-from sweeps import checkpoints, liveness
+from sweeps import checkpoints, liveness, visibility
 from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from sweeps.grid import Cell
 from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
@@ -252,6 +252,7 @@ def store_fault(ref: StoreRef, exc: BaseException) -> StoreFault | None:
 
 def _guarded(ref: StoreRef, fn: Callable[..., Any], *args: Any) -> Any:
     try:
+        visibility.ensure_visible(ref)  # a worker that joined late proves it sees this run's store
         return fn(*args)
     except Exception as exc:
         if (fault := store_fault(ref, exc)) is not None:
@@ -491,6 +492,7 @@ def _run_locked(
                 log("waiting for a first Dask worker")
                 client.wait_for_workers(1)
                 workers = client.scheduler_info(n_workers=-1).get("workers", {})
+            visibility.check_workers(client, ref, log)  # every worker sees this store, before any slice
             n_w = max(1, len(workers))
             resources = slice_resources(workers)
             by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)
