@@ -44,9 +44,10 @@ class Cluster:
     """A scheduler and workers; ``private`` workers see an empty tmpfs over ``shared`` (plus ``copy``
     copied into it, when given)."""
 
-    def __init__(self, tmp_path, shared, plain: int, private: int, copy=None):
+    def __init__(self, tmp_path, shared, plain: int, private: int, copy=None, worker_env: dict | None = None):
         self.address = f"tcp://127.0.0.1:{_free_port()}"
         self.env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+        wenv = worker_env or self.env
         self.log = open(tmp_path / "cluster.log", "w")
         port = self.address.rsplit(":", 1)[1]
         sched = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", port]
@@ -62,13 +63,13 @@ class Cluster:
         ]
         worker += ["--resources", "geosweep-slice=1"]
         for _ in range(plain):
-            self.procs.append(_start([*worker, "--name", "plain"], self.env, self.log))
+            self.procs.append(_start([*worker, "--name", "plain"], wenv, self.log))
         setup = f"mount -t tmpfs none {shared}"
         if copy is not None:
             setup += f" && cp -a {copy} {shared}/"
         for i in range(private):
             cmd = ["unshare", "-m", "sh", "-c", f'{setup} && exec "$@"', "sh", *worker, "--name", f"private-{i}"]
-            self.procs.append(_start(cmd, self.env, self.log))
+            self.procs.append(_start(cmd, wenv, self.log))
         from distributed import Client
 
         self.client = Client(self.address, timeout=60)
@@ -173,3 +174,50 @@ def test_the_summary_is_read_by_the_driver_not_through_the_cluster(tmp_path):
         assert "cells complete: 4/4" in table
     finally:
         cluster.close()
+
+
+def test_a_worker_without_the_drivers_credentials_stops_the_run_in_one_line(tmp_path):
+    """An S3 store (a moto server) whose credentials are only in the driver's environment (AWS_* variables):
+    the workers have none — one line naming the credentials, exit 2, no cell written (before: every slice
+    failed with NoCredentialsError and the closing summary crashed)."""
+    import json
+
+    import boto3
+    import fsspec
+    from moto import server as moto_server
+
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    boto3.client("s3", endpoint_url=endpoint, **{k.lower(): v for k, v in creds.items() if "KEY" in k}).create_bucket(
+        Bucket="vis-test"
+    )
+    (tmp_path / "long.toml").write_text(SMALL)
+    none = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "PREFECT_API_URL"}
+    none.update(HOME=str(tmp_path), AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
+    cluster = Cluster(tmp_path, tmp_path, plain=1, private=0, worker_env=none)
+    try:
+        options = json.dumps({"client_kwargs": {"endpoint_url": endpoint}})
+        args = [*_cmd(), "run", "long.toml", "--store", "s3://vis-test/v.zarr", "--address", cluster.address]
+        env = {**none, **creds}
+        p = subprocess.run([*args, "--no-prefect", "--storage-options", options], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+        out = p.stdout + p.stderr
+        assert p.returncode == 2, out[-3000:]
+        last = p.stderr.strip().splitlines()[-1]
+        assert "with its credentials (NoCredentialsError" in last, out[-3000:]
+        assert "credentials in the driver's environment do not reach the workers" in last
+        assert "Traceback" not in out and "slice failed" not in out
+        fs = fsspec.filesystem("s3", key="testing", secret="testing", client_kwargs={"endpoint_url": endpoint})
+        from sweeps.store import StoreRef, open_results
+
+        assert not [f for f in fs.find("vis-test/v.zarr") if "_checkpoints" in f]
+        ref = StoreRef.of(
+            "s3://vis-test/v.zarr", {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint}}
+        )
+        assert int(open_results(ref).done.sum()) == 0  # no cell written
+    finally:
+        cluster.close()
+        server.stop()
