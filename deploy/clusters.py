@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 KINDS = ("local", "slurm", "pbs", "kubernetes")
 
@@ -136,6 +136,18 @@ class _BatchOptions(_Options):
     @property
     def requests_workers(self) -> bool:
         return self.jobs > 0 or bool(self.adapt_max_jobs)
+
+    @model_validator(mode="after")
+    def _lifetime_needs_adaptive(self) -> _BatchOptions:
+        """Retired workers of fixed jobs are never replaced (dask-jobqueue cancels the job and submits
+        none): the run would stall once every worker retired."""
+        if self.worker_lifetime and self.jobs and not self.adapt_max_jobs:
+            raise ValueError(
+                f"worker_lifetime with a fixed number of jobs (jobs = {self.jobs}) stalls the run once the workers "
+                "retire (their jobs are not replaced): scale adaptively instead (adapt_max_jobs = N), or drop "
+                "worker_lifetime"
+            )
+        return self
 
 
 class SlurmOptions(_BatchOptions):

@@ -106,7 +106,15 @@ def _cluster_config(path: str):
     try:
         cfg = ClusterConfig.from_file(path)
         check_dependencies(cfg.kind)
-    except (OSError, ValueError, ValidationError, ImportError) as e:
+    except ValidationError as e:  # one line: each field and its problem
+        problems = "; ".join(
+            ".".join(str(p) for p in err["loc"][1:])
+            + (": " if err["loc"][1:] else "")
+            + err["msg"].removeprefix("Value error, ")
+            for err in e.errors()
+        )
+        raise ClusterFileError(f"cluster file {path}: {problems}") from e
+    except (OSError, ValueError, ImportError) as e:
         raise ClusterFileError(f"cluster file {path}: {e}") from e
     if not cfg.root.requests_workers:
         raise ClusterFileError(f"cluster file {path} starts no workers: set jobs, n_workers or an adapt maximum")
