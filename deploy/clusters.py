@@ -381,3 +381,60 @@ def _kubernetes(o: KubernetesOptions):
 
 
 _BUILDERS = {"local": _local, "slurm": _slurm, "pbs": _pbs, "kubernetes": _kubernetes}
+
+
+# ---------------------------------------------------------------------------------------
+# what the batch system says about a cluster's jobs (sweeps.first_worker)
+# ---------------------------------------------------------------------------------------
+#: Slurm job states of a job that may still start a worker
+_SLURM_ALIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"}
+
+
+def _job_ids(cluster) -> list[str]:
+    return [str(job.job_id) for job in getattr(cluster, "workers", {}).values() if getattr(job, "job_id", None)]
+
+
+def _log_paths(cluster, job_id: str) -> str:
+    """Where the job's stdout/stderr go: ``#SBATCH -o/-e`` of its script, else Slurm's default."""
+    paths = []
+    for line in cluster.job_script().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] in ("#SBATCH", "#PBS") and parts[1] in ("-o", "-e"):
+            paths.append(parts[2].replace("%J", job_id).replace("%j", job_id))
+    return ", ".join(paths) or os.path.join(os.getcwd(), f"slurm-{job_id}.out")
+
+
+def slurm_jobs_state(cluster):
+    """The cluster's jobs as ``squeue`` sees them (state and reason) with their log paths."""
+    import subprocess
+
+    from sweeps.first_worker import JobsState
+
+    ids = _job_ids(cluster)
+    if not ids:
+        return JobsState("no job was submitted (sbatch refused it? see the lines above)", False)
+    p = subprocess.run(
+        ["squeue", "-h", "-j", ",".join(ids), "-o", "%i %T %r"], capture_output=True, text=True, timeout=30
+    )
+    seen = {parts[0]: parts[1:] for parts in (line.split(None, 2) for line in p.stdout.splitlines()) if parts}
+    words, alive = [], False
+    for i in ids:
+        got = seen.get(i) or ["ENDED"]  # no longer in the queue
+        state, reason = got[0], (got[1] if len(got) > 1 else "")
+        alive |= state in _SLURM_ALIVE
+        why = f" ({reason})" if reason and reason != "None" else ""
+        words.append(f"job {i} {state}{why}, log {_log_paths(cluster, i)}")
+    return JobsState("; ".join(words), alive)
+
+
+def batch_jobs_state(cluster):
+    """What the batch system says about ``cluster``'s jobs, or None (not a batch cluster)."""
+    name = type(cluster).__name__
+    if name == "SLURMCluster":
+        return slurm_jobs_state(cluster)
+    if name == "PBSCluster":
+        from sweeps.first_worker import JobsState
+
+        ids = _job_ids(cluster)
+        return JobsState(f"jobs {', '.join(ids) or 'none yet'} (see qstat -f for why they wait)", True)
+    return None

@@ -182,7 +182,11 @@ def _execution(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, 
     from sweeps.engine import LOCAL_WORKER
 
     if args.cluster:
+        from deploy.clusters import batch_jobs_state
+        from sweeps.first_worker import describing
+
         cluster = stack.enter_context(_start_cluster(args.cluster))
+        stack.enter_context(describing(lambda: batch_jobs_state(cluster)))  # while waiting for a worker
         address, link = cluster.scheduler_address, cluster.dashboard_link
         client = None
     elif args.address:
@@ -228,6 +232,7 @@ def _has_bokeh() -> bool:
 def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     from flows import firstrun
     from sweeps.engine import default_store_path, run_sweep, warm_plan
+    from sweeps.first_worker import first_worker_seconds
     from sweeps.liveness import unresponsive_seconds
     from sweeps.plan import make_plan
     from sweeps.spec import read_spec_file
@@ -241,6 +246,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     _check_scheduler(args.address)
     try:
         unresponsive_seconds()
+        first_worker_seconds()
     except ValueError as e:
         LOG.error(str(e))
         return 2
@@ -293,7 +299,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
 
                 server.join()
             # no worker answered, or one cannot see the store: geosweep's one line, not Prefect's records
-            stack.enter_context(RunFailureFilter("WorkersUnresponsive", "StoreNotVisible"))
+            stack.enter_context(RunFailureFilter("WorkersUnresponsive", "NoWorkerConnected", "StoreNotVisible"))
             try:
                 out = sweep_flow(
                     plan,

@@ -26,7 +26,7 @@ from typing import Any
 
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
-from sweeps import checkpoints, liveness, visibility
+from sweeps import checkpoints, first_worker, liveness, visibility
 from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from sweeps.grid import Cell
 from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
@@ -490,7 +490,7 @@ def _run_locked(
                 # an adaptive cluster starts workers for the pending model tasks; the slices' layout
                 # and resources follow the workers it starts
                 log("waiting for a first Dask worker")
-                client.wait_for_workers(1)
+                first_worker.wait(client, log)  # says what the batch jobs do; stops when they cannot start
                 workers = client.scheduler_info(n_workers=-1).get("workers", {})
             visibility.check_workers(client, ref, log)  # every worker sees this store, before any slice
             n_w = max(1, len(workers))

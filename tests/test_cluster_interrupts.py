@@ -6,6 +6,7 @@ run's tasks released on the scheduler, and a rerun resumes."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,7 +35,7 @@ def slurm_cluster_file(tmp_path, slurm, jobs: int = 2, **extra) -> str:  # noqa:
         f'log_directory = "{tmp_path / "joblogs"}"',
         'dashboard_address = ":0"',
     ]
-    lines += [f"{k} = {v!r}".replace("'", '"') if isinstance(v, str) else f"{k} = {v}" for k, v in extra.items()]
+    lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
     path = tmp_path / "cluster.toml"
     path.write_text("\n".join(lines) + "\n")
     return str(path)

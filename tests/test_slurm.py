@@ -5,10 +5,12 @@ jobs with a worker lifetime refused in one line."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 
 import numpy as np
+import pytest
 
 from tests.slurm_cluster import slurm  # noqa: F401 - the fixture
 from tests.test_cli_output import LONG, N_LONG, _cells_done, _cmd
@@ -91,3 +93,26 @@ def test_fixed_jobs_with_a_worker_lifetime_are_refused_in_one_line(tmp_path):
     from deploy.clusters import ClusterConfig
 
     ClusterConfig.model_validate({"kind": "slurm", "adapt_max_jobs": 2, "worker_lifetime": "90s"})
+
+
+@pytest.mark.parametrize("case", ["pending", "ended"])
+def test_waiting_for_a_first_worker_ends_with_what_slurm_says(tmp_path, slurm, case):  # noqa: F811
+    """A job that cannot start yet (``--begin`` an hour away: PENDING, reason BeginTime) stops the run after
+    ``GEOSWEEP_FIRST_WORKER_TIMEOUT``; a job whose worker cannot start (no such python) stops it once no job
+    is left. One line with the job's state, reason and log path, exit 1; no job left behind (before: "waiting
+    for a first Dask worker" forever)."""
+    (tmp_path / "long.toml").write_text(LONG)
+    env = {**slurm.env(), "GEOSWEEP_FIRST_WORKER_TIMEOUT": "20" if case == "pending" else "240"}
+    env.pop("PREFECT_API_URL", None)
+    extra = {"job_extra_directives": ["--begin=now+3600"]} if case == "pending" else {"python": "python3-missing"}
+    cluster = slurm_cluster_file(tmp_path, slurm, jobs=1, **extra)
+    p = _run(tmp_path, ["run", "long.toml", "--store", "l.zarr", "--no-prefect", "--cluster", cluster], env, 300)
+    assert p.returncode == 1, p.stderr[-3000:]
+    last = p.stderr.strip().splitlines()[-1]
+    logs = tmp_path / "joblogs"
+    if case == "pending":
+        assert re.search(r"no Dask worker connected within 20 s .*: job \d+ PENDING \(BeginTime\), log ", last), last
+    else:
+        assert re.search(r"no job of the cluster is left: job \d+ ENDED, log ", last), last
+    assert f"{logs}/geosweep-" in last and "Traceback" not in p.stderr
+    assert _no_jobs_left(slurm) == []
