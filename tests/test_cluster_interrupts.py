@@ -50,7 +50,9 @@ def _no_jobs_left(slurm, seconds: float = 60) -> list:  # noqa: F811
     return jobs
 
 
-@pytest.mark.parametrize("prefect", [False, True], ids=["no-prefect", "prefect"])
+@pytest.mark.parametrize(
+    "prefect", [False, pytest.param(True, marks=pytest.mark.slow)], ids=["no-prefect", "prefect"]
+)  # the Prefect path: slow (≈ 1 min more; CI keeps the Slurm tests to a few minutes)
 def test_ctrl_c_on_a_slurm_cluster_is_one_line_exit_130_and_cancels_the_jobs(tmp_path, slurm, prefect):  # noqa: F811
     """Failed before the fix: exit 0 with no message (``--no-prefect``), "Crash detected!" and exit 0
     (Prefect). The rerun on the same cluster completes the store."""

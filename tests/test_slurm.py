@@ -50,6 +50,7 @@ def test_a_sweep_through_slurm_jobs_equals_serial_bitwise(tmp_path, slurm):  # n
     _same_as_serial(tmp_path, tmp_path / "l.zarr")
 
 
+@pytest.mark.slow  # ≈ 1.5 min: CI keeps the Slurm tests to a few minutes
 def test_scancel_of_every_job_mid_run_on_an_adaptive_cluster_is_finished_by_new_jobs(tmp_path, slurm):  # noqa: F811
     """Every job cancelled once a cell is done: adaptive scaling submits new jobs, the cells rerun from
     their checkpoints, and the store equals ``--serial`` bitwise."""
