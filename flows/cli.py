@@ -10,8 +10,9 @@ Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom
 ``geosweep.plugins`` entry points are always loaded, see :mod:`flows.plugins`).
 
 Exit codes: 0 success (cells whose integration failed are results, not errors), 1 some
-slices raised or no Dask worker answered (:mod:`sweeps.liveness`), 2 the spec, cluster file,
-options, a plugin, the scheduler address or the store location were refused, the store is
+slices raised or no Dask worker answered (:mod:`sweeps.liveness`) or connected
+(:mod:`sweeps.first_worker`), 2 the spec, cluster file, options, a plugin, the scheduler address
+or the store location were refused, a worker does not see the store (:mod:`sweeps.visibility`), the store is
 damaged, cannot be written (disk full, read-only) or its ``<store>.lease`` is not a lease file
 (one line each), 3 the store belongs to another spec or has
 another store format, or another run holds its lease (also ``verify --repair``; a run that lost
