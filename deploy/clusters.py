@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
+import threading
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
 KINDS = ("local", "slurm", "pbs", "kubernetes")
 
@@ -135,6 +137,18 @@ class _BatchOptions(_Options):
     def requests_workers(self) -> bool:
         return self.jobs > 0 or bool(self.adapt_max_jobs)
 
+    @model_validator(mode="after")
+    def _lifetime_needs_adaptive(self) -> _BatchOptions:
+        """Retired workers of fixed jobs are never replaced (dask-jobqueue cancels the job and submits
+        none): the run would stall once every worker retired."""
+        if self.worker_lifetime and self.jobs and not self.adapt_max_jobs:
+            raise ValueError(
+                f"worker_lifetime with a fixed number of jobs (jobs = {self.jobs}) stalls the run once the workers "
+                "retire (their jobs are not replaced): scale adaptively instead (adapt_max_jobs = N), or drop "
+                "worker_lifetime"
+            )
+        return self
+
 
 class SlurmOptions(_BatchOptions):
     """Workers in Slurm jobs (``dask_jobqueue.SLURMCluster``)."""
@@ -231,6 +245,19 @@ def _local(o: LocalOptions):
     )
 
 
+def import_jobqueue():
+    """``dask_jobqueue``, imported without its side effect on the driver: importing it sets a SIGINT
+    handler that calls ``sys.exit()`` (Ctrl-C would end a run with exit 0 and no message). The handler
+    in place before (geosweep's :class:`flows.output.Interrupts`) is put back."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    import dask_jobqueue
+
+    if main and previous is not None and signal.getsignal(signal.SIGINT) is not previous:
+        signal.signal(signal.SIGINT, previous)
+    return dask_jobqueue
+
+
 def _dq(value: str) -> str:
     """Double-quote for a shell: ``$VARS`` still expand, quotes and backticks do not."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`") + '"'
@@ -238,9 +265,7 @@ def _dq(value: str) -> str:
 
 def _shipped_defaults(kind: str) -> dict[str, Any]:
     """dask-jobqueue's own defaults of ``jobqueue.<kind>`` (its packaged jobqueue.yaml)."""
-    import dask_jobqueue
-
-    path = Path(dask_jobqueue.__file__).with_name("jobqueue.yaml")
+    path = Path(import_jobqueue().__file__).with_name("jobqueue.yaml")
     return yaml.safe_load(path.read_text())["jobqueue"].get(kind, {})
 
 
@@ -324,15 +349,11 @@ def _start_batch(cluster, o: _BatchOptions):
 
 
 def _slurm(o: SlurmOptions):
-    from dask_jobqueue import SLURMCluster
-
-    return _start_batch(SLURMCluster(**_batch_kwargs(o)), o)
+    return _start_batch(import_jobqueue().SLURMCluster(**_batch_kwargs(o)), o)
 
 
 def _pbs(o: PBSOptions):
-    from dask_jobqueue import PBSCluster
-
-    return _start_batch(PBSCluster(resource_spec=o.resource_spec, **_batch_kwargs(o)), o)
+    return _start_batch(import_jobqueue().PBSCluster(resource_spec=o.resource_spec, **_batch_kwargs(o)), o)
 
 
 def _kubernetes(o: KubernetesOptions):
@@ -360,3 +381,60 @@ def _kubernetes(o: KubernetesOptions):
 
 
 _BUILDERS = {"local": _local, "slurm": _slurm, "pbs": _pbs, "kubernetes": _kubernetes}
+
+
+# ---------------------------------------------------------------------------------------
+# what the batch system says about a cluster's jobs (sweeps.first_worker)
+# ---------------------------------------------------------------------------------------
+#: Slurm job states of a job that may still start a worker
+_SLURM_ALIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"}
+
+
+def _job_ids(cluster) -> list[str]:
+    return [str(job.job_id) for job in getattr(cluster, "workers", {}).values() if getattr(job, "job_id", None)]
+
+
+def _log_paths(cluster, job_id: str) -> str:
+    """Where the job's stdout/stderr go: ``#SBATCH -o/-e`` of its script, else Slurm's default."""
+    paths = []
+    for line in cluster.job_script().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] in ("#SBATCH", "#PBS") and parts[1] in ("-o", "-e"):
+            paths.append(parts[2].replace("%J", job_id).replace("%j", job_id))
+    return ", ".join(paths) or os.path.join(os.getcwd(), f"slurm-{job_id}.out")
+
+
+def slurm_jobs_state(cluster):
+    """The cluster's jobs as ``squeue`` sees them (state and reason) with their log paths."""
+    import subprocess
+
+    from sweeps.first_worker import JobsState
+
+    ids = _job_ids(cluster)
+    if not ids:
+        return JobsState("no job was submitted (sbatch refused it? see the lines above)", False)
+    p = subprocess.run(
+        ["squeue", "-h", "-j", ",".join(ids), "-o", "%i %T %r"], capture_output=True, text=True, timeout=30
+    )
+    seen = {parts[0]: parts[1:] for parts in (line.split(None, 2) for line in p.stdout.splitlines()) if parts}
+    words, alive = [], False
+    for i in ids:
+        got = seen.get(i) or ["ENDED"]  # no longer in the queue
+        state, reason = got[0], (got[1] if len(got) > 1 else "")
+        alive |= state in _SLURM_ALIVE
+        why = f" ({reason})" if reason and reason != "None" else ""
+        words.append(f"job {i} {state}{why}, log {_log_paths(cluster, i)}")
+    return JobsState("; ".join(words), alive)
+
+
+def batch_jobs_state(cluster):
+    """What the batch system says about ``cluster``'s jobs, or None (not a batch cluster)."""
+    name = type(cluster).__name__
+    if name == "SLURMCluster":
+        return slurm_jobs_state(cluster)
+    if name == "PBSCluster":
+        from sweeps.first_worker import JobsState
+
+        ids = _job_ids(cluster)
+        return JobsState(f"jobs {', '.join(ids) or 'none yet'} (see qstat -f for why they wait)", True)
+    return None

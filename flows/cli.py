@@ -10,8 +10,9 @@ Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom
 ``geosweep.plugins`` entry points are always loaded, see :mod:`flows.plugins`).
 
 Exit codes: 0 success (cells whose integration failed are results, not errors), 1 some
-slices raised or no Dask worker answered (:mod:`sweeps.liveness`), 2 the spec, cluster file,
-options, a plugin, the scheduler address or the store location were refused, the store is
+slices raised or no Dask worker answered (:mod:`sweeps.liveness`) or connected
+(:mod:`sweeps.first_worker`), 2 the spec, cluster file, options, a plugin, the scheduler address
+or the store location were refused, a worker does not see the store (:mod:`sweeps.visibility`), the store is
 damaged, cannot be written (disk full, read-only) or its ``<store>.lease`` is not a lease file
 (one line each), 3 the store belongs to another spec or has
 another store format, or another run holds its lease (also ``verify --repair``; a run that lost
@@ -106,7 +107,15 @@ def _cluster_config(path: str):
     try:
         cfg = ClusterConfig.from_file(path)
         check_dependencies(cfg.kind)
-    except (OSError, ValueError, ValidationError, ImportError) as e:
+    except ValidationError as e:  # one line: each field and its problem
+        problems = "; ".join(
+            ".".join(str(p) for p in err["loc"][1:])
+            + (": " if err["loc"][1:] else "")
+            + err["msg"].removeprefix("Value error, ")
+            for err in e.errors()
+        )
+        raise ClusterFileError(f"cluster file {path}: {problems}") from e
+    except (OSError, ValueError, ImportError) as e:
         raise ClusterFileError(f"cluster file {path}: {e}") from e
     if not cfg.root.requests_workers:
         raise ClusterFileError(f"cluster file {path} starts no workers: set jobs, n_workers or an adapt maximum")
@@ -174,7 +183,11 @@ def _execution(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, 
     from sweeps.engine import LOCAL_WORKER
 
     if args.cluster:
+        from deploy.clusters import batch_jobs_state
+        from sweeps.first_worker import describing
+
         cluster = stack.enter_context(_start_cluster(args.cluster))
+        stack.enter_context(describing(lambda: batch_jobs_state(cluster)))  # while waiting for a worker
         address, link = cluster.scheduler_address, cluster.dashboard_link
         client = None
     elif args.address:
@@ -220,6 +233,7 @@ def _has_bokeh() -> bool:
 def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     from flows import firstrun
     from sweeps.engine import default_store_path, run_sweep, warm_plan
+    from sweeps.first_worker import first_worker_seconds
     from sweeps.liveness import unresponsive_seconds
     from sweeps.plan import make_plan
     from sweeps.spec import read_spec_file
@@ -233,6 +247,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     _check_scheduler(args.address)
     try:
         unresponsive_seconds()
+        first_worker_seconds()
     except ValueError as e:
         LOG.error(str(e))
         return 2
@@ -284,8 +299,8 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 import xarray  # noqa: F401
 
                 server.join()
-            # no worker answered: geosweep's one line, not Prefect's failure records and traceback
-            stack.enter_context(RunFailureFilter("WorkersUnresponsive"))
+            # no worker answered, or one cannot see the store: geosweep's one line, not Prefect's records
+            stack.enter_context(RunFailureFilter("WorkersUnresponsive", "NoWorkerConnected", "StoreNotVisible"))
             try:
                 out = sweep_flow(
                     plan,

@@ -26,7 +26,7 @@ from typing import Any
 
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
-from sweeps import checkpoints, liveness
+from sweeps import checkpoints, first_worker, liveness, visibility
 from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from sweeps.grid import Cell
 from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
@@ -305,6 +305,7 @@ def store_fault(ref: StoreRef, exc: BaseException) -> StoreFault | None:
 
 def _guarded(ref: StoreRef, fn: Callable[..., Any], *args: Any) -> Any:
     try:
+        visibility.ensure_visible(ref)  # a worker that joined late proves it sees this run's store
         return fn(*args)
     except Exception as exc:
         if (fault := store_fault(ref, exc)) is not None:
@@ -539,8 +540,9 @@ def _run_locked(
                 # an adaptive cluster starts workers for the pending model tasks; the slices' layout
                 # and resources follow the workers it starts
                 log("waiting for a first Dask worker")
-                client.wait_for_workers(1)
+                first_worker.wait(client, log)  # says what the batch jobs do; stops when they cannot start
                 workers = client.scheduler_info(n_workers=-1).get("workers", {})
+            visibility.check_workers(client, ref, log)  # every worker sees this store, before any slice
             n_w = max(1, len(workers))
             resources = slice_resources(workers)
             by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)

@@ -39,7 +39,16 @@ def partial_lines(ds, ref: StoreRef, most: int = 10) -> list[str]:
 
 
 def status_table(store, storage_options: dict | None = None) -> str:
-    """Markdown: completion and status counts, then mean|ΔE| per integrator × h."""
+    """Markdown: completion and status counts, then mean|ΔE| per integrator × h. Read by this process
+    from the store itself, never through a Dask cluster that may be active (whose workers may see
+    another copy of a local path)."""
+    import dask
+
+    with dask.config.set(scheduler="threads"):
+        return _status_table(store, storage_options)
+
+
+def _status_table(store, storage_options: dict | None = None) -> str:
     ds = open_results(StoreRef.of(store, storage_options))
     runnable = ds["status"] != -2
     done = int(((ds["done"] == 1) & runnable).sum())

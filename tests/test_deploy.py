@@ -225,8 +225,9 @@ def test_pbs_cluster_from_example_file_has_directives_and_env():
     assert f"#PBS -q {cfg.root.queue}" in script
     assert f"#PBS -l walltime={cfg.root.walltime}" in script
     assert f"ncpus={cfg.root.cores}" in script
-    for directive in cfg.root.job_extra_directives:
+    for directive in cfg.root.job_extra_directives or []:  # none as shipped: whole nodes are a choice
         assert f"#PBS {directive}" in script
+    assert f"#PBS -e {cfg.root.log_directory}/" in script  # the jobs' logs are kept
     assert 'export NUMBA_NUM_THREADS="1"' in script
     assert f'export NUMBA_CACHE_DIR="{cfg.root.numba_cache_dir}"' in script
     assert "--nthreads 1 --memory-limit" in script and f"--nworkers {cfg.root.cores}" in script
@@ -236,7 +237,9 @@ def test_pbs_cluster_from_example_file_has_directives_and_env():
 def test_example_cluster_files_and_manifest_are_valid():
     slurm = ClusterConfig.from_file(DEPLOY / "slurm" / "cluster.toml")
     assert slurm.kind == "slurm" and slurm.root.requests_workers
-    assert slurm.root.jobs >= 1 and slurm.root.numba_cache_dir
+    # as shipped: adaptive (retired workers are replaced), no --exclusive, job logs kept, a free dashboard port
+    assert slurm.root.adapt_max_jobs >= 1 and slurm.root.worker_lifetime and slurm.root.numba_cache_dir
+    assert not slurm.root.job_extra_directives and slurm.root.log_directory and slurm.root.dashboard_address == ":0"
     k8s = ClusterConfig.from_file(DEPLOY / "k8s" / "cluster.yaml")
     assert k8s.kind == "kubernetes"
     manifest = yaml.safe_load((DEPLOY / "k8s" / "daskcluster.yaml").read_text())

@@ -77,6 +77,8 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("deploy/README.md", "export NUMBA_CACHE_DIR="): "shell: validate run, Slurm run parsed",
     ("deploy/README.md", "from deploy.clusters import ClusterConfig"): "python: executed (jobs=0 submits nothing)",
     ("deploy/README.md", "docker build"): "shell: no Docker daemon (test_deploy checks the Dockerfile)",
+    ("deploy/README.md", "dask scheduler --port 8786"): "shell: daemons skipped, the run parsed",
+    ("deploy/README.md", "squeue -u $USER"): "shell: needs Slurm (tests/test_slurm.py runs a real one)",
     ("deploy/README.md", "geosweep run my_sweep.toml --cluster deploy/k8s"): "shell: parsed, cluster validated",
     ("deploy/README.md", "kubectl apply"): "shell: kubectl skipped, the run parsed",
     ("deploy/README.md", "geosweep run my_sweep.toml --store s3://"): "shell: parsed (needs an S3 endpoint)",
@@ -125,6 +127,14 @@ COMMANDS: dict[str, str] = {
     "geosweep run my_sweep.toml --cluster deploy/slurm/cluster.toml --store '/scratch/$USER/my_sweep.zarr'": (
         "parse: submits Slurm jobs"
     ),
+    "dask scheduler --port 8786 --dashboard-address :0 '&'": "skip: a long-running scheduler",
+    "NUMBA_NUM_THREADS=1 OMP_NUM_THREADS=1 dask worker tcp://head-node:8786 --nworkers 4 --nthreads 2 "
+    "--resources geosweep-slice=1": "skip: long-running workers on other hosts (test_store_visibility starts them)",
+    "geosweep run my_sweep.toml --address tcp://head-node:8786 --store /shared/my_sweep.zarr": (
+        "parse: needs the scheduler and workers above"
+    ),
+    "squeue -u '$USER' -o '%i %j %T %r'": "skip: needs Slurm",
+    "tail 'logs/dask/geosweep-*.err'": "skip: the job logs of a Slurm run",
     "docker build -t geosweep:latest -f deploy/Dockerfile .": "skip: no Docker daemon",
     "docker tag geosweep:latest registry.example.org/geosweep:latest": "skip: no Docker daemon",
     "docker push registry.example.org/geosweep:latest": "skip: no Docker daemon",

@@ -1,0 +1,217 @@
+"""A real Slurm on this machine for the tests: ``munged``, ``slurmctld`` and ``slurmd`` (Debian's
+``slurm-wlm`` 22.05 and ``munge``), one node on loopback, configured in a temporary directory.
+
+:func:`slurm` is a session fixture: it installs the packages when they are missing and the tests run
+as root (``apt-get install -y slurm-wlm munge``), otherwise the tests that use it are skipped with the
+reason. It sets ``SLURM_CONF`` for this process and its children (``sbatch``, ``squeue``, ``scancel``
+of dask-jobqueue and geosweep) and stops the daemons at the end."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PACKAGES = ("slurm-wlm", "munge")
+DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel")
+#: memory (MB) the node offers to jobs: a few GiB, whatever the machine has
+NODE_MEMORY_MB = 6000
+
+
+@dataclass
+class Slurm:
+    """A running single-node Slurm: its configuration, partition and directories."""
+
+    conf: Path
+    root: Path
+    partition: str
+    node: str
+    cpus: int
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": str(self.conf)}
+
+    def squeue(self) -> list[dict[str, str]]:
+        """The jobs in the queue: id, name, state, reason."""
+        out = _run(["squeue", "-h", "-o", "%i|%j|%T|%r"], self.env()).stdout
+        return [dict(zip(("id", "name", "state", "reason"), line.split("|"))) for line in out.splitlines() if line]
+
+    def cancel_all(self) -> None:
+        _run(["scancel", "--full", "-u", "root"], self.env(), check=False)
+        for _ in range(100):
+            if not self.squeue():
+                return
+            time.sleep(0.2)
+
+
+def _run(cmd: list[str], env: dict | None = None, check: bool = True, timeout: float = 60):
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def _missing() -> list[str]:
+    return [d for d in DAEMONS if shutil.which(d) is None and not Path("/usr/sbin", d).exists()]
+
+
+def _install() -> str | None:
+    """Install slurm-wlm and munge with apt-get; None when installed, else why not."""
+    if not _missing():
+        return None
+    if os.geteuid() != 0:
+        return f"Slurm is not installed ({', '.join(_missing())} missing) and the tests do not run as root"
+    if shutil.which("apt-get") is None:
+        return "Slurm is not installed and there is no apt-get to install it"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    p = subprocess.run(["apt-get", "install", "-y", *PACKAGES], env=env, capture_output=True, text=True, timeout=900)
+    if p.returncode != 0:
+        return f"apt-get install {' '.join(PACKAGES)} failed: {p.stderr.strip()[-300:]}"
+    return None if not _missing() else f"still missing after apt-get: {', '.join(_missing())}"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _node_line(memory_mb: int) -> tuple[str, int]:
+    """The ``NodeName`` line of this machine (``slurmd -C``), with less memory than it has."""
+    line = _run(["slurmd", "-C"]).stdout.splitlines()[0]
+    fields = dict(f.split("=", 1) for f in line.split())
+    fields["RealMemory"] = str(min(memory_mb, int(fields["RealMemory"]) - 512))
+    fields["NodeAddr"] = "127.0.0.1"
+    return " ".join(f"{k}={v}" for k, v in fields.items()), int(fields["CPUs"])
+
+
+def write_config(root: Path) -> tuple[Path, str, int]:
+    """slurm.conf (and an empty cgroup.conf) in ``root``: (path, node name, cpus)."""
+    for d in ("state", "spool", "log"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    node_line, cpus = _node_line(NODE_MEMORY_MB)
+    node = node_line.split()[0].split("=", 1)[1]
+    conf = root / "slurm.conf"
+    conf.write_text(
+        "\n".join(
+            [
+                "ClusterName=geosweep-test",
+                f"SlurmctldHost={node}(127.0.0.1)",
+                f"SlurmctldPort={_free_port()}",
+                f"SlurmdPort={_free_port()}",
+                "AuthType=auth/munge",
+                "CredType=cred/munge",
+                f"AuthInfo=socket={root / 'munge.socket'}",
+                "SlurmUser=root",
+                "SlurmdUser=root",
+                f"StateSaveLocation={root / 'state'}",
+                f"SlurmdSpoolDir={root / 'spool'}",
+                f"SlurmctldPidFile={root / 'slurmctld.pid'}",
+                f"SlurmdPidFile={root / 'slurmd.pid'}",
+                f"SlurmctldLogFile={root / 'log' / 'slurmctld.log'}",
+                f"SlurmdLogFile={root / 'log' / 'slurmd.log'}",
+                "ProctrackType=proctrack/linuxproc",
+                "TaskPlugin=task/none",
+                "MpiDefault=none",
+                "SchedulerType=sched/backfill",
+                "SelectType=select/cons_tres",
+                "SelectTypeParameters=CR_Core_Memory",
+                "ReturnToService=2",
+                "JobAcctGatherType=jobacct_gather/none",
+                "AccountingStorageType=accounting_storage/none",
+                "KillWait=5",
+                "MinJobAge=30",
+                "SchedulerParameters=sched_interval=2",
+                "SlurmctldParameters=enable_configless",
+                f"{node_line} State=UNKNOWN",
+                f"PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP",
+                "",
+            ]
+        )
+    )
+    (root / "cgroup.conf").write_text("")
+    return conf, node, cpus
+
+
+def _wait_node_idle(env: dict, node: str, seconds: float = 60) -> str:
+    t0 = time.monotonic()
+    state = ""
+    while time.monotonic() - t0 < seconds:
+        p = _run(["sinfo", "-h", "-n", node, "-o", "%T"], env, check=False)
+        state = p.stdout.strip()
+        if state in ("idle", "mixed", "allocated"):
+            return state
+        time.sleep(0.5)
+    return state or "no answer"
+
+
+def start(root: Path) -> tuple[Slurm, list[subprocess.Popen]]:
+    """Start munged, slurmctld and slurmd with a configuration in ``root``."""
+    conf, node, cpus = write_config(root)
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    procs: list[subprocess.Popen] = []
+    log = open(root / "log" / "daemons.log", "w")
+
+    def daemon(cmd: list[str]) -> None:
+        procs.append(subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    daemon(
+        [
+            "munged", "-F", "--force", f"--socket={root / 'munge.socket'}", f"--pid-file={root / 'munged.pid'}",
+            f"--log-file={root / 'log' / 'munged.log'}", f"--seed-file={root / 'munged.seed'}",
+        ]
+    )  # fmt: skip
+    for _ in range(100):
+        if (root / "munge.socket").exists():
+            break
+        time.sleep(0.1)
+    daemon(["slurmctld", "-D", "-i", "-f", str(conf)])
+    time.sleep(1.0)
+    daemon(["slurmd", "-D", "-f", str(conf), "-N", node])
+    return Slurm(conf=conf, root=root, partition="debug", node=node, cpus=cpus), procs
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    for p in reversed(procs):
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(10)
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A running one-node Slurm (see the module docstring), or the tests are skipped with the reason."""
+    reason = _install()
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("slurm")
+    cluster, procs = start(root)
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        state = _wait_node_idle(cluster.env(), cluster.node)
+        if state not in ("idle", "mixed", "allocated"):
+            logs = "".join(
+                (root / "log" / f).read_text()[-1500:]
+                for f in ("slurmctld.log", "slurmd.log")
+                if (root / "log" / f).exists()
+            )
+            pytest.skip(f"the test Slurm's node did not come up ({state}): {logs}")
+        yield cluster
+    finally:
+        try:
+            cluster.cancel_all()
+        finally:
+            stop(procs)
+            if previous is None:
+                os.environ.pop("SLURM_CONF", None)
+            else:
+                os.environ["SLURM_CONF"] = previous
