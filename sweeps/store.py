@@ -952,6 +952,7 @@ def read_blocks(arrays: dict[str, Any], region: tuple[slice, ...]) -> dict[str, 
 
     return {n: (r if isinstance(r, BaseException) else np.asarray(r)) for n, r in zip(names, sync(read_all()))}
 
+
 class _ShardChecksums:
     """The :func:`cell_checksum` of each cell of a shard write, fed variable by variable in sorted
     name order: whole shards of values at once (:meth:`add_rows`, one hash update per cell at the
