@@ -61,8 +61,8 @@ PROGRESS_KEY = "geosweep_progress"
 def save(ref, cell: Cell, arrays: dict[str, np.ndarray], progress: float | None = None) -> None:
     """Replace the checkpoint of ``cell`` with ``arrays`` (atomically, see module docstring)."""
     buf = io.BytesIO()
-    extra = {} if progress is None else {PROGRESS_KEY: np.float64(progress)}
-    np.savez(buf, **arrays, **extra)
+    extra: dict[str, Any] = {} if progress is None else {PROGRESS_KEY: np.float64(progress)}
+    np.savez(buf, **arrays, **extra)  # type: ignore[arg-type]  # numpy's stub types **kwds by its flag
     data = buf.getvalue()
     fs, path = _path(ref, cell)
     with fence(ref):

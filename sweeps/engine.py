@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
@@ -157,7 +157,7 @@ def compute_cell(
     request, options = plan.request(cell)
     integrator = plan.grid.coords(cell)["integrator"]
     model = plan.model(cell)
-    traj = plan.famdef.start(model, integrator, request, options)
+    traj = plan.famdef.start(model, integrator, request, options)  # type: ignore[misc]  # every family has one
     saved = checkpoints.load(ref, cell) if saved_keys is None or checkpoints.cell_key(cell) in saved_keys else None
     resumed = False
     if saved is not None:
@@ -178,7 +178,7 @@ def compute_cell(
             checkpoints.save(ref, cell, traj.checkpoint(), traj.progress)
         if on_segment is not None and (not traj.finished or segments > 1 or resumed or traj.wall_time >= EVENT_SECONDS):
             on_segment(cell, traj.progress)
-    res = plan.famdef.collect(model, integrator, traj, options)
+    res = plan.famdef.collect(model, integrator, traj, options)  # type: ignore[misc]  # (tests/test_registry.py)
     return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values
 
 
@@ -189,7 +189,7 @@ _RUN_ARRAYS_LOCK = threading.Lock()
 RUN_ARRAYS_KEPT = 4
 
 
-def run_arrays(ref: StoreRef, mode: str = "r+") -> ArrayCache:
+def run_arrays(ref: StoreRef, mode: Literal["r", "r+", "a", "w", "w-"] = "r+") -> ArrayCache:
     """The store's arrays for the tasks of one run, opened once per process and run: opening a
     store reads every array's metadata, which costs more than a slice of sub-millisecond cells.
     A run is known by its lease token (``ref.lease``; the store's layout does not change while
@@ -333,7 +333,7 @@ def _write_part(ref: StoreRef, *parts: list[CellRun] | StoreFault) -> list[tuple
     for part in parts:
         if isinstance(part, StoreFault):
             return part
-    return _guarded(ref, write_runs, ref, [run for part in parts for run in part])
+    return _guarded(ref, write_runs, ref, [run for part in parts if not isinstance(part, StoreFault) for run in part])
 
 
 #: A worker resource admitting one slice at a time. A worker that declares it and has one thread

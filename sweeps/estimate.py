@@ -164,7 +164,7 @@ def probe(plan: Plan, budget: float = PROBE_SECONDS) -> Probes:
     combos = list(np.ndindex(*grid.combination_shape))[: PROBED_COMBINATIONS + 1] if methods else []
     if len(combos) > PROBED_COMBINATIONS:
         combos = combos[:1]
-    firsts = {}  # the first cell (C order) of each probe key
+    firsts: dict[tuple, tuple[int, ...]] = {}  # the first cell (C order) of each probe key
     for m in methods:
         for combo in combos:
             cell = m + combo
@@ -175,9 +175,9 @@ def probe(plan: Plan, budget: float = PROBE_SECONDS) -> Probes:
         name = key[0]
         request, options = plan.request(cell)
         if not out:  # the first start and steps in a process load code: not part of any cell's cost
-            _time_steps(famdef.start(plan.model(cell), name, request, options), budget / 4)
+            _time_steps(famdef.start(plan.model(cell), name, request, options), budget / 4)  # type: ignore[misc]
         c0 = time.thread_time()
-        traj = famdef.start(plan.model(cell), name, request, options)
+        traj = famdef.start(plan.model(cell), name, request, options)  # type: ignore[misc]  # every family has one
         setup = time.thread_time() - c0
         per_step, rate = _time_steps(traj, budget)
         out[key] = (per_step, rate or 1.0 / (request.h or plan.spec.dt_out), setup)
@@ -192,10 +192,10 @@ def cost_array(plan: Plan, probes: Probes | None = None) -> np.ndarray:
     grid, famdef = plan.grid, plan.famdef
     # the cost model's error on the first probed combination, per integrator (the fallback's scale)
     scale: dict[str, float] = {}
-    for (name, _tol, combo), (per_step, _rate, _setup) in probes.items():
-        modelled = famdef.cost_per_step(plan.models[combo], name)
-        if modelled > 0:
-            scale.setdefault(name, per_step / modelled)
+    for (name, _tol, combo), (probed, _rate, _setup) in probes.items():
+        model_cost = famdef.cost_per_step(plan.models[combo], name)
+        if model_cost > 0:
+            scale.setdefault(name, probed / model_cost)
     setup = min((s for *_, s in probes.values()), default=0.0)
     modelled = plan.per_step()  # (integrator, *combination_shape)
     dims = grid.dims
@@ -205,7 +205,7 @@ def cost_array(plan: Plan, probes: Probes | None = None) -> np.ndarray:
         name = grid.axes[0].values[i]
         tol = float(grid.axes[dims.index("tol")].values[m[dims.index("tol")]]) if plan.idefs[name].adaptive else None
         per_step = np.array(scale.get(name, 1.0) * modelled[i], dtype=float)  # 0-d with no swept axis
-        rate = None
+        rate: np.ndarray | None = None
         if tol is not None:
             rates = [r for (n, t, _c), (_p, r, _s) in probes.items() if n == name and t == tol]
             rate = np.full(grid.combination_shape, rates[0] if rates else 20 / plan.spec.dt_out)
@@ -214,7 +214,8 @@ def cost_array(plan: Plan, probes: Probes | None = None) -> np.ndarray:
                 per_step[combo] = p
                 if rate is not None:
                     rate[combo] = r
-        if tol is not None:
+        steps: np.ndarray | int
+        if rate is not None:  # adaptive (tol set)
             steps = rate * plan.spec.T
         else:
             steps = plan.spec.n_steps(float(grid.axes[dims.index("h")].values[m[dims.index("h")]]))

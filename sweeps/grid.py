@@ -197,7 +197,9 @@ class Grid:
         return values if mask is None else values[np.transpose(mask, order).ravel()]
 
 
-def slice_target(cost: Sequence[float], target_seconds: float, n_workers: int = 1, exact: bool = False) -> float:
+def slice_target(
+    cost: Sequence[float] | np.ndarray, target_seconds: float, n_workers: int = 1, exact: bool = False
+) -> float:
     """Seconds per slice: ``target_seconds``, or less so that there are at least ``4 × n_workers``
     slices when there are enough cells (not when ``exact``)."""
     total = float(cost.sum()) if isinstance(cost, np.ndarray) else float(sum(cost))
@@ -210,7 +212,7 @@ def slice_target(cost: Sequence[float], target_seconds: float, n_workers: int = 
 BOUNDS_CHUNK = 1 << 16
 
 
-def slice_bounds(cost: Sequence[float], target: float) -> list[int]:
+def slice_bounds(cost: Sequence[float] | np.ndarray, target: float) -> list[int]:
     """Start indices of the slices of cells costing ``cost`` (in slicing order; a list or an array)
     plus the end: a new slice starts when the current one would exceed ``target``."""
     bounds = [0]

@@ -310,7 +310,7 @@ class Lease:
             return True
         rec = _parse(data)
         hb = _heartbeat(rec) if rec is not None else None
-        if hb is None:  # no live run writes this
+        if rec is None or hb is None:  # no live run writes this
             self._log(f"store {self.ref.url}: its lease {self.path} holds no valid lease record; taken over")
             return True
         owner = rec["owner"]
@@ -348,7 +348,7 @@ class Lease:
     def acquire(self) -> Lease:
         for _attempt in range(3):
             data = self._read()
-            if not self._judge(data):
+            if not self._judge(data) and data is not None:  # _judge is True for no data
                 self._watch(data)
             if self.ref.is_local:
                 os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)

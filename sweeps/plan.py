@@ -152,7 +152,7 @@ def make_plan(source: Plan | SweepSpec | str | os.PathLike | dict) -> Plan:
         return source
     if isinstance(source, os.PathLike):
         source = os.fspath(source)
-    spec = parse_spec(source)
+    spec = parse_spec(source)  # type: ignore[arg-type]  # a PathLike became a str above
     sysdef = SYSTEMS[spec.system]
     idefs = {name: INTEGRATORS[name] for name in spec.integrators}
     famdef = FAMILIES[sysdef.family]

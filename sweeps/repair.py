@@ -240,7 +240,7 @@ def stored_checksums(
             continue
         if not any(isinstance(v, BaseException) for v in blocks.values()):
             for k, st in enumerate(statuses):
-                sums[k][region][mask] = shard_checksums(blocks, st[region], mask)
+                sums[k][region][mask] = shard_checksums(blocks, st[region], mask)  # type: ignore[arg-type]  # no exception in blocks
             readable[region][mask] = True
             continue
         for local in np.argwhere(mask):  # an undecodable shard: cell by cell (format 2 keeps the others)

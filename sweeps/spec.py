@@ -323,7 +323,7 @@ def _problems(e: ValidationError) -> list[tuple[str, str]]:
         if labels and labels[-1] + 1 == len(loc) and err["type"].endswith("_type"):
             field = _loc(loc[: labels[-1]])
             union.setdefault(field, []).append(err.get("input"))
-            if loc[-1].startswith("list["):
+            if str(loc[-1]).startswith("list["):
                 lists.add(field)
             continue
         problems.append((_loc(loc), "unknown field" if err["type"] == "extra_forbidden" else err["msg"]))
@@ -489,7 +489,7 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
     # system parameters
     if sysdef is not None:
         declared = {p.name: p for p in sysdef.params}
-        for key, value in spec.params.items():
+        for key, axis in spec.params.items():
             if key in sysdef.renamed:
                 problems.append((f"params.{key}", f"renamed to {sysdef.renamed[key]!r} (parameter of {spec.system})"))
                 continue
@@ -498,14 +498,14 @@ def check_spec(spec: SweepSpec) -> SweepSpec:
                 continue
             if key in ("integrator", "h", "tol", "time", "component", "body", "snapshot"):
                 problems.append((f"params.{key}", "name clashes with a store dimension"))
-            values = value if isinstance(value, list) else [value]
-            if isinstance(value, list):
-                if not value:
+            values = axis if isinstance(axis, list) else [axis]
+            if isinstance(axis, list):
+                if not axis:
                     problems.append((f"params.{key}", "an axis needs at least one value"))
-                if len({_value_key(v) for v in value}) != len(value):
+                if len({_value_key(v) for v in axis}) != len(axis):
                     problems.append((f"params.{key}", "axis values must be unique (by value: 10 == 10.0, -0.0 == 0.0)"))
             for j, v in enumerate(values):
-                field = f"params.{key}[{j}]" if isinstance(value, list) else f"params.{key}"
+                field = f"params.{key}[{j}]" if isinstance(axis, list) else f"params.{key}"
                 if reason := _int64_problem(v):
                     problems.append((field, reason))
                     continue

@@ -36,7 +36,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
@@ -100,7 +100,7 @@ class StoreRef:
     def is_local(self) -> bool:
         return "://" not in self.url
 
-    def open_group(self, mode: str = "r+"):
+    def open_group(self, mode: Literal["r", "r+", "a", "w", "w-"] = "r+"):
         import zarr
 
         if self.is_local:
@@ -441,7 +441,7 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         encoding[name] = {"fill_value": fill, "chunks": shards + cell_shape}  # one object per shard
 
     for d in fam.diagnostics(plan.first_model):
-        attrs = {"units": _units(d.units, sysdef), "long_name": d.long_name}
+        attrs: dict[str, Any] = {"units": _units(d.units, sysdef), "long_name": d.long_name}
         if d.description:
             attrs["description"] = d.description
         if d.computed_over:
@@ -558,7 +558,7 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
 
 
 #: Stored type of a parameter coordinate, by the parameter's declared kind (``str``: fixed-width text).
-_COORD_DTYPES = {bool: np.bool_, int: np.int64, float: np.float64, str: np.str_}
+_COORD_DTYPES: dict[type | None, type] = {bool: np.bool_, int: np.int64, float: np.float64, str: np.str_}
 
 
 def _coord_values(values, kind: type | None) -> np.ndarray:
@@ -725,7 +725,7 @@ def _consolidate(ref: StoreRef) -> None:
 
     import zarr
 
-    opts = {} if ref.is_local else {"storage_options": ref.storage_options or {}}
+    opts: dict[str, Any] = {} if ref.is_local else {"storage_options": ref.storage_options or {}}
     try:
         with warnings.catch_warnings():  # the checkpoint objects beside the arrays are not zarr nodes
             warnings.filterwarnings("ignore", message="Object at .* is not recognized as a component")
@@ -1102,7 +1102,7 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
 
     sums = _ShardChecksums(cells, [outputs[c][1] for c in cells])
     cell_values = [outputs[c][0] for c in cells]
-    index = tuple(np.array([local[c][k] for c in cells], dtype=np.intp) for k in range(len(shape)))
+    cell_index = tuple(np.array([local[c][k] for c in cells], dtype=np.intp) for k in range(len(shape)))
     values: list[tuple[Any, np.ndarray]] = []
     names = list(dict.fromkeys(name for v in cell_values for name in v))
     for name in sorted(names):  # the checksums take the names in sorted order
@@ -1111,7 +1111,7 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
         except KeyError:  # a value this store was not created with (a newer diagnostic): not stored
             continue
         data = block(arr)
-        _fill_block(arr, name, data, cell_values, index, sums)
+        _fill_block(arr, name, data, cell_values, cell_index, sums)
         values.append((arr, data))
     set_blocks(values, region)
     now = time.time()
@@ -1165,7 +1165,7 @@ def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, lis
         if any(isinstance(v, BaseException) for v in flags.values()):  # an unreadable flag shard
             out["flags"].extend(tuple(o + i for o, i in zip(origin, c)) for c in np.ndindex(*shape_of(region)))
             continue
-        done, status = flags["done"], flags["status"]
+        done, status = cast(np.ndarray, flags["done"]), cast(np.ndarray, flags["status"])  # no exception here
         todo = (done == 1) & (status != int(Status.NOT_APPLICABLE))
         if not todo.any():
             continue
@@ -1175,8 +1175,8 @@ def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, lis
             blocks = None
         failed = [] if blocks is None else [n for n, v in blocks.items() if isinstance(v, BaseException)]
         if blocks is not None and not failed:
-            checks = blocks.pop("checksum")
-            bad = checks[todo] != shard_checksums(blocks, status, todo)
+            checks = cast(np.ndarray, blocks.pop("checksum"))
+            bad = checks[todo] != shard_checksums(cast(dict[str, np.ndarray], blocks), status, todo)
             damaged = [tuple(int(i) for i in c) for c in np.argwhere(todo)[bad]]
         elif blocks is None or all(_one_object(arrays[n], shards) for n in failed):
             damaged = [tuple(int(i) for i in c) for c in np.argwhere(todo)]  # lost with the object: every cell

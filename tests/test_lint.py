@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _has_module(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
 needs_ruff = pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff not installed (pip install -e '.[test]')")
 
 
@@ -22,6 +30,13 @@ def test_ruff_check_is_clean():
 @needs_ruff
 def test_ruff_format_is_clean():
     out = subprocess.run(["ruff", "format", "--check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+
+
+@pytest.mark.skipif(not _has_module("mypy"), reason="mypy not installed (pip install -e '.[test]')")
+def test_mypy_is_clean_on_the_typed_core():
+    """pyproject's [tool.mypy] files (kernels/core, the registry, the Lie records, sweeps) type-check."""
+    out = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
 
 

@@ -91,13 +91,13 @@ UNIT_SPHERE_DIAGNOSTICS: tuple[Diagnostic, ...] = (
 )  # fmt: skip
 
 
-def unit_sphere_values(traj: Trajectory) -> dict[str, np.ndarray]:
+def unit_sphere_values(traj: Trajectory) -> dict[str, Any]:
     """The values of :data:`UNIT_SPHERE_DIAGNOSTICS` from a finished trajectory."""
     return {
         "unit_error": traj.samples("unit_error").copy(),
         "tangency_error": traj.samples("tangency_error").copy(),
-        "unit_error_upper": traj.envelope("unit_error").copy(),
-        "tangency_error_upper": traj.envelope("tangency_error").copy(),
+        "unit_error_upper": np.array(traj.envelope("unit_error"), copy=True),
+        "tangency_error_upper": np.array(traj.envelope("tangency_error"), copy=True),
         "mean_unit_error": np.float64(traj.reduced("unit_error", "mean")),
         "max_unit_error": np.float64(traj.reduced("unit_error")),
         "max_tangency_error": np.float64(traj.reduced("tangency_error")),
@@ -136,17 +136,17 @@ def start_trajectory(stepper, S0: np.ndarray, request: RunRequest, options: dict
     kw: dict[str, Any] = {"blowup": float(options.get("blowup", BLOWUP.default))}
     if request.adaptive:
         kw.update(
-            tol=float(request.tol),
+            tol=float(request.tol),  # type: ignore[arg-type]  # set when adaptive
             theta=float(options.get("theta", 0.85)),
             exponent=float(options.get("exponent", 0.25)),
             h0=float(options.get("h0", 0.0)),
         )
     else:
-        kw["h"] = float(request.h)
+        kw["h"] = float(request.h)  # type: ignore[arg-type]  # set when fixed-step
     return Trajectory(stepper, S0, T=request.T, dt_out=request.dt_out, snap_every=request.snapshot_every, **kw)
 
 
-def common_values(traj: Trajectory, to_bodies: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+def common_values(traj: Trajectory, to_bodies: Callable[[np.ndarray], np.ndarray]) -> dict[str, Any]:
     """The shared stored values of a finished trajectory; ``to_bodies`` maps a state prefix
     (length ``n_check``) to a (body, state) array."""
     e = traj.energy_summaries()

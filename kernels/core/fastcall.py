@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from numba import types
@@ -72,9 +72,10 @@ def _typed_value(value: Any, ty: Any) -> Any:
             return tf
         raise TypeError(f"{type(value).__name__} is not a compiled function of type {ty}")
     if isinstance(ty, types.BaseTuple):
-        if not isinstance(value, tuple) or len(value) != len(ty.types):
-            raise TypeError(f"expected a tuple of {len(ty.types)}")
-        return tuple(_typed_value(v, t) for v, t in zip(value, ty.types))
+        members = ty.types  # type: ignore[attr-defined]  # every concrete BaseTuple has them
+        if not isinstance(value, tuple) or len(value) != len(members):
+            raise TypeError(f"expected a tuple of {len(members)}")
+        return tuple(_typed_value(v, t) for v, t in zip(value, members))
     if isinstance(ty, types.Array):
         if not _array_fits(value, ty):
             raise TypeError(f"array does not fit {ty}")
@@ -125,7 +126,7 @@ class Binding:
         return all(_array_fits(a, None, sp) for a, sp in zip(arrays, self._traj_specs, strict=True))
 
 
-def _function_ids(value: Any) -> tuple | None:
+def _function_ids(value: Any) -> tuple | int | None:
     """The ids of the compiled functions in ``value`` (nested tuples), or None if it holds anything else."""
     if isinstance(value, tuple):
         ids = tuple(_function_ids(v) for v in value)
@@ -175,4 +176,4 @@ def binding(spec: Any) -> Binding | None:
                 except Exception:  # e.g. no such overload: the dispatcher call reports it as before
                     b = _UNBOUND
         _BINDINGS[spec] = b
-    return None if b is _UNBOUND else b
+    return None if b is _UNBOUND else cast(Binding, b)

@@ -115,9 +115,10 @@ class Trajectory:
             n_out = int(round(T / dt_out))
             if n_out < 1 and (adaptive or n_steps is None):
                 raise ValueError("need T >= dt_out")
-            stride = 1 if adaptive else int(round(dt_out / h))
+            h_fixed: float = 0.0 if h is None else h  # unused when adaptive
+            stride = 1 if adaptive else int(round(dt_out / h_fixed))
             # |stride·h − dt_out| ≤ 1e-9·|dt_out| (np.isclose's test, without its per-call array set-up)
-            if not adaptive and (stride < 1 or not abs(stride * h - dt_out) <= 1e-9 * abs(dt_out)):
+            if not adaptive and (stride < 1 or not abs(stride * h_fixed - dt_out) <= 1e-9 * abs(dt_out)):
                 raise ValueError(f"dt_out = {dt_out} is not a multiple of h = {h}")
             every = int(snap_every) if snap_every and snap_every > 0 else max(n_out, 1)
             n_snap = n_out // every + 1
@@ -136,8 +137,8 @@ class Trajectory:
             self.ictl[L.C_HAS_ENERGY] = int(stepper.has_energy)
             self.ictl[L.C_N_STEPS] = n_out * stride if n_steps is None else int(n_steps)
             self.fctl = np.zeros(L.N_FCTL)
-            self.fctl[L.F_H] = float(h0 if adaptive else h)
-            self.fctl[L.F_TOL] = float(tol) if adaptive else np.nan
+            self.fctl[L.F_H] = float(h0 if adaptive else h_fixed)
+            self.fctl[L.F_TOL] = float(tol) if tol is not None else np.nan
             self.fctl[L.F_THETA] = theta
             self.fctl[L.F_ALPHA] = exponent
             self.fctl[L.F_FAC_MIN] = fac_min

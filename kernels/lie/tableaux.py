@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction as Fr
+from typing import Any
 
 import numpy as np
 
@@ -419,7 +420,7 @@ def _dop853(name: str, kind: int, adaptive: bool, doc: str) -> Method:
     d = dop853_exact()
     s = 16 if adaptive else 13
     A = _f64([r[:s] for r in d["A"][:s]])
-    kw = {}
+    kw: dict[str, Any] = {}
     if adaptive:
         kw = dict(bhat=_f64(d["bhat5"]), bhat3=_f64(d["bhat3"]), emb_order=5, P=_f64(d["P"]), controller=_EXPONENT8)
     return Method(
