@@ -247,11 +247,6 @@ def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
     return [(r[0], r[1], r[2], r[3], r[4], r[0] in written) for r in runs]
 
 
-def run_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None) -> list[tuple]:
-    """Compute ``cells`` and write them (the caller owns their shards); see :func:`write_runs`."""
-    return write_runs(ref, compute_slice(plan, cells, ref, on_segment))
-
-
 def _run_serial(plan: Plan, by_shard: dict, ref: StoreRef, on_segment, report: Callable[[list], None]) -> None:
     """``serial=True``: shard by shard in this thread, each shard written (:func:`write_runs`) and
     reported (``report``) as soon as its cells are done. (Writing on a helper thread while the next

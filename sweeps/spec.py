@@ -149,9 +149,6 @@ class SweepSpec(BaseModel):
     def n_steps(self, h: float) -> int:
         return int(round(self.T / h))
 
-    def stride(self, h: float) -> int:
-        return int(round(self.dt_out / h))
-
     @property
     def n_time(self) -> int:
         return int(round(self.T / self.dt_out)) + 1

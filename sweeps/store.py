@@ -1137,11 +1137,6 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
     return cells
 
 
-def write_cell(group, cell: Cell, values: dict[str, Any], status: int, wall_time: float) -> None:
-    """Write one cell (its shard rewritten with the other cells' stored values unchanged)."""
-    write_shard(group, {tuple(int(i) for i in cell): (values, status, wall_time)})
-
-
 def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, list[Cell]]:
     """Check every finished cell against its checksum, reading the store shard by shard.
 

@@ -85,7 +85,7 @@ MALFORMED = [
 
 def test_good_spec_is_accepted():
     spec = load_spec(GOOD)
-    assert spec.n_steps(0.005) == 200 and spec.stride(0.005) == 10 and spec.n_time == 21
+    assert spec.n_steps(0.005) == 200 and spec.n_time == 21
     assert spec.param_combinations() == [{"g": 9.81, "kappa12": 10.0}, {"g": 9.81, "kappa12": 20.0}]
 
 
