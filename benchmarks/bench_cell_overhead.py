@@ -38,6 +38,9 @@ warnings.filterwarnings("ignore")
 from sweeps.engine import run_sweep, warm_plan  # noqa: E402
 from sweeps.plan import make_plan  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_scale import kernel_loop as bare  # noqa: E402  (the same bare loop as bench_scale.py)
+
 
 def spec(cells: int, T: float) -> dict:
     """``cells`` / 4 seeds × 2 integrators × 2 h of the N = 3 chain, integrated to ``T``."""
@@ -50,19 +53,6 @@ def spec(cells: int, T: float) -> dict:
         "dt_out": 0.01 if T <= 1 else 0.1,
         "params": {"N": 3, "ic": "random", "seed": list(range(max(1, cells // 4)))},
     }
-
-
-def bare(plan) -> float:
-    """Seconds of the bare kernel loop over every cell."""
-    fam = plan.famdef
-    jobs = []
-    for cell in plan.grid.cells():
-        request, options = plan.request(cell)
-        jobs.append((plan.model(cell), plan.grid.coords(cell)["integrator"], request, options))
-    t0 = time.perf_counter()
-    for model, integrator, request, options in jobs:
-        fam.start(model, integrator, request, options).advance()
-    return time.perf_counter() - t0
 
 
 def sweep(plan, path: Path, **kw) -> float:
