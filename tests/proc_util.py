@@ -5,6 +5,7 @@ of ``dask scheduler`` and ``dask worker`` processes on loopback."""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -67,3 +68,15 @@ def dask_cluster(tmp_path: Path, env: dict[str, str], workers: int) -> Iterator[
                 if p.poll() is None:
                     p.kill()
                     p.wait(10)
+
+
+def store_files(path: str | os.PathLike) -> dict[str, tuple[int, int]]:
+    """Every file under ``path`` as the calling process sees it: relative path -> (mtime_ns, size)."""
+    return {
+        os.path.relpath(os.path.join(d, f), path): (
+            os.stat(os.path.join(d, f)).st_mtime_ns,
+            os.path.getsize(os.path.join(d, f)),
+        )
+        for d, _, files in os.walk(path)
+        for f in files
+    }

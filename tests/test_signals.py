@@ -18,6 +18,7 @@ import time
 import psutil
 import pytest
 
+from tests.proc_util import store_files
 from tests.test_cli_output import LONG, N_LONG, _alive, _cells_done, _cmd
 
 #: a process that gets SIGTERM while Python code runs inside a GC callback (as distributed's GC
@@ -72,18 +73,6 @@ def test_no_signal_is_lost(tmp_path, case):
     p = subprocess.run([sys.executable, str(script), case], capture_output=True, text=True, timeout=60)
     assert p.stdout.strip().splitlines()[-1] == "interrupted 143 at once", (p.stdout, p.stderr)
     assert p.returncode == 143 and p.stderr == ""
-
-
-def _store_files(store) -> dict[str, tuple[int, int]]:
-    """Every file of a local store: (mtime_ns, size)."""
-    return {
-        os.path.relpath(os.path.join(d, f), store): (
-            os.stat(os.path.join(d, f)).st_mtime_ns,
-            os.path.getsize(os.path.join(d, f)),
-        )
-        for d, _, files in os.walk(store)
-        for f in files
-    }
 
 
 def _worker_processes(pid: int) -> list[psutil.Process]:
@@ -146,12 +135,12 @@ def test_a_terminal_interrupt_on_the_prefect_path_is_one_line_and_the_rerun_resu
     assert 1 <= done < N_LONG
     if sig != signal.SIGINT:
         return
-    before = {k: v for k, v in _store_files(tmp_path / "l.zarr").items() if "/c/" in k}
+    before = {k: v for k, v in store_files(tmp_path / "l.zarr").items() if "/c/" in k}
     p = subprocess.run([*_cmd(), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert f"{done}/{N_LONG} cells already complete, {N_LONG - done} to run" in p.stderr
     assert f"cells complete: {N_LONG}/{N_LONG}" in p.stdout
-    after = _store_files(tmp_path / "l.zarr")
+    after = store_files(tmp_path / "l.zarr")
     assert {k: after.get(k) for k in before} == before  # the finished shards were not written again
 
 

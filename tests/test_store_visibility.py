@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from tests.proc_util import store_files
 from tests.test_cli_output import LONG, _cells_done, _cmd
 from tests.test_signals import _free_port, _start
 
@@ -88,18 +89,6 @@ class Cluster:
         self.log.close()
 
 
-def _files(path: str) -> dict[str, tuple[int, int]]:
-    """Every file under ``path`` (as the calling process sees it): (mtime_ns, size)."""
-    return {
-        os.path.relpath(os.path.join(d, f), path): (
-            os.stat(os.path.join(d, f)).st_mtime_ns,
-            os.path.getsize(os.path.join(d, f)),
-        )
-        for d, _, files in os.walk(path)
-        for f in files
-    }
-
-
 def _run(tmp_path, cluster: Cluster, store, prefect: bool = False) -> subprocess.CompletedProcess:
     args = [*_cmd(), "run", "long.toml", "--store", str(store), "--address", cluster.address]
     args += [] if prefect else ["--no-prefect"]
@@ -139,8 +128,8 @@ def test_a_worker_with_a_stale_same_path_copy_stops_the_run_and_nothing_is_writt
     ensure_store(make_plan(str(tmp_path / "long.toml")), StoreRef.of(str(stale / "l.zarr")))
     cluster = Cluster(tmp_path, shared, plain=0, private=1, copy=stale / "l.zarr")
     try:
-        copy_before = cluster.on("private-0", _files, str(shared / "l.zarr"))
-        assert copy_before == _files(str(stale / "l.zarr"))
+        copy_before = cluster.on("private-0", store_files, str(shared / "l.zarr"))
+        assert copy_before == store_files(str(stale / "l.zarr"))
         p = _run(tmp_path, cluster, shared / "l.zarr")
         out = p.stdout + p.stderr
         assert p.returncode == 2, out[-3000:]
@@ -149,7 +138,7 @@ def test_a_worker_with_a_stale_same_path_copy_stops_the_run_and_nothing_is_writt
         assert "Traceback" not in out and "cells complete" not in out
         assert _cells_done(shared / "l.zarr") == 0
         time.sleep(1.0)
-        assert cluster.on("private-0", _files, str(shared / "l.zarr")) == copy_before
+        assert cluster.on("private-0", store_files, str(shared / "l.zarr")) == copy_before
     finally:
         cluster.close()
 
