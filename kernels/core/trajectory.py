@@ -20,6 +20,7 @@ import numpy as np
 
 from kernels.core import fastcall
 from kernels.core import layout as L
+from kernels.core.threads import numba_threads
 from kernels.status import Status
 
 
@@ -61,6 +62,8 @@ class StepperSpec:
     has_energy: bool = True
     has_dense: bool = False
     extra: dict = field(default_factory=dict)
+    #: Numba threads the driver call runs on (:mod:`kernels.core.threads`; 1: this thread only)
+    threads: int = 1
 
     @property
     def n_obs(self) -> int:
@@ -205,11 +208,12 @@ class Trajectory:
             call = self._call = self._driver_call()
         drive, step, observe, dense, cb = call
         t0 = time.perf_counter()
-        drive(
-            step, observe, dense, cb, sp.meth, self.ictl, self.fctl, k_stop, t_stop,
-            self.S, self.Sn, self.Sd, sp.p, self.work, self.iwork,
-            sp.red, self.acc, self.info, self.sio, self.obs, self.obs2, self.out, self.env, self.snaps,
-        )  # fmt: skip
+        with numba_threads(sp.threads):
+            drive(
+                step, observe, dense, cb, sp.meth, self.ictl, self.fctl, k_stop, t_stop,
+                self.S, self.Sn, self.Sd, sp.p, self.work, self.iwork,
+                sp.red, self.acc, self.info, self.sio, self.obs, self.obs2, self.out, self.env, self.snaps,
+            )  # fmt: skip
         self.wall_time += time.perf_counter() - t0
         return self.status
 

@@ -61,10 +61,14 @@ def sizes(model: S2System) -> dict[str, int]:
 
 
 def start(model: S2System, integrator: str, request: RunRequest, options: dict) -> Trajectory:
-    """A resumable trajectory of one cell (``options``: tol, maxit for implicit_vi; blowup)."""
+    """A resumable trajectory of one cell (``options``: tol, maxit for implicit_vi; blowup;
+    ``threads``, the run's threads per cell)."""
     if request.adaptive:
         raise ValueError(f"{integrator} is a fixed-step method: the request needs h, not tol")
-    stepper = make_stepper(model, integrator, tol=float(options.get("tol", 1e-14)), maxit=int(options.get("maxit", 50)))
+    stepper = make_stepper(
+        model, integrator, tol=float(options.get("tol", 1e-14)), maxit=int(options.get("maxit", 50)),
+        threads=int(options.get("threads", 1)),
+    )  # fmt: skip
     q, w = model.initial_state()
     return start_trajectory(stepper, initial_state(model, q, w), request, options)
 

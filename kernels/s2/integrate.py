@@ -99,6 +99,7 @@ def integrate(
     snapshot_stride: int = 0,
     blowup: float = 0.0,
     steps_per_segment: int | None = None,
+    threads: int = 1,
 ) -> Trajectory:
     """Integrate ``system`` with ``method`` for ``n_steps`` steps of size ``h``.
 
@@ -107,6 +108,8 @@ def integrate(
     ``snapshot_stride``: steps between stored states, a multiple of ``stride`` (0: only t = 0
     and t = T). ``blowup``: stop with ENERGY_BLOWUP when |E − E0| > blowup·|E0| (0: off).
     ``steps_per_segment`` runs the driver in segments of that many steps (same result, bitwise).
+    ``threads``: threads for a potential compiled with ``threaded=True`` (same result, bitwise;
+    see :func:`kernels.s2.stepper.make_stepper`).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {sorted(METHODS)}")
@@ -119,7 +122,7 @@ def integrate(
     if snap % stride:
         raise ValueError("snapshot_stride must be a multiple of stride")
     q, w = normalise_and_project(system.q0 if q0 is None else q0, system.w0 if w0 is None else w0)
-    stepper = make_stepper(system, method, tol=tol, maxit=maxit)
+    stepper = make_stepper(system, method, tol=tol, maxit=maxit, threads=threads)
     traj = CoreTrajectory(
         stepper,
         initial_state(system, q, w),

@@ -8,6 +8,7 @@ rotation invariant; only ``axis·J`` when V is invariant about one axis).
 
 from __future__ import annotations
 
+import types as pytypes
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -25,7 +26,7 @@ Symmetry = Literal["none", "axis", "full"]
 SYMMETRY_CODES = {"none": 0, "axis": 1, "full": 2}
 
 
-def s2_potential(fn=None, *, lazy: bool = False):
+def s2_potential(fn=None, *, lazy: bool = False, threaded: bool = False):
     """Compile ``fn(q, p, g) -> V`` as an (S²)ⁿ potential (cached, nogil, float64).
 
     ``q`` is (n, 3), ``p`` a 1-D float64 parameter vector, ``g`` (n, 3) receives the
@@ -35,17 +36,47 @@ def s2_potential(fn=None, *, lazy: bool = False):
     By default the potential compiles at once (a mistake in it shows where it is defined).
     ``@s2_potential(lazy=True)`` compiles it on first use instead — the built-in systems do, so
     a run compiles only its own system's potential; :func:`compile_potentials` compiles them all.
+
+    ``threaded=True``: ``fn`` may loop with ``numba.prange``; besides the ordinary (one-thread)
+    compilation, where ``prange`` is ``range``, a copy is compiled with ``parallel=True`` (on
+    first use) for runs with more than one thread per cell (:func:`threaded_potential`). Results
+    stay bitwise identical for every thread count only if no floating-point sum runs across
+    ``prange`` iterations: let each iteration write its own rows of ``g`` and its own entries
+    of a per-body energy array, and add those up in a plain loop afterwards (see
+    :func:`kernels.systems.lj_sphere.lj_potential`).
     """
     if fn is None:
-        return lambda f: s2_potential(f, lazy=lazy)
+        return lambda f: s2_potential(f, lazy=lazy, threaded=threaded)
     if not lazy:
-        return kjit(POTENTIAL_SIG)(fn)
-    disp = kjit(fn)
-    _LAZY.append(disp)
+        disp = kjit(POTENTIAL_SIG)(fn)
+    else:
+        disp = kjit(fn)
+        _LAZY.append(disp)
+    if threaded:
+        _THREADED[id(disp)] = (disp, kjit(parallel=True)(_renamed(fn, "__threaded")))
     return disp
 
 
 _LAZY: list = []
+#: id(potential) -> (potential, its parallel=True copy), for ``@s2_potential(threaded=True)``
+_THREADED: dict[int, tuple] = {}
+
+
+def _renamed(fn, suffix: str):
+    """``fn`` as a new function object named ``<name><suffix>`` (its own on-disk cache entry:
+    Numba's cache key does not include compile flags, so two compilations of one function
+    with and without ``parallel`` would overwrite each other)."""
+    copy = pytypes.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + suffix, fn.__defaults__, fn.__closure__)
+    copy.__qualname__ = fn.__qualname__ + suffix
+    copy.__module__ = fn.__module__
+    copy.__doc__ = fn.__doc__
+    return copy
+
+
+def threaded_potential(potential):
+    """The ``parallel=True`` copy of a ``@s2_potential(threaded=True)`` potential, else None."""
+    hit = _THREADED.get(id(potential))
+    return hit[1] if hit is not None and hit[0] is potential else None
 
 
 def compile_potentials(potentials=None) -> None:

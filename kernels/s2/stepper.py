@@ -25,7 +25,8 @@ from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_F
 from kernels.core.signatures import contract_types
 from kernels.core.trajectory import Reductions, StepperSpec
 from kernels.core.views import view2, view3
-from kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System
+from kernels.core.threads import usable_threads
+from kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System, threaded_potential
 from kernels.s2.steps import (
     constraint_errors,
     kinetic,
@@ -232,8 +233,20 @@ def initial_state(system: S2System, q: np.ndarray, w: np.ndarray) -> np.ndarray:
     return S
 
 
-def make_stepper(system: S2System, method: str, *, tol: float = 1e-14, maxit: int = 50) -> StepperSpec:
-    """The driver's view of ``system`` integrated with ``method`` (one of :data:`METHODS`)."""
+def make_stepper(
+    system: S2System, method: str, *, tol: float = 1e-14, maxit: int = 50, threads: int = 1
+) -> StepperSpec:
+    """The driver's view of ``system`` integrated with ``method`` (one of :data:`METHODS`).
+
+    ``threads`` > 1 runs the potential's threaded copy on that many threads when it has one
+    (``@s2_potential(threaded=True)``; capped by :func:`kernels.core.threads.usable_threads`);
+    the results are bitwise the same as on one thread.
+    """
+    cb = system.potential
+    k = 1
+    if threads > 1 and (par := threaded_potential(system.potential)) is not None:
+        k = usable_threads(threads)
+        cb = par if k > 1 else cb
     kind, A, b, bdiv, project = METHODS[method]
     meth = method_record(kind, A, b, bdiv, project, tol, maxit)
     s = int(meth[M_S])
@@ -252,7 +265,7 @@ def make_stepper(system: S2System, method: str, *, tol: float = 1e-14, maxit: in
         step=STEPS[kind],
         observe=s2_observe,
         dense=s2_no_dense,
-        cb=system.potential,
+        cb=cb,
         meth=meth,
         p=model_vector(system),
         work_size=work_size(n, s, kind == IMPLICIT_VI or not diag),
@@ -262,4 +275,5 @@ def make_stepper(system: S2System, method: str, *, tol: float = 1e-14, maxit: in
         obs_names=OBS_NAMES,
         red=red,
         extra={"evals0": 1},
+        threads=k,
     )

@@ -17,6 +17,7 @@ from numba import types
 from numba.extending import intrinsic
 from scipy.optimize import brentq
 
+from kernels._jit import kjit
 from kernels.s2.model import S2System, s2_potential
 from kernels.systems.icosphere import edges, icosphere
 
@@ -48,24 +49,23 @@ def _stack_buffer(typingctx, size):
     return types.CPointer(types.float64)(size), codegen
 
 
-@s2_potential(lazy=True)
-def lj_potential(q, p, g):
-    """All-pairs LJ energy and gradient; ``p = (ε, σ)``.
+#: Rows per ``prange`` block of :func:`lj_potential` (fixed: the block layout does not depend on
+#: the thread count, and no sum crosses a block anyway).
+_BLOCK = 32
 
-    Full n×n loop (no Newton's third law): ``g_i = Σ_{j≠i} c_ij (q_i − q_j)`` summed over
-    j ascending, ``V = 2ε Σ_i Σ_{j≠i} [s¹² − s⁶]`` with the per-i sums added in i order,
-    where ``s² = σ²/r²``, ``c_ij = −(24ε/σ²) s² (s¹² + (s¹² − s⁶))`` (= spec §3.1).
-    Every pair is evaluated twice, but the loop nest has no floating-point reduction in its
-    inner loop, so it vectorises without reassociation: molecules i are taken in tiles of
-    ``_TILE`` whose coordinates and accumulators are SoA copies in a stack buffer, the
-    outer loop runs over j and the inner loop over the tile (a pure element-wise update;
-    the self pair is masked). The summation order is fixed and independent of the tile
-    size and vector width: the result is bitwise identical to the plain scalar double loop
-    with the same formula, run to run and across processes. No heap allocation.
+
+@kjit
+def _lj_rows(q, p, g, e, i0, i1):
+    """Rows ``i0 ≤ i < i1`` of the LJ gradient into ``g`` and ``e_i = Σ_{j≠i} [s¹² − s⁶]`` into ``e``.
+
+    Each row's sums run over j ascending; molecules i are taken in tiles of ``_TILE`` whose
+    coordinates and accumulators are SoA copies in a stack buffer, the outer loop runs over j
+    and the inner loop over the tile (a pure element-wise update that vectorises without
+    reassociation; the self pair is masked). A row's value therefore does not depend on the
+    tile size, the vector width or ``i0``/``i1``. No heap allocation.
     """
-    eps = p[0]
     sig2 = p[1] * p[1]
-    c24s = -24.0 * eps / sig2
+    c24s = -24.0 * p[0] / sig2
     n = q.shape[0]
     buf = numba.carray(_stack_buffer(_TILE_BUF), (7, _TILE))
     xi = buf[0]
@@ -75,13 +75,12 @@ def lj_potential(q, p, g):
     gy = buf[4]
     gz = buf[5]
     vi = buf[6]
-    V = 0.0
-    for i0 in range(0, n, _TILE):
-        m = min(_TILE, n - i0)
+    for t0 in range(i0, i1, _TILE):
+        m = min(_TILE, i1 - t0)
         for k in range(m):
-            xi[k] = q[i0 + k, 0]
-            yi[k] = q[i0 + k, 1]
-            zi[k] = q[i0 + k, 2]
+            xi[k] = q[t0 + k, 0]
+            yi[k] = q[t0 + k, 1]
+            zi[k] = q[t0 + k, 2]
             gx[k] = 0.0
             gy[k] = 0.0
             gz[k] = 0.0
@@ -90,8 +89,8 @@ def lj_potential(q, p, g):
             xj = q[j, 0]
             yj = q[j, 1]
             zj = q[j, 2]
-            if i0 <= j < i0 + m:  # the tile contains i = j: mask the self pair
-                kself = j - i0
+            if t0 <= j < t0 + m:  # the tile contains i = j: mask the self pair
+                kself = j - t0
                 for k in range(m):
                     dx = xi[k] - xj
                     dy = yi[k] - yj
@@ -99,12 +98,12 @@ def lj_potential(q, p, g):
                     s2 = sig2 / (dx * dx + dy * dy + dz * dz)
                     s6 = s2 * s2 * s2
                     s12 = s6 * s6
-                    e = s12 - s6
-                    c = c24s * s2 * (s12 + e)
+                    ej = s12 - s6
+                    c = c24s * s2 * (s12 + ej)
                     if k == kself:
-                        e = 0.0
+                        ej = 0.0
                         c = 0.0
-                    vi[k] += e
+                    vi[k] += ej
                     gx[k] += c * dx
                     gy[k] += c * dy
                     gz[k] += c * dz
@@ -116,18 +115,40 @@ def lj_potential(q, p, g):
                     s2 = sig2 / (dx * dx + dy * dy + dz * dz)
                     s6 = s2 * s2 * s2
                     s12 = s6 * s6
-                    e = s12 - s6
-                    c = c24s * s2 * (s12 + e)
-                    vi[k] += e
+                    ej = s12 - s6
+                    c = c24s * s2 * (s12 + ej)
+                    vi[k] += ej
                     gx[k] += c * dx
                     gy[k] += c * dy
                     gz[k] += c * dz
         for k in range(m):
-            g[i0 + k, 0] = gx[k]
-            g[i0 + k, 1] = gy[k]
-            g[i0 + k, 2] = gz[k]
-            V += vi[k]
-    return 2.0 * eps * V
+            g[t0 + k, 0] = gx[k]
+            g[t0 + k, 1] = gy[k]
+            g[t0 + k, 2] = gz[k]
+            e[t0 + k] = vi[k]
+
+
+@s2_potential(lazy=True, threaded=True)
+def lj_potential(q, p, g):
+    """All-pairs LJ energy and gradient; ``p = (ε, σ)``.
+
+    Full n×n loop (no Newton's third law): ``g_i = Σ_{j≠i} c_ij (q_i − q_j)`` summed over
+    j ascending, ``V = 2ε Σ_i Σ_{j≠i} [s¹² − s⁶]`` with the per-i sums added in i order,
+    where ``s² = σ²/r²``, ``c_ij = −(24ε/σ²) s² (s¹² + (s¹² − s⁶))`` (= spec §3.1).
+    Every pair is evaluated twice, but no floating-point sum crosses rows: the rows are
+    computed in blocks of ``_BLOCK`` (:func:`_lj_rows`; a ``prange`` loop, run on several
+    threads by the ``threaded`` copy) and the per-row energies are added in i order on one
+    thread afterwards. The result is bitwise identical to the plain scalar double loop with the
+    same formula, run to run, across processes and for every thread count.
+    """
+    n = q.shape[0]
+    e = np.empty(n)
+    for b in numba.prange((n + _BLOCK - 1) // _BLOCK):
+        _lj_rows(q, p, g, e, b * _BLOCK, min(n, (b + 1) * _BLOCK))
+    V = 0.0
+    for i in range(n):
+        V += e[i]
+    return 2.0 * p[0] * V
 
 
 def pair_force(r: np.ndarray | float, sigma: float, eps: float) -> np.ndarray | float:
