@@ -23,9 +23,9 @@ from kernels._jit import kjit
 from kernels.core.driver import compile_driver
 from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
 from kernels.core.signatures import contract_types
+from kernels.core.threads import usable_threads
 from kernels.core.trajectory import Reductions, StepperSpec
 from kernels.core.views import view2, view3
-from kernels.core.threads import usable_threads
 from kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System, threaded_potential
 from kernels.s2.steps import (
     constraint_errors,
