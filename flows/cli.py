@@ -256,6 +256,8 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     server = firstrun.start_prefect_server() if on_prefect else None
     firstrun.finish()
     plan = make_plan(spec_path)  # validated and models built, once; a bad spec is refused before anything starts
+    if args.threads_per_cell is not None:  # travels with the plan, through the Prefect flow too
+        plan = plan.model_copy(update={"threads_per_cell": args.threads_per_cell})
     if cold:
         warm_plan(plan)  # the driver's specialisations, here while Prefect's server starts
         firstrun.mark_warm()
@@ -603,6 +605,13 @@ def build_parser() -> argparse.ArgumentParser:
             "--processes",
             action="store_true",
             help="local Dask workers as processes (default: threads; the kernels release the GIL)",
+        )
+        p.add_argument(
+            "--threads-per-cell",
+            type=_positive_int,
+            metavar="N",
+            help="threads inside one cell, same results on any count (default: 1, or cores/cells when "
+            "fewer cells than cores are to run; the (S²)ⁿ potentials use them)",
         )
 
     p = command("run", help="run (or resume) a sweep spec")

@@ -155,6 +155,8 @@ def compute_cell(
     if done:
         return cell, int(group["status"][cell]), float(group["wall_time"][cell]), 0, False, False, None
     request, options = plan.request(cell)
+    if plan.threads_per_cell is not None and plan.threads_per_cell > 1:
+        options = {**options, "threads": plan.threads_per_cell}  # a run option: results are the same
     integrator = plan.grid.coords(cell)["integrator"]
     model = plan.model(cell)
     traj = plan.famdef.start(model, integrator, request, options)  # type: ignore[misc]  # every family has one
@@ -384,6 +386,24 @@ def warm_worker(plan: Plan, cells: Sequence[Cell] | None = None) -> str:
 # ---------------------------------------------------------------------------------------
 # driver side
 # ---------------------------------------------------------------------------------------
+def cell_threads(requested: int | None, pending: int, cores: int) -> int:
+    """Threads per cell of a run: ``requested`` if given, else (automatic) one per cell, or
+    ``cores // pending`` when fewer cells are runnable than there are cores. Results are bitwise
+    the same on any count; families that cannot split a step use one thread
+    (:mod:`kernels.core.threads`; capped there at the worker's ``NUMBA_NUM_THREADS``)."""
+    if requested is not None:
+        return max(1, int(requested))
+    return max(1, cores // pending) if 0 < pending < cores else 1
+
+
+def _with_threads(plan: Plan, pending: int, cores: int, log: Callable[[str], None]) -> Plan:
+    """``plan`` with its threads per cell resolved (:func:`cell_threads`), logged when above one."""
+    k = cell_threads(plan.threads_per_cell, pending, cores)
+    if k > 1:
+        log(f"{pending} cell(s) on {cores} cores: up to {k} threads per cell")
+    return plan.model_copy(update={"threads_per_cell": k})
+
+
 def default_store_path(spec: SweepSpec) -> str:
     return os.path.join("results", f"{spec.name}.zarr")
 
@@ -401,6 +421,7 @@ def run_sweep(
     storage_options: dict | None = None,
     progress: Callable[[Progress], None] | None = None,
     log: Callable[[str], None] | None = None,
+    threads_per_cell: int | None = None,
 ) -> SweepResult:
     """Run every cell of ``spec`` (a :class:`Plan`, or anything :func:`make_plan` takes) not yet complete in ``store``.
 
@@ -410,6 +431,8 @@ def run_sweep(
     threads in this process by default (the kernels release the GIL, so threads run in
     parallel and start instantly), separate processes with ``processes=True``;
     ``serial=True`` runs in this process without Dask (same results, bitwise).
+    ``threads_per_cell``: threads inside one cell (default: the plan's, else automatic, see
+    :func:`cell_threads`; same results, bitwise, on any count).
     Raises :class:`sweeps.spec.SpecError` for a bad spec,
     :class:`sweeps.store.StoreMismatchError` if ``store`` holds another sweep,
     :class:`sweeps.store.StoreFormatError` if it has another store format and
@@ -421,6 +444,8 @@ def run_sweep(
     """
     log = log or (lambda msg: None)
     plan = make_plan(spec)
+    if threads_per_cell is not None:
+        plan = plan.model_copy(update={"threads_per_cell": threads_per_cell})
     ref = StoreRef.of(store if store is not None else default_store_path(plan.spec), storage_options)
     # one writer per store; refused at once (StoreBusyError) while another run holds it. Every write
     # goes through lease.ref (the store's real path and this run's token) and is fenced by the lease.
@@ -506,6 +531,7 @@ def _run_locked(
         if serial:
             by_shard = plan.shard_slices(pending, shards, slice_seconds, 1)
             slices = [cells for group in by_shard.values() for cells in group]
+            plan = _with_threads(plan, len(pending), os.cpu_count() or 1, log)
             _run_serial(plan, by_shard, ref, on_segment, report)
         else:
             from distributed import Client, LocalCluster
@@ -549,7 +575,9 @@ def _run_locked(
                     log(f"worker {addr}: not warmed up ({line!r:.200})")
                 elif line:  # empty: nothing was compiled
                     log(f"worker {line}")
-            bare = plan.part(models={})
+            # cores: the workers' threads, less the spare writer thread of a LOCAL_WORKER
+            cores = sum(int(w.get("nthreads", 1)) for w in workers.values()) - (len(workers) if resources else 0)
+            bare = _with_threads(plan, len(pending), max(1, cores), log).part(models={})
             topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
             client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))
             # Dask runs higher priority first: shard by shard, the costliest shards first, and the

@@ -42,6 +42,8 @@ class Plan(BaseModel):
     grid: InstanceOf[Grid]
     models: dict[tuple[int, ...], Any]
     sizes: dict[str, int]
+    #: threads each cell may use (families that can split a step); None: :func:`sweeps.engine.cell_threads`
+    threads_per_cell: int | None = None
 
     @model_serializer
     def _summary(self) -> dict[str, Any]:

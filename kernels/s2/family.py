@@ -21,7 +21,7 @@ from kernels.core.driver import compile_driver
 from kernels.core.trajectory import Trajectory
 from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
 from kernels.s2.integrate import METHODS, integrate
-from kernels.s2.model import PotentialType, S2System, compile_potentials
+from kernels.s2.model import POTENTIAL_SIG, PotentialType, S2System, compile_potentials, threaded_potential
 from kernels.s2.stepper import (
     _STEP_SIG,
     STEPS,
@@ -120,7 +120,11 @@ def warm_for(models: Sequence[S2System], integrators: Sequence[str]) -> None:
     the step functions of their method kinds, the observation and the driver (a cold demo then
     skips the implicit VI's LU solve and the other systems' potentials)."""
     compile_driver(PotentialType)  # observe and dense compiled with the module (explicit signatures)
-    compile_potentials({id(m.potential): m.potential for m in models}.values())
+    potentials = {id(m.potential): m.potential for m in models}.values()
+    compile_potentials(potentials)
+    for pot in potentials:  # the threaded copies too (a run may give a cell several threads)
+        if (par := threaded_potential(pot)) is not None:
+            par.compile(POTENTIAL_SIG)
     for m in models[:1]:
         m.initial_state()  # its normalisation kernel
     for kind in {RECORDS[i][0] for i in integrators if i in RECORDS}:
