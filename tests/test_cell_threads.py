@@ -40,8 +40,10 @@ def arrays(tr):
     out.append(np.array([tr.info[k] for k in sorted(tr.info)], dtype=float))
     return out
 
-cases = [("lj42", lj_sphere(level=1), "explicit_vi", 0.005, 400), ("lj162", lj_sphere(level=2), "explicit_vi", 0.005, 300),
-         ("lj162_rk4", lj_sphere(level=2), "rk4", 0.002, 100), ("coulomb162", charged_sphere(level=2), "explicit_vi", 0.01, 300)]
+cases = [("lj42", lj_sphere(level=1), "explicit_vi", 0.005, 400),
+         ("lj162", lj_sphere(level=2), "explicit_vi", 0.005, 300),
+         ("lj162_rk4", lj_sphere(level=2), "rk4", 0.002, 100),
+         ("coulomb162", charged_sphere(level=2), "explicit_vi", 0.01, 300)]
 report = {}
 for name, system, method, h, n in cases:
     ref = arrays(integrate(system, method, h, n, 10, snapshot_stride=50))
