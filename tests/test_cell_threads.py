@@ -30,6 +30,7 @@ _THREADS_SCRIPT = r"""
 import json, sys
 import numpy as np
 from kernels.s2.integrate import integrate
+from kernels.s2.model import threaded_potential
 from kernels.s2.stepper import make_stepper
 from kernels.systems.lj_sphere import lj_sphere
 from tests.custom_threaded import charged_sphere
@@ -52,7 +53,7 @@ for name, system, method, h, n in cases:
         sp = make_stepper(system, method, threads=k)
         tr = integrate(system, method, h, n, 10, snapshot_stride=50, threads=k)
         same = all(np.array_equal(a.view(np.int64), b.view(np.int64)) for a, b in zip(arrays(tr), ref))
-        row[k] = {"threads": sp.threads, "threaded_cb": sp.cb.py_func.__name__.endswith("__threaded"), "bitwise": same}
+        row[k] = {"threads": sp.threads, "threaded_cb": sp.cb is threaded_potential(system.potential), "bitwise": same}
     report[name] = row
 print(json.dumps(report))
 """

@@ -9,6 +9,7 @@ rotation invariant; only ``axis·J`` when V is invariant about one axis).
 from __future__ import annotations
 
 import types as pytypes
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -26,7 +27,7 @@ Symmetry = Literal["none", "axis", "full"]
 SYMMETRY_CODES = {"none": 0, "axis": 1, "full": 2}
 
 
-def s2_potential(fn=None, *, lazy: bool = False, threaded: bool = False):
+def s2_potential(fn=None, *, lazy: bool = False, threaded: bool | Callable = False):
     """Compile ``fn(q, p, g) -> V`` as an (S²)ⁿ potential (cached, nogil, float64).
 
     ``q`` is (n, 3), ``p`` a 1-D float64 parameter vector, ``g`` (n, 3) receives the
@@ -43,6 +44,8 @@ def s2_potential(fn=None, *, lazy: bool = False, threaded: bool = False):
     stay bitwise identical for every thread count only if no floating-point sum runs across
     ``prange`` iterations: let each iteration write its own rows of ``g`` and its own entries
     of a per-body energy array, and add those up in a plain loop afterwards (see
+    :func:`tests.custom_threaded.coulomb_sphere`). ``threaded=other_fn`` compiles ``other_fn``
+    (same signature and values, written with ``prange``) as the threaded copy instead (see
     :func:`kernels.systems.lj_sphere.lj_potential`).
     """
     if fn is None:
@@ -53,7 +56,8 @@ def s2_potential(fn=None, *, lazy: bool = False, threaded: bool = False):
         disp = kjit(fn)
         _LAZY.append(disp)
     if threaded:
-        _THREADED[id(disp)] = (disp, kjit(parallel=True)(_renamed(fn, "__threaded")))
+        par = _renamed(fn, "__threaded") if threaded is True else threaded
+        _THREADED[id(disp)] = (disp, kjit(parallel=True)(par))
     return disp
 
 

@@ -49,24 +49,26 @@ def _stack_buffer(typingctx, size):
     return types.CPointer(types.float64)(size), codegen
 
 
-#: Rows per ``prange`` block of :func:`lj_potential` (fixed: the block layout does not depend on
-#: the thread count, and no sum crosses a block anyway).
+#: Rows per ``prange`` block of the threaded LJ potential (fixed: the block layout does not
+#: depend on the thread count, and no sum crosses a block anyway).
 _BLOCK = 32
 
 
 @kjit
 def _lj_rows(q, p, g, e, i0, i1):
-    """Rows ``i0 ≤ i < i1`` of the LJ gradient into ``g`` and ``e_i = Σ_{j≠i} [s¹² − s⁶]`` into ``e``.
+    """Rows ``i0 ≤ i < i1``: the LJ gradient into ``g``; returns ``Σ_i e_i`` (i ascending), where
+    ``e_i = Σ_{j≠i} [s¹² − s⁶]``, also stored into ``e`` unless ``e`` is empty.
 
     Each row's sums run over j ascending; molecules i are taken in tiles of ``_TILE`` whose
     coordinates and accumulators are SoA copies in a stack buffer, the outer loop runs over j
     and the inner loop over the tile (a pure element-wise update that vectorises without
-    reassociation; the self pair is masked). A row's value therefore does not depend on the
+    reassociation; the self pair is masked). A row's values therefore do not depend on the
     tile size, the vector width or ``i0``/``i1``. No heap allocation.
     """
     sig2 = p[1] * p[1]
     c24s = -24.0 * p[0] / sig2
     n = q.shape[0]
+    keep = e.shape[0] > 0
     buf = numba.carray(_stack_buffer(_TILE_BUF), (7, _TILE))
     xi = buf[0]
     yi = buf[1]
@@ -75,6 +77,7 @@ def _lj_rows(q, p, g, e, i0, i1):
     gy = buf[4]
     gz = buf[5]
     vi = buf[6]
+    V = 0.0
     for t0 in range(i0, i1, _TILE):
         m = min(_TILE, i1 - t0)
         for k in range(m):
@@ -125,22 +128,16 @@ def _lj_rows(q, p, g, e, i0, i1):
             g[t0 + k, 0] = gx[k]
             g[t0 + k, 1] = gy[k]
             g[t0 + k, 2] = gz[k]
-            e[t0 + k] = vi[k]
+            V += vi[k]
+            if keep:
+                e[t0 + k] = vi[k]
+    return V
 
 
-@s2_potential(lazy=True, threaded=True)
-def lj_potential(q, p, g):
-    """All-pairs LJ energy and gradient; ``p = (ε, σ)``.
-
-    Full n×n loop (no Newton's third law): ``g_i = Σ_{j≠i} c_ij (q_i − q_j)`` summed over
-    j ascending, ``V = 2ε Σ_i Σ_{j≠i} [s¹² − s⁶]`` with the per-i sums added in i order,
-    where ``s² = σ²/r²``, ``c_ij = −(24ε/σ²) s² (s¹² + (s¹² − s⁶))`` (= spec §3.1).
-    Every pair is evaluated twice, but no floating-point sum crosses rows: the rows are
-    computed in blocks of ``_BLOCK`` (:func:`_lj_rows`; a ``prange`` loop, run on several
-    threads by the ``threaded`` copy) and the per-row energies are added in i order on one
-    thread afterwards. The result is bitwise identical to the plain scalar double loop with the
-    same formula, run to run, across processes and for every thread count.
-    """
+def _lj_potential_threaded(q, p, g):
+    """:func:`lj_potential` on threads: blocks of ``_BLOCK`` rows in a ``prange`` loop, each
+    storing its rows' energies; those are added in i order on one thread afterwards, so the
+    result is bitwise the one-thread value for every thread count (no sum crosses a block)."""
     n = q.shape[0]
     e = np.empty(n)
     for b in numba.prange((n + _BLOCK - 1) // _BLOCK):
@@ -149,6 +146,23 @@ def lj_potential(q, p, g):
     for i in range(n):
         V += e[i]
     return 2.0 * p[0] * V
+
+
+@s2_potential(lazy=True, threaded=_lj_potential_threaded)
+def lj_potential(q, p, g):
+    """All-pairs LJ energy and gradient; ``p = (ε, σ)``.
+
+    Full n×n loop (no Newton's third law): ``g_i = Σ_{j≠i} c_ij (q_i − q_j)`` summed over
+    j ascending, ``V = 2ε Σ_i Σ_{j≠i} [s¹² − s⁶]`` with the per-i sums added in i order,
+    where ``s² = σ²/r²``, ``c_ij = −(24ε/σ²) s² (s¹² + (s¹² − s⁶))`` (= spec §3.1).
+    Every pair is evaluated twice, but the loop nest has no floating-point reduction in its
+    inner loop, so it vectorises without reassociation (:func:`_lj_rows`). The summation order
+    is fixed and independent of the tile size, the vector width and the thread count (the
+    threaded copy, :func:`_lj_potential_threaded`): the result is bitwise identical to the
+    plain scalar double loop with the same formula, run to run, across processes and on any
+    number of threads. No heap allocation (the threaded copy allocates the per-row energies).
+    """
+    return 2.0 * p[0] * _lj_rows(q, p, g, g[0, :0], 0, q.shape[0])
 
 
 def pair_force(r: np.ndarray | float, sigma: float, eps: float) -> np.ndarray | float:
