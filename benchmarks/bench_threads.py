@@ -187,7 +187,9 @@ def main() -> None:
         print(f"n = {nn}  (t1 = {1e3 * (tr + tp):.3f} ms, B = {b})")
         for p in (2, 4, 8, 16, 32, 64):
             simple = (tr + tp) / ((tr + tp) / p + sync2 * math.log2(p))
-            print(f"  p={p:3d}  {model(tr, tp, b, sync2, p):6.2f}  {model(tr, tp, b, sync2, p, True):6.2f}  {simple:6.2f}")
+            print(
+                f"  p={p:3d}  {model(tr, tp, b, sync2, p):6.2f}  {model(tr, tp, b, sync2, p, True):6.2f}  {simple:6.2f}"
+            )
     load1 = os.getloadavg()
     print(f"# load average after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
 
