@@ -26,12 +26,13 @@ def usable_threads(requested: int) -> int:
     if requested <= 1:
         return 1
     import numba
+    from numba.core import config
     from numba.np.ufunc.parallel import _launch_threads
 
     _launch_threads()
     if numba.threading_layer() not in SAFE_LAYERS:
         return 1
-    return min(int(requested), int(numba.config.NUMBA_NUM_THREADS))
+    return min(int(requested), int(getattr(config, "NUMBA_NUM_THREADS")))  # noqa: B009 - set at import
 
 
 @contextmanager
