@@ -4,6 +4,7 @@ Run from the repository root::
 
     python benchmarks/bench_threads.py              # 642 molecules, 1 vs 2 threads (~1 min)
     python benchmarks/bench_threads.py --quick      # fewer repeats
+    python benchmarks/bench_threads.py --omp-wait active   # OpenMP threads spin between steps
 
 Rows:
 
@@ -144,7 +145,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer rounds")
     ap.add_argument("--rounds", type=int, default=15, help="alternating rounds per figure")
     ap.add_argument("--steps", type=int, default=1000, help="steps per timing of the 642-molecule cell")
+    ap.add_argument("--omp-wait", choices=("passive", "active"), help="OMP_WAIT_POLICY (default: geosweep's, passive)")
     args = ap.parse_args()
+    if args.omp_wait:
+        os.environ["OMP_WAIT_POLICY"] = args.omp_wait  # before the threading layer starts
     rounds = 5 if args.quick else args.rounds
     if numba.config.NUMBA_NUM_THREADS < 2:
         sys.exit("needs NUMBA_NUM_THREADS >= 2")
@@ -157,7 +161,7 @@ def main() -> None:
     n = big.n
     blocks = math.ceil(n / _BLOCK)
     t = alternate(big, (1, 2), args.steps, rounds)
-    print(f"# threading layer: {numba.threading_layer()}")
+    print(f"# threading layer: {numba.threading_layer()}  OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     ratios = np.array(t[1]) / np.array(t[2])
     t1, t2 = float(np.median(t[1])), float(np.median(t[2]))
     print(f"step n={n}  1 thread  {1e3 * t1:.4f} ms (min {1e3 * min(t[1]):.4f})")
