@@ -21,10 +21,10 @@ Rows:
   potential on 2 threads. The driver calls the potential from compiled code, so a Python pool
   would also need the driver to return to Python every step; this row prices the pool alone.
 
-Scaling model (printed for p = 2…64): ``t(p) = t_rest + t_pot · ⌈B/p⌉/B + sync(p)`` with B the
-number of row blocks (⌈n/32⌉) and ``sync(p) = sync(2) · log2(p)`` (a tree barrier; the linear
-``sync(2) · (p − 1)`` as the pessimistic bound); speed-up ``t(1)/t(p)``. The issue's simple form
-``t1 / (t1/p + sync(p))`` is the special case t_rest = 0, B = ∞.
+Scaling model (printed for p = 2…64): ``t(p) = t_rest + t_pot/p + sync(p)`` (the threaded
+potential gives each thread one block of n/p consecutive rows) with ``sync(p) = sync(2) · log2(p)``
+(a tree barrier; the linear ``sync(2) · (p − 1)`` as the pessimistic bound); speed-up
+``t(1)/t(p)``. The issue's simple form ``t1 / (t1/p + sync(p))`` is the special case t_rest = 0.
 
 Other jobs on the machine make timings noisy (the load average is printed before and after):
 a loaded core stalls the thread that waits for it at the join, so a 2-thread figure on a busy
@@ -53,7 +53,7 @@ from kernels._jit import kjit  # noqa: E402
 from kernels.core.trajectory import Trajectory  # noqa: E402
 from kernels.s2.model import POTENTIAL_SIG, threaded_potential  # noqa: E402
 from kernels.s2.stepper import initial_state, make_stepper  # noqa: E402
-from kernels.systems.lj_sphere import _BLOCK, _lj_rows, lj_potential, lj_sphere  # noqa: E402
+from kernels.systems.lj_sphere import _lj_rows, lj_potential, lj_sphere  # noqa: E402
 
 H = 0.005
 
@@ -116,7 +116,7 @@ def pool_time(system, reps: int, rounds: int) -> float:
     g = np.empty_like(q)
     e = np.empty(len(q))
     n, p = len(q), system.params
-    half = (n // 2 // _BLOCK) * _BLOCK
+    half = n // 2
     with ThreadPoolExecutor(2) as pool:
         _lj_rows(q, p, g, e, 0, n)
         ts = []
@@ -134,10 +134,10 @@ def pool_time(system, reps: int, rounds: int) -> float:
     return float(np.median(ts))
 
 
-def model(t_rest: float, t_pot: float, blocks: int, sync2: float, p: int, linear: bool = False) -> float:
+def model(t_rest: float, t_pot: float, sync2: float, p: int, linear: bool = False) -> float:
     """Modelled speed-up t(1)/t(p) (see the module docstring)."""
     sync = 0.0 if p == 1 else sync2 * ((p - 1) if linear else math.log2(p))
-    return (t_rest + t_pot) / (t_rest + t_pot * math.ceil(blocks / p) / blocks + sync)
+    return (t_rest + t_pot) / (t_rest + t_pot / p + sync)
 
 
 def main() -> None:
@@ -159,7 +159,6 @@ def main() -> None:
 
     big = lj_sphere()
     n = big.n
-    blocks = math.ceil(n / _BLOCK)
     t = alternate(big, (1, 2), args.steps, rounds)
     print(f"# threading layer: {numba.threading_layer()}  OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     ratios = np.array(t[1]) / np.array(t[2])
@@ -182,18 +181,14 @@ def main() -> None:
     print(f"sync: step n=12  1 thread {1e6 * np.median(ts[1]):.2f} us, 2 threads {1e6 * np.median(ts[2]):.2f} us  "
           f"-> sync(2) = {1e6 * sync2:.2f} us per step")  # fmt: skip
 
-    print(f"\n# model t(p) = t_rest + t_pot*ceil(B/p)/B + sync(2)*log2(p)  (B = ceil(n/{_BLOCK}) row blocks)")
-    print("# columns: p, speed-up (log2 sync), speed-up (linear sync), issue's t1/(t1/p + sync(p))")
-    scale = [(n, t_rest, t_pot, blocks)]
+    print("\n# model t(p) = t_rest + t_pot/p + sync(2)*log2(p): columns p, speed-up t(1)/t(p), the same with")
+    print("# linear sync(2)*(p-1), and the issue's t1/(t1/p + sync(2)*log2(p)) (no serial part)")
     n4 = 2562  # icosphere level 4: t_pot ∝ n², t_rest ∝ n
-    scale.append((n4, t_rest * n4 / n, t_pot * (n4 / n) ** 2, math.ceil(n4 / _BLOCK)))
-    for nn, tr, tp, b in scale:
-        print(f"n = {nn}  (t1 = {1e3 * (tr + tp):.3f} ms, B = {b})")
+    for nn, tr, tp in ((n, t_rest, t_pot), (n4, t_rest * n4 / n, t_pot * (n4 / n) ** 2)):
+        print(f"n = {nn}  (t1 = {1e3 * (tr + tp):.3f} ms per step)")
         for p in (2, 4, 8, 16, 32, 64):
             simple = (tr + tp) / ((tr + tp) / p + sync2 * math.log2(p))
-            print(
-                f"  p={p:3d}  {model(tr, tp, b, sync2, p):6.2f}  {model(tr, tp, b, sync2, p, True):6.2f}  {simple:6.2f}"
-            )
+            print(f"  p={p:3d}  {model(tr, tp, sync2, p):6.2f}  {model(tr, tp, sync2, p, True):6.2f}  {simple:6.2f}")
     load1 = os.getloadavg()
     print(f"# load average after: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
 

@@ -15,6 +15,7 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
+from numba.np.ufunc.parallel import _iget_num_threads as _num_threads  # cacheable, unlike get_num_threads
 from scipy.optimize import brentq
 
 from kernels._jit import kjit
@@ -47,11 +48,6 @@ def _stack_buffer(typingctx, size):
         return builder.bitcast(ptr, ir.DoubleType().as_pointer())
 
     return types.CPointer(types.float64)(size), codegen
-
-
-#: Rows per ``prange`` block of the threaded LJ potential (fixed: the block layout does not
-#: depend on the thread count, and no sum crosses a block anyway).
-_BLOCK = 32
 
 
 @kjit
@@ -135,13 +131,15 @@ def _lj_rows(q, p, g, e, i0, i1):
 
 
 def _lj_potential_threaded(q, p, g):
-    """:func:`lj_potential` on threads: blocks of ``_BLOCK`` rows in a ``prange`` loop, each
-    storing its rows' energies; those are added in i order on one thread afterwards, so the
-    result is bitwise the one-thread value for every thread count (no sum crosses a block)."""
+    """:func:`lj_potential` on threads: one block of consecutive rows per thread (equal sizes
+    within one row) in a ``prange`` loop, each storing its rows' energies; those are added in i
+    order on one thread afterwards. A row's values do not depend on its block and no sum crosses
+    a block, so the result is bitwise the one-thread value for every thread count."""
     n = q.shape[0]
     e = np.empty(n)
-    for b in numba.prange((n + _BLOCK - 1) // _BLOCK):
-        _lj_rows(q, p, g, e, b * _BLOCK, min(n, (b + 1) * _BLOCK))
+    nb = max(1, min(_num_threads(), n))
+    for b in numba.prange(nb):
+        _lj_rows(q, p, g, e, b * n // nb, (b + 1) * n // nb)
     V = 0.0
     for i in range(n):
         V += e[i]
