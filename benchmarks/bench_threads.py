@@ -11,8 +11,9 @@ Rows:
 * ``step n=642``: ms per explicit-VI step of ``lj_sphere()`` (icosphere level 3) on 1 and 2
   threads, timed in alternation (1, 2, 1, 2, …; ``--steps`` steps per timing) on one trajectory
   each; the speed-up is the median of the per-round ratios t1/t2;
-* ``potential``: the potential alone (t_pot) on 1 thread, so ``t_rest = t_step − t_pot`` is the
-  O(n) part of the step that stays on one thread (update, energy, J, constraint errors);
+* ``potential``: the potential alone (t_pot) on 1 thread, and ``t_rest``, a step of the same
+  642 bodies without forces: the O(n) part of the step that stays on one thread (update,
+  energy, J, constraint errors);
 * ``sync``: the per-step cost of the threads themselves: a step of a system too small to share
   (n = 12, one block of rows) on 2 threads minus on 1 thread — the parallel region's fork and
   join (Numba's OpenMP layer) with nothing to share;
@@ -51,7 +52,7 @@ import numpy as np  # noqa: E402
 
 from kernels._jit import kjit  # noqa: E402
 from kernels.core.trajectory import Trajectory  # noqa: E402
-from kernels.s2.model import POTENTIAL_SIG, threaded_potential  # noqa: E402
+from kernels.s2.model import POTENTIAL_SIG, S2System, s2_potential, threaded_potential  # noqa: E402
 from kernels.s2.stepper import initial_state, make_stepper  # noqa: E402
 from kernels.systems.lj_sphere import _lj_rows, lj_potential, lj_sphere  # noqa: E402
 
@@ -134,6 +135,16 @@ def pool_time(system, reps: int, rounds: int) -> float:
     return float(np.median(ts))
 
 
+@s2_potential(lazy=True)
+def _no_potential(q, p, g):
+    """V = 0: a step of it is the O(n) part of the explicit VI step (t_rest)."""
+    for i in range(q.shape[0]):
+        g[i, 0] = 0.0
+        g[i, 1] = 0.0
+        g[i, 2] = 0.0
+    return 0.0
+
+
 def model(t_rest: float, t_pot: float, sync2: float, p: int, linear: bool = False) -> float:
     """Modelled speed-up t(1)/t(p) (see the module docstring)."""
     sync = 0.0 if p == 1 else sync2 * ((p - 1) if linear else math.log2(p))
@@ -171,8 +182,9 @@ def main() -> None:
     t_pot = potential_time(lj_potential, big, 200, rounds)
     t_pot2 = potential_time(threaded_potential(lj_potential), big, 200, rounds, threads=2)
     t_pool = pool_time(big, 200, rounds)
-    t_rest = max(t1 - t_pot, 0.0)
-    print(f"potential n={n}  1 thread {1e6 * t_pot:.1f} us  t_rest = step − potential = {1e6 * t_rest:.1f} us")
+    rest_system = S2System("no_forces", big.M, _no_potential, [0.0], big.q0, big.w0, symmetry="full")
+    t_rest = float(np.median(alternate(rest_system, (1,), args.steps, rounds)[1]))
+    print(f"potential n={n}  1 thread {1e6 * t_pot:.1f} us;  t_rest (a step without forces) {1e6 * t_rest:.1f} us")
     print(f"potential n={n}  2 threads: prange {1e6 * t_pot2:.1f} us, pool of 2 Python threads {1e6 * t_pool:.1f} us")
 
     tiny = lj_sphere(level=0)
