@@ -29,7 +29,10 @@ potential gives each thread one block of n/p consecutive rows) with ``sync(p) = 
 
 Other jobs on the machine make timings noisy (the load average is printed before and after):
 a loaded core stalls the thread that waits for it at the join, so a 2-thread figure on a busy
-2-core machine is a lower bound; repeat the run when in doubt.
+2-core machine is a lower bound; repeat the run when in doubt. Beside wall time each timing
+reads every thread's CPU time (``/proc/self/task/*/schedstat``): the busiest thread's CPU time
+per step is the step's critical path, what two free cores would take apart from the threads'
+wake-up latency — a figure the other jobs do not inflate.
 """
 
 from __future__ import annotations
@@ -69,16 +72,38 @@ def _trajectory(system, threads: int, steps: int) -> Trajectory:
     return traj
 
 
+def thread_cpu() -> dict[str, int]:
+    """CPU time (ns) of each thread of this process (Linux ``/proc/self/task/*/schedstat``)."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[tid] = int(f.read().split()[0])
+        except OSError:
+            pass
+    return out
+
+
+#: per thread count: (busiest thread's CPU s per step, all threads' CPU s per step) of every timing
+CPU: dict[int, list[tuple[float, float]]] = {}
+
+
 def _per_step(traj: Trajectory, steps: int) -> float:
+    c0 = thread_cpu()
     t0 = time.perf_counter()
     traj.advance(steps)
-    return (time.perf_counter() - t0) / steps
+    wall = (time.perf_counter() - t0) / steps
+    c1 = thread_cpu()
+    used = [c1[t] - c0.get(t, 0) for t in c1]
+    CPU.setdefault(traj.stepper.threads, []).append((1e-9 * max(used) / steps, 1e-9 * sum(used) / steps))
+    return wall
 
 
 def alternate(system, counts: tuple[int, ...], steps: int, rounds: int) -> dict[int, list[float]]:
     """Seconds per step for each thread count, timed in alternation, ``rounds`` times."""
     trajs = {k: _trajectory(system, k, steps) for k in counts}
     out: dict[int, list[float]] = {k: [] for k in counts}
+    CPU.clear()
     for _ in range(rounds):
         for k in counts:
             out[k].append(_per_step(trajs[k], steps))
@@ -178,6 +203,11 @@ def main() -> None:
     print(f"step n={n}  2 threads {1e3 * t2:.4f} ms (min {1e3 * min(t[2]):.4f})")
     print(f"speed-up 2 threads: median of per-round ratios {np.median(ratios):.3f} "
           f"(range {ratios.min():.3f}–{ratios.max():.3f}; ratio of minima {min(t[1]) / min(t[2]):.3f})")  # fmt: skip
+    crit = {k: float(np.median([c[0] for c in CPU[k]])) for k in (1, 2)}
+    total = {k: float(np.median([c[1] for c in CPU[k]])) for k in (1, 2)}
+    print(f"CPU per step: 1 thread {1e3 * total[1]:.4f} ms; 2 threads {1e3 * total[2]:.4f} ms in all, "
+          f"busiest thread {1e3 * crit[2]:.4f} ms -> CPU critical-path ratio {crit[1] / crit[2]:.3f} "
+          "(the speed-up on two free cores, less the wake-up latency)")  # fmt: skip
 
     t_pot = potential_time(lj_potential, big, 200, rounds)
     t_pot2 = potential_time(threaded_potential(lj_potential), big, 200, rounds, threads=2)
