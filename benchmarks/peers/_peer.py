@@ -42,11 +42,13 @@ def serve(handlers: dict[str, Handler]) -> None:
         out.flush()
 
 
-def timed(fn: Callable[[], Any], repeats: int) -> list[float]:
-    """Wall seconds of ``repeats`` calls of ``fn`` (each call must block until its result is done)."""
-    ts = []
+def timed(fn: Callable[[], Any], repeats: int) -> dict[str, list[float]]:
+    """Wall and CPU seconds (all threads of the process) of ``repeats`` calls of ``fn``; each
+    call must block until its result is done."""
+    wall, cpu = [], []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
-        ts.append(time.perf_counter() - t0)
-    return ts
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return {"seconds": wall, "cpu_seconds": cpu}

@@ -68,12 +68,12 @@ class ChainCase:
 class ChainMethod:
     """One method of the work–precision comparison: its knobs (tolerances or step counts),
     ``solve(knob) -> (final y, f-evaluations or steps, max abs(‖q‖−1), max abs(q·ω))`` (untimed
-    diagnostics) and ``seconds(knob)`` (one timed whole call)."""
+    diagnostics) and ``seconds(knob)`` (one timed whole call: wall and CPU seconds)."""
 
     name: str
     knobs: tuple
     solve: Callable[[float], tuple[np.ndarray, int, float, float]]
-    seconds: Callable[[float], float]
+    seconds: Callable[[float], tuple[float, float]]
     side: str = "geosweep"
 
 
@@ -94,7 +94,7 @@ def chain_methods(case: ChainCase) -> list[ChainMethod]:
             r = run(tol)
             return r.y, int(r.info["f_evals"]), r.core.reduced("unit_error"), r.core.reduced("tangency_error")
 
-        return ChainMethod(name, TOLS, solve, lambda tol: _wall(lambda: run(tol)))
+        return ChainMethod(name, TOLS, solve, lambda tol: _clock(lambda: run(tol)))
 
     def fixed(k: float):
         k = int(k)
@@ -124,16 +124,17 @@ def chain_methods(case: ChainCase) -> list[ChainMethod]:
 
     return [
         adaptive("rkmk853"),
-        ChainMethod("rkmk8", RKMK8_STEPS, fixed_solve, lambda k: _wall(lambda: fixed(k))),
+        ChainMethod("rkmk8", RKMK8_STEPS, fixed_solve, lambda k: _clock(lambda: fixed(k))),
         adaptive("dop853_ambient"),
-        ChainMethod("scipy_dop853", TOLS, scipy_solve, lambda tol: _wall(lambda: scipy_run(tol)), side="scipy"),
+        ChainMethod("scipy_dop853", TOLS, scipy_solve, lambda tol: _clock(lambda: scipy_run(tol)), side="scipy"),
     ]
 
 
-def _wall(fn: Callable[[], object]) -> float:
-    t0 = time.perf_counter()
+def _clock(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU seconds of one call of ``fn``."""
+    c0, t0 = time.process_time(), time.perf_counter()
     fn()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 # --------------------------------------------------------------------------------------
@@ -176,8 +177,8 @@ class SphereCase:
         r = integrate(self.system, "explicit_vi", self.h, steps, every)
         return np.asarray(r.energy), r
 
-    def seconds(self, steps: int) -> float:
-        """Wall time of one ``integrate`` call of ``steps`` explicit-VI steps (set-up included)."""
+    def seconds(self, steps: int) -> tuple[float, float]:
+        """Wall and CPU seconds of one ``integrate`` call of ``steps`` explicit-VI steps (set-up included)."""
         from kernels.s2.integrate import integrate
 
-        return _wall(lambda: integrate(self.system, "explicit_vi", self.h, steps, steps))
+        return _clock(lambda: integrate(self.system, "explicit_vi", self.h, steps, steps))

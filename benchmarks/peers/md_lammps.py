@@ -31,7 +31,7 @@ CUTOFF = 2.5  # > 2 = the largest chord on the unit sphere: every pair interacts
 STATE: dict = {}
 
 
-def _data_file(path: str, q: np.ndarray, v: np.ndarray) -> None:
+def _data_file(path: str, q: np.ndarray, v: np.ndarray, pivot_mass: float) -> None:
     """LAMMPS data file (atom_style bond): atom 2i+1 the molecule, 2i+2 its pivot at the origin."""
     n = q.shape[0]
     q = q.tolist()
@@ -39,7 +39,7 @@ def _data_file(path: str, q: np.ndarray, v: np.ndarray) -> None:
     with open(path, "w") as f:
         f.write(f"geosweep lj_sphere\n\n{2 * n} atoms\n{n} bonds\n2 atom types\n1 bond types\n\n")
         f.write("-3 3 xlo xhi\n-3 3 ylo yhi\n-3 3 zlo zhi\n\nMasses\n\n")
-        f.write(f"1 1.0\n2 {PIVOT_MASS!r}\n\nAtoms # bond\n\n")
+        f.write(f"1 1.0\n2 {pivot_mass!r}\n\nAtoms # bond\n\n")
         for i in range(n):
             f.write(f"{2 * i + 1} {i + 1} 1 {q[i][0]!r} {q[i][1]!r} {q[i][2]!r}\n")
             f.write(f"{2 * i + 2} {i + 1} 2 0.0 0.0 0.0\n")
@@ -61,7 +61,7 @@ def op_init(msg: dict) -> dict:
         STATE["lmp"].close()
     tmp = tempfile.mkdtemp(prefix="peer-lammps-")
     data = os.path.join(tmp, "sphere.data")
-    _data_file(data, q, v)
+    _data_file(data, q, v, float(msg.get("pivot_mass", PIVOT_MASS)))
     lmp = lammps.lammps(cmdargs=["-log", "none", "-screen", "none", "-nocite"])
     for cmd in (
         "units lj",
@@ -128,7 +128,7 @@ def op_energy(msg: dict) -> dict:
 def op_time(msg: dict) -> dict:
     lmp = STATE["lmp"]
     k = int(msg["steps"])
-    return {"seconds": timed(lambda: lmp.command(f"run {k} pre no post no"), int(msg.get("repeats", 1)))}
+    return timed(lambda: lmp.command(f"run {k} pre no post no"), int(msg.get("repeats", 1)))
 
 
 if __name__ == "__main__":

@@ -107,7 +107,7 @@ def op_time(msg: dict) -> dict:
         it.step(k)
         STATE["ctx"].getState(getEnergy=False)  # waits until the steps are done
 
-    return {"seconds": timed(run, int(msg.get("repeats", 1)))}
+    return timed(run, int(msg.get("repeats", 1)))
 
 
 if __name__ == "__main__":

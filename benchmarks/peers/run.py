@@ -36,8 +36,6 @@ set_single_thread()
 
 import numpy as np  # noqa: E402
 
-#: CPU/wall of the peers' timed calls (all threads of the peer process; ≈ 1 = one core)
-CPU_OVER_WALL: dict[str, list[float]] = {}
 TARGETS = tuple(float(e) for e in 10.0 ** -np.arange(4, 12))
 
 
@@ -59,10 +57,9 @@ def _diffrax_method(peer: PeerProcess, case, work: Path):
         cu, ct = constraint_errors(np.concatenate([case.model.y0[None], np.load(out)]))
         return y, int(r["accepted"] + r["rejected"]), cu, ct
 
-    def seconds(tol: float) -> float:
+    def seconds(tol: float) -> tuple[float, float]:
         r = peer.call("time", tol=tol, repeats=1)
-        CPU_OVER_WALL.setdefault("diffrax", []).append(r["cpu_over_wall"])
-        return float(r["seconds"][0])
+        return float(r["seconds"][0]), float(r["cpu_seconds"][0])
 
     return ChainMethod("diffrax_dopri8", TOLS, solve, seconds, side="diffrax")
 
@@ -117,23 +114,26 @@ def _chain_table(case, methods, repeats: int, figure: Path | None, versions: dic
     for err in TARGETS:
         br = {m.name: _bracket(curves[m.name], err) for m in methods}
         live = [m for m in methods if br[m.name] is not None]
-        times: dict[str, list[float]] = {m.name: [] for m in live}
+        times = {m.name: np.zeros((repeats, 2)) for m in live}  # rounds × (wall, cpu)
         for r in range(repeats + 1):
             for m in live:
                 i, w = br[m.name]
-                lt = [np.log(m.seconds(m.knobs[k])) for k in (i, i + 1)]
+                lt = np.log([m.seconds(m.knobs[k]) for k in (i, i + 1)])
                 if r:  # round 0 warms up
-                    times[m.name].append(float(np.exp((1 - w) * lt[0] + w * lt[1])))
-        row = {"err": err, "ms": {}, "constraints": {}, "ratio": {}}
+                    times[m.name][r - 1] = np.exp((1 - w) * lt[0] + w * lt[1])
+        row: dict = {"err": err, "ms": {}, "cpu_over_wall": {}, "constraints": {}, "ratio": {}, "cpu_ratio": {}}
         for m in live:
             i, w = br[m.name]
             near = curves[m.name][i + (w >= 0.5)]
-            row["ms"][m.name] = 1e3 * float(np.median(times[m.name]))
+            row["ms"][m.name] = 1e3 * float(np.median(times[m.name][:, 0]))
+            row["cpu_over_wall"][m.name] = float(np.median(times[m.name][:, 1] / times[m.name][:, 0]))
             row["constraints"][m.name] = (near[2], near[3])
         for peer_name in ("diffrax_dopri8", "scipy_dop853"):
             for ours in ("rkmk853", "rkmk8"):
                 if peer_name in times and ours in times:
-                    row["ratio"][f"{peer_name}/{ours}"] = float(np.median(np.array(times[peer_name]) / times[ours]))
+                    q = times[peer_name] / times[ours]
+                    row["ratio"][f"{peer_name}/{ours}"] = float(np.median(q[:, 0]))
+                    row["cpu_ratio"][f"{peer_name}/{ours}"] = float(np.median(q[:, 1]))
         rows.append(row)
     _print_chain(rows, repeats, [m.name for m in methods])
     if figure is not None:
@@ -150,6 +150,13 @@ def _print_chain(rows: list[dict], repeats: int, names: list[str]) -> None:
         ms = [f"{r['ms'][n]:.2f}" if n in r["ms"] else "—" for n in names]
         rt = [f"{r['ratio'][k]:.2f}×" if k in r["ratio"] else "—" for k in ratios]
         print(f"| {r['err']:.0e} | " + " | ".join(ms + rt) + " |")
+    print("\nthe same ratios on CPU seconds (each process's own, all its threads), and CPU/wall of each method")
+    print("| final error | " + " | ".join(ratios) + " | " + " | ".join(f"{n} CPU/wall" for n in names) + " |")
+    print("|---" * (1 + len(names) + len(ratios)) + "|")
+    for r in rows:
+        rt = [f"{r['cpu_ratio'][k]:.2f}×" if k in r["cpu_ratio"] else "—" for k in ratios]
+        cw = [f"{r['cpu_over_wall'][n]:.2f}" if n in r["cpu_over_wall"] else "—" for n in names]
+        print(f"| {r['err']:.0e} | " + " | ".join(rt + cw) + " |")
     print("\nconstraint drift at the bracketing run nearest each error: max abs(‖q_i‖−1) / max abs(q_i·ω_i)")
     print("| final error | " + " | ".join(names) + " |")
     print("|---" * (1 + len(names)) + "|")
@@ -206,9 +213,11 @@ def compare_md(
     E0 = E_ours[0]
     print(f"geosweep explicit VI: E0 = {E0:.12g}, max abs(E − E0)/abs(E0) over {steps} steps = "
           f"{np.abs(E_ours - E0).max() / abs(E0):.2e}")  # fmt: skip
-    print("| peer | peer ms/step | geosweep ms/step | peer/geosweep (range) | peer max rel ΔE "
-          "| geosweep max rel ΔE | max abs(E_peer − E_ours)/abs(E0) | final max abs(Δq) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    print("| peer | peer ms/step | geosweep ms/step | peer/geosweep wall (range) | on CPU s (range) "
+          "| CPU/wall peer / geosweep | peer max rel ΔE "
+          "| geosweep max rel ΔE | max abs(E_peer − E_ours)/abs(E0) | energies within 1e-9 until step "
+          "| final max abs(Δq) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     out: dict = {}
     for name in peers:
         reason = unavailable(PEERS[name])
@@ -229,6 +238,13 @@ def compare_md(
     return out
 
 
+def _agree_until(E_p: np.ndarray, E_o: np.ndarray, every: int, rel: float) -> int:
+    """Last sampled step up to which abs(E_p − E_o) ≤ rel·abs(E_o[0]) (the trajectories of two
+    codes separate after a while: the chaos amplifies their different round-off)."""
+    bad = np.flatnonzero(np.abs(E_p - E_o) > rel * abs(E_o[0]))
+    return every * (int(bad[0]) - 1 if bad.size else len(E_o) - 1)
+
+
 def _md_one(case, peer: PeerProcess, label: str, E_ours, r, steps, every, chunk, repeats, work: Path) -> dict:
     files = {k: str(work / f"{label.replace('/', '_').replace(' ', '_')}_{k}.npy") for k in ("E", "q", "w")}
     extra = peer.call("energy", steps=steps, every=every, out=files["E"], out_q=files["q"], out_w=files["w"])
@@ -242,27 +258,36 @@ def _md_one(case, peer: PeerProcess, label: str, E_ours, r, steps, every, chunk,
         "drift_ours": float(np.abs(E_ours - E0).max() / abs(E0)),
         "max_abs_dE_peer_vs_ours": float(np.abs(E_p[:k] - E_ours[:k]).max() / abs(E0)),
         "final_q_distance": float(np.abs(np.load(files["q"]) - r.q).max()),
+        "agree_1e-9_until_step": _agree_until(E_p[:k], E_ours[:k], every, 1e-9),
         **extra,
     }
-    ts: dict[str, list[float]] = {"ours": [], "peer": []}
+    ours, theirs = np.zeros((repeats, 2)), np.zeros((repeats, 2))  # rounds × (wall, cpu) per step
     for rnd in range(repeats + 1):
         t_o = case.seconds(chunk)
         rep = peer.call("time", steps=chunk, repeats=1)
-        t_p = float(rep["seconds"][0])
-        CPU_OVER_WALL.setdefault(label, []).append(rep["cpu_over_wall"])
-        if rnd:
-            ts["ours"].append(t_o / chunk)
-            ts["peer"].append(t_p / chunk)
-    res["ms_per_step_ours"] = 1e3 * float(np.median(ts["ours"]))
-    res["ms_per_step_peer"] = 1e3 * float(np.median(ts["peer"]))
-    ratios = np.array(ts["peer"]) / np.array(ts["ours"])
-    res["ratio_median"] = float(np.median(ratios))
-    res["ratio_range"] = (float(ratios.min()), float(ratios.max()))
+        if rnd:  # round 0 warms up
+            ours[rnd - 1] = np.array(t_o) / chunk
+            theirs[rnd - 1] = np.array([rep["seconds"][0], rep["cpu_seconds"][0]]) / chunk
+    q = theirs / ours
+    res.update(
+        ms_per_step_ours=1e3 * float(np.median(ours[:, 0])),
+        ms_per_step_peer=1e3 * float(np.median(theirs[:, 0])),
+        cpu_ms_per_step_ours=1e3 * float(np.median(ours[:, 1])),
+        cpu_ms_per_step_peer=1e3 * float(np.median(theirs[:, 1])),
+        ratio_median=float(np.median(q[:, 0])),
+        ratio_range=(float(q[:, 0].min()), float(q[:, 0].max())),
+        cpu_ratio_median=float(np.median(q[:, 1])),
+        cpu_ratio_range=(float(q[:, 1].min()), float(q[:, 1].max())),
+        cpu_over_wall_ours=float(np.median(ours[:, 1] / ours[:, 0])),
+        cpu_over_wall_peer=float(np.median(theirs[:, 1] / theirs[:, 0])),
+    )
     print(
         f"| {label} | {res['ms_per_step_peer']:.3f} | {res['ms_per_step_ours']:.3f} | {res['ratio_median']:.2f}× "
-        f"({res['ratio_range'][0]:.2f}–{res['ratio_range'][1]:.2f}) "
+        f"({res['ratio_range'][0]:.2f}–{res['ratio_range'][1]:.2f}) | {res['cpu_ratio_median']:.2f}× "
+        f"({res['cpu_ratio_range'][0]:.2f}–{res['cpu_ratio_range'][1]:.2f}) "
+        f"| {res['cpu_over_wall_peer']:.2f} / {res['cpu_over_wall_ours']:.2f} "
         f"| {res['drift_peer']:.2e} | {res['drift_ours']:.2e} "
-        f"| {res['max_abs_dE_peer_vs_ours']:.2e} | {res['final_q_distance']:.1e} |"
+        f"| {res['max_abs_dE_peer_vs_ours']:.2e} | {res['agree_1e-9_until_step']} | {res['final_q_distance']:.1e} |"
     )
     return res
 
@@ -305,9 +330,6 @@ def main(argv: list[str] | None = None) -> int:
         if "dg" in only:
             results["dg"] = compare_dg()
     results["load_end"] = os.getloadavg()
-    results["peer_cpu_over_wall"] = {k: float(np.median(v)) for k, v in CPU_OVER_WALL.items()}
-    for k, v in results["peer_cpu_over_wall"].items():
-        print(f"{k}: CPU/wall of the timed peer calls (median) = {v:.2f}")
     print(f"\n{_load()}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
