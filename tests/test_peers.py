@@ -37,7 +37,7 @@ def test_chain_export_and_order8_side(tmp_path):
     assert case.error(y) < 1e-9 and cu < 1e-14
     y, nf, cu, ct = methods["scipy_dop853"].solve(1e-4)
     assert cu > 1e-12  # the ambient integrator leaves the constraint manifold
-    assert methods["rkmk853"].seconds(1e-6) > 0
+    assert min(methods["rkmk853"].seconds(1e-6)) > 0  # (wall, CPU) seconds
     # q·ω and ‖q‖ − 1 of the reference itself
     assert max(geosweep_side.constraint_errors(ref)) < 1e-13
 
@@ -53,7 +53,7 @@ def test_sphere_export_and_energy(tmp_path):
     E, run = case.energy_run(40, 10)
     assert E.shape == (5,)
     assert np.abs(E - E[0]).max() < 1e-3 * abs(E[0])
-    assert case.seconds(10) > 0
+    assert min(case.seconds(10)) > 0
 
 
 def _fake_peer(tmp_path: Path, name: str, probe: str, script: str = "x.py") -> harness.Peer:
