@@ -298,7 +298,8 @@ def _md_one(case, peer: PeerProcess, label: str, E_ours, r, steps, every, chunk,
         f"({res['cpu_ratio_range'][0]:.2f}–{res['cpu_ratio_range'][1]:.2f}) "
         f"| {res['cpu_over_wall_peer']:.2f} / {res['cpu_over_wall_ours']:.2f} "
         f"| {res['drift_peer']:.2e} | {res['drift_ours']:.2e} "
-        f"| {res['max_abs_dE_peer_vs_ours']:.2e} | {res['agree_1e-9_until_step']} / {res['agree_1e-6_until_step']} | {res['final_q_distance']:.1e} |"
+        f"| {res['max_abs_dE_peer_vs_ours']:.2e} | {res['agree_1e-9_until_step']} / {res['agree_1e-6_until_step']} "
+        f"| {res['final_q_distance']:.1e} |"
     )
     return res
 
