@@ -84,9 +84,12 @@ def unavailable(peer: Peer) -> str | None:
     extra = f" ({NO_WHEEL[peer.name]})" if peer.name in NO_WHEEL else ""
     if not peer.python.exists():
         return f"{peer.name}: no venv at {peer.venv}{extra}; install with: {peer.install}"
-    r = subprocess.run(
-        [str(peer.python), "-c", peer.probe], env=peer.env(), capture_output=True, text=True, timeout=300
-    )
+    try:
+        r = subprocess.run(
+            [str(peer.python), "-c", peer.probe], env=peer.env(), capture_output=True, text=True, timeout=300
+        )
+    except subprocess.TimeoutExpired:
+        return f"{peer.name}: importing the peer in {peer.venv} took over 300 s; install with: {peer.install}"
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1]
         return f"{peer.name}: {peer.venv} cannot import the peer ({last}){extra}; install with: {peer.install}"
