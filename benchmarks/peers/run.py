@@ -333,7 +333,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="geosweep-peers-") as tmp:
         work = Path(tmp)
         if "chain" in only:
-            results["chain"] = compare_chain(args.repeats, args.ic, args.figure, work)
+            try:
+                results["chain"] = compare_chain(args.repeats, args.ic, args.figure, work)
+            except PeerError as exc:  # one line, then the other comparisons
+                print(f"FAILED chain: {exc}")
+                results["chain"] = {"failed": str(exc)}
         if "md" in only:
             results["md"] = compare_md(
                 [p for p in args.md_peers.split(",") if p], args.md_steps, args.md_every, args.md_chunk,
