@@ -85,6 +85,8 @@ def test_peer_protocol_exchanges_npy(tmp_path, monkeypatch):
         f"sys.path.insert(0, {str(PEERS_DIR)!r})\n"
         "from _peer import serve\n"
         "def double(m):\n"
+        "    print('chatty peer library')\n"  # neither Python's nor C's stdout reaches the protocol
+        "    __import__('os').write(1, b'chatty C library\\n')\n"
         "    np.save(m['out'], 2 * np.load(m['y']))\n"
         "    return {'threads': __import__('os').environ['OMP_NUM_THREADS']}\n"
         "def fail(m):\n"

@@ -9,6 +9,7 @@ ways as ``.npy`` files named in the messages, so nothing of geosweep is imported
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -19,9 +20,12 @@ Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def serve(handlers: dict[str, Handler]) -> None:
-    """Answer requests until stdin closes or ``{"op": "quit"}``; the real stdout carries only
-    the protocol (anything a peer library prints goes to stderr)."""
-    out = sys.stdout
+    """Answer requests until stdin closes or ``{"op": "quit"}``. The protocol gets a private
+    copy of file descriptor 1; fd 1 itself and ``sys.stdout`` then point at stderr, so nothing a
+    peer library prints (from Python or C) can corrupt the replies."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     sys.stdout = sys.stderr
     for line in sys.stdin:
         msg = json.loads(line)
