@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -78,7 +78,7 @@ def _exact(values: list) -> list[str]:
 
 def _axis(growth: Growth, field_name: str, dim: str, old: Any, new: Any) -> None:
     """Compare one sweep axis of the store's spec (``old``) and the spec (``new``)."""
-    if old == new and _exact(old if isinstance(old, list) else [old]) == _exact(new if isinstance(new, list) else [new]):
+    if json.dumps(old) == json.dumps(new):
         return
     if not isinstance(old, list) or not old:
         growth.problems.append(
@@ -192,13 +192,13 @@ def grow_store(plan: Plan, ref: StoreRef, attrs: dict, ds: Any, log=None) -> dic
         raise StoreMismatchError(_mismatch_message(ref.url, attrs, spec))
     if not growth.ok:
         raise _refuse(ref, spec.name, growth.problems or ["the spec adds no values"])
-    group = ref.open_group("r")
+    group = _open(ref, "r")
     problems = _layout_problems(group, plan, ds, growth)
     if problems:
         raise _refuse(ref, spec.name, problems)
     if log:
         log(f"store {ref.url}: growing {growth.axes_text()}")
-    group = ref.open_group("r+")
+    group = _open(ref, "r+")
     if pending is None:
         group.attrs[GROWING_ATTR] = {"spec_hash": spec.spec_hash, "from_spec_hash": attrs.get("spec_hash")}
     _resize(group, plan, ds)
@@ -209,13 +209,22 @@ def grow_store(plan: Plan, ref: StoreRef, attrs: dict, ds: Any, log=None) -> dic
     return growth.added
 
 
+def _open(ref: StoreRef, mode: Literal["r", "r+"]):
+    """The store's group read from each array's own metadata, not the consolidated copy (which a
+    grow makes stale until it consolidates again)."""
+    import zarr
+
+    options = {} if ref.is_local else {"storage_options": ref.storage_options or {}}
+    return zarr.open_group(ref.url, mode=mode, use_consolidated=False, **options)
+
+
 def _layout_problems(group, plan: Plan, ds: Any, growth: Growth) -> list[str]:
     """Why the store's arrays cannot take ``plan``'s grid: another dimension order, variables or
     per-cell sizes, or stored coordinates other than the first values of ``plan``'s axes."""
     grid = plan.grid
     dims = tuple(group["done"].metadata.dimension_names or ())
     if dims != grid.dims:
-        return [f"dimensions: the store has sweep axes {list(dims)}, the spec {list(grid.dims)} (same axes, same order)"]
+        return [f"dimensions: the store has sweep axes {list(dims)}, the spec {list(grid.dims)} (same order needed)"]
     problems = []
     missing = sorted(set(ds.data_vars) - set(group.array_keys()))
     if missing:

@@ -776,9 +776,10 @@ def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
     details = joined(_differences("", old, new), most=MAX_ITEMS, sep="; ")
     from sweeps.grow import grow_hint
 
+    hint = grow_hint(attrs, spec.canonical_json())
     return (
         f"store {url} was created by a different sweep spec ({_echo(old.get('name'))}); refusing to mix results. "
-        f"Differences: {details}. Use a new --store path (or delete the old store).{grow_hint(attrs, spec.canonical_json())}"
+        f"Differences: {details}. Use a new --store path (or delete the old store).{hint}"
     )
 
 
