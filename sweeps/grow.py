@@ -214,8 +214,9 @@ def _open(ref: StoreRef, mode: Literal["r", "r+"]):
     grow makes stale until it consolidates again)."""
     import zarr
 
-    options = {} if ref.is_local else {"storage_options": ref.storage_options or {}}
-    return zarr.open_group(ref.url, mode=mode, use_consolidated=False, **options)
+    if ref.is_local:
+        return zarr.open_group(ref.url, mode=mode, use_consolidated=False)
+    return zarr.open_group(ref.url, mode=mode, use_consolidated=False, storage_options=ref.storage_options or {})
 
 
 def _layout_problems(group, plan: Plan, ds: Any, growth: Growth) -> list[str]:
@@ -238,8 +239,8 @@ def _layout_problems(group, plan: Plan, ds: Any, growth: Growth) -> list[str]:
             problems.append(f"{name}: the added values change the per-cell size ({per_cell}); grow only keeps it")
             break
     for dim, (old, _new) in growth.added.items():
-        stored = np.asarray(group[dim][...])
-        if stored.shape[0] < old or not np.array_equal(stored[:old], np.asarray(ds[dim].values)[:old]):
+        values = np.asarray(group[dim][...])
+        if values.shape[0] < old or not np.array_equal(values[:old], np.asarray(ds[dim].values)[:old]):
             problems.append(f"{dim}: the store's coordinate differs from its spec's values")
     return problems
 

@@ -19,7 +19,6 @@ import xarray as xr
 import zarr
 
 import analysis  # noqa: F401 - registers the ds.geosweep accessor
-
 from flows.cli import main
 from sweeps.engine import run_sweep
 from sweeps.store import StoreMismatchError, StoreRef, verify
