@@ -282,3 +282,22 @@ def test_kill_9_while_growing_then_resume(tmp_path):
     after = xr.open_zarr(store)
     np.testing.assert_array_equal(after.completed_at.values[finished], stamps[finished])  # none recomputed
     _assert_same_as_from_scratch(store, bigger, tmp_path)
+
+
+def test_the_prefect_flow_grows_on_a_local_cluster(tmp_path):
+    """The CLI's default path: ``sweep_flow(…, grow=True)`` (Prefect's test harness, a real 2-worker
+    LocalCluster) computes the new cells only; a refused grow raises StoreMismatchError (exit 3 in the CLI)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    from flows.sweep_flow import sweep_flow
+
+    store = tmp_path / "s.zarr"
+    spec = _with(PENDULA, h=[0.01], params_kappa12=[0.0, 10.0])
+    run_sweep(spec, store, serial=True)
+    bigger = _with(spec, params_kappa12=[0.0, 10.0, 20.0])
+    with prefect_test_harness(server_startup_timeout=120):
+        out = sweep_flow(bigger, store=str(store), n_workers=2, slice_seconds=0.01, grow=True)
+        assert out["ran"] == 2 and out["skipped"] == 4 and not out["errors"]
+        with pytest.raises(StoreMismatchError, match="cannot be removed"):
+            sweep_flow(_with(spec, params_kappa12=[0.0]), store=str(store), n_workers=2, grow=True)
+    _assert_same_as_from_scratch(store, bigger, tmp_path)
