@@ -239,6 +239,8 @@ def _layout_problems(group, plan: Plan, ds: Any, growth: Growth) -> list[str]:
             problems.append(f"{name}: the added values change the per-cell size ({per_cell}); grow only keeps it")
             break
     for dim, (old, _new) in growth.added.items():
+        if dim not in group.array_keys():  # a text coordinate an interrupted grow was writing anew
+            continue
         values = np.asarray(group[dim][...])
         if values.shape[0] < old or not np.array_equal(values[:old], np.asarray(ds[dim].values)[:old]):
             problems.append(f"{dim}: the store's coordinate differs from its spec's values")
@@ -257,23 +259,31 @@ def _resize(group, plan: Plan, ds: Any) -> None:
 
 def _rewrite_coords(group, plan: Plan, ds: Any) -> None:
     """The coordinates along the sweep axes (axis values, integrator family/order/adaptive) as the
-    template of the grown grid has them: each rewritten whole (a few bytes) where it differs."""
+    template of the grown grid has them, where they differ: resized and written in place, or — a
+    text coordinate that needs wider strings (a longer integrator name) — written anew (also when
+    a grow interrupted in between left it missing)."""
     sweep = set(plan.grid.dims)
+    present = set(group.array_keys())
     for name, var in ds.coords.items():
         if not var.dims or not set(var.dims) <= sweep:
             continue
         values = np.asarray(var.values)
-        old = group[name]
-        if old.dtype == values.dtype and tuple(old.shape) == values.shape and np.array_equal(old[...], values):
+        old = group[name] if name in present else None
+        if old is not None and old.dtype == values.dtype:
+            if tuple(old.shape) == values.shape and np.array_equal(old[...], values):
+                continue
+            if tuple(old.shape) != values.shape:
+                old.resize(values.shape)
+            old[...] = values
             continue
         arr = group.create_array(
             name,
             shape=values.shape,
             dtype=values.dtype,
             chunks=values.shape,
-            fill_value=old.fill_value,
-            compressors=old.compressors,
-            attributes=dict(old.attrs),
+            fill_value=old.fill_value if old is not None else np.zeros((), values.dtype).item(),
+            compressors=old.compressors if old is not None else "auto",
+            attributes=dict(old.attrs) if old is not None else dict(var.attrs),
             dimension_names=var.dims,
             overwrite=True,
         )

@@ -210,24 +210,34 @@ def test_without_grow_an_appending_spec_is_refused_naming_grow(tmp_path, capsys)
 
 
 # ---- interruptions ------------------------------------------------------------------------------
-def test_a_grow_interrupted_before_the_spec_switch_is_finished_by_the_next_run(tmp_path, monkeypatch):
-    """Arrays resized and coordinates rewritten, then the process dies: the old spec is refused
-    (the store is mid-grow), the grown spec finishes the grow and the store is as from scratch."""
+@pytest.mark.parametrize("where", ["before-spec-switch", "text-coordinate-missing"])
+def test_a_grow_interrupted_in_its_metadata_phase_is_finished_by_the_next_run(tmp_path, monkeypatch, where):
+    """The process dies after the arrays were resized and the coordinates rewritten (or while the
+    wider integrator coordinate was being written anew: it is missing): the old spec is refused (the
+    store is mid-grow), the grown spec finishes the grow, and the store is as from scratch."""
     from sweeps import grow
 
     store = tmp_path / "s.zarr"
-    spec = _with(PENDULA, h=[0.01], params_kappa12=[0.0, 10.0])
+    if where == "before-spec-switch":
+        spec = _with(PENDULA, h=[0.01], params_kappa12=[0.0, 10.0])
+        bigger, shape = _with(spec, h=[0.01, 0.005]), (2, 2, 2)
+    else:
+        spec = _with(MIXED, h=[0.01])
+        bigger, shape = _with(spec, integrators=["lie_euler", "rkmk45", "dopri5_ambient"]), (3, 1, 1, 1)
     run_sweep(spec, store, serial=True)
-    bigger = _with(spec, h=[0.01, 0.005])
+    real = grow._rewrite_coords
 
-    def crash(*args):
+    def crash(group, *args):
+        if where == "text-coordinate-missing":
+            real(group, *args)
+            del group["integrator"]
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(grow, "_switch_spec", crash)
+    monkeypatch.setattr(grow, "_rewrite_coords" if where == "text-coordinate-missing" else "_switch_spec", crash)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(bigger, store, serial=True, grow=True)
     monkeypatch.undo()
-    assert zarr.open_group(str(store), mode="r")["done"].shape == (2, 2, 2)  # resized, spec not switched
+    assert zarr.open_group(str(store), mode="r", use_consolidated=False)["done"].shape == shape  # resized
     with pytest.raises(StoreMismatchError, match="interrupted grow"):
         run_sweep(spec, store, serial=True)
     run_sweep(bigger, store, serial=True)  # the same spec finishes it (--grow was given before)
