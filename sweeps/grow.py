@@ -22,8 +22,9 @@ after them: append new values at the end), a new sweep axis (a fixed parameter m
 per-cell layout (another number of bodies …).
 
 Crash safety: the target spec is recorded first (attribute :data:`GROWING_ATTR`), the spec
-attributes are switched last. A grow interrupted in between is finished by the next run of the
-same spec (every step is idempotent); any other spec is refused until then.
+attributes are switched last (writing the marker drops the consolidated metadata copy, written
+again at the end, so no reader sees stale shapes). A grow interrupted in between is finished by
+the next run of the same spec (every step is idempotent); any other spec is refused until then.
 """
 
 from __future__ import annotations
