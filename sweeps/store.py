@@ -20,7 +20,8 @@ complete cell is never recomputed (a shard rewrite that repairs another cell wri
 stored values back unchanged). Stores written with one cell per chunk (no shards) are read
 and resumed the same way, each cell being its own shard.
 
-The template (metadata, coordinates, attrs) is written once.
+The template (metadata, coordinates, attrs) is written once; ``run --grow`` later extends it
+along sweep axes whose new values are appended (:mod:`sweeps.grow`).
 """
 
 from __future__ import annotations
