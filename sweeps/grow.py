@@ -134,6 +134,12 @@ def compare(old: dict, new: dict) -> Growth:
     return growth
 
 
+def _field(dim: str) -> str:
+    """The spec field of a sweep dimension (``integrator`` → ``integrators``, ``seed`` → ``params.seed``)."""
+    fields = {d: f for f, d in METHOD_FIELDS.items()}
+    return fields.get(dim, f"params.{dim}")
+
+
 def growth_of(attrs: dict, plan: Plan) -> Growth | None:
     """:func:`compare` of a store's spec attribute with ``plan``'s spec (None if the attribute is not a spec)."""
     try:
@@ -237,7 +243,10 @@ def _layout_problems(group, plan: Plan, ds: Any, growth: Growth) -> list[str]:
         stored, wanted = tuple(group[name].shape[len(dims) :]), tuple(var.shape[len(dims) :])
         if stored != wanted:
             per_cell = ", ".join(f"{d} {a} → {b}" for d, a, b in zip(var.dims[len(dims) :], stored, wanted) if a != b)
-            problems.append(f"{name}: the added values change the per-cell size ({per_cell}); grow only keeps it")
+            problems.append(
+                f"{', '.join(map(_field, growth.added))}: the added values change the size of a cell ({per_cell}, "
+                f"e.g. {name}); a store grows only by cells of the size of its own"
+            )
             break
     for dim, (old, _new) in growth.added.items():
         if dim not in group.array_keys():  # a text coordinate an interrupted grow was writing anew

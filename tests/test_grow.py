@@ -136,20 +136,22 @@ def test_more_seeds_rewrite_only_the_partly_filled_last_shard_and_keep_its_store
     _assert_same_as_from_scratch(store, bigger, tmp_path)
 
 
-def test_another_integrator_and_step_size_on_a_mixed_grid(tmp_path):
-    """An adaptive integrator with a longer name and another h at once: the integrator coordinates
+def test_another_integrator_step_size_and_tolerance_on_a_mixed_grid(tmp_path):
+    """An adaptive integrator with a longer name, another h and another tol at once: the integrator coordinates
     grow (wider text), the new not-applicable fillers are marked as a new store marks them."""
     store = tmp_path / "s.zarr"
     run_sweep(MIXED, store, serial=True)
     cells = _cell_vars(store)
     before = _chunks(store, cells)
-    bigger = _with(MIXED, integrators=["lie_euler", "rkmk45", "dopri5_ambient"], h=[0.01, 0.005, 0.0025])
+    added = {"integrators": ["lie_euler", "rkmk45", "dopri5_ambient"], "h": [0.01, 0.005, 0.0025], "tol": [1e-6, 1e-8]}
+    bigger = _with(MIXED, **added)
     bigger["integrator_options"] = {"dopri5_ambient": {"theta": 0.8}}
 
     records = _grow(bigger, store)
 
-    assert records["grow"]["axes"] == {"integrator": [2, 3], "h": [2, 3]}
-    assert records["run"]["cells_run"] == 2  # lie_euler at the new h, dopri5_ambient at the first h
+    assert records["grow"]["axes"] == {"integrator": [2, 3], "h": [2, 3], "tol": [1, 2]}
+    # lie_euler at the new h (first tol), rkmk45 at the new tol, dopri5_ambient at both tols (first h)
+    assert records["run"]["cells_run"] == 4
     assert {k: _chunks(store, cells)[k] for k in before} == before
     ds = xr.open_zarr(store)
     assert list(ds.integrator.values) == bigger["integrators"] and ds.integrator_adaptive.values.tolist() == [
@@ -157,7 +159,7 @@ def test_another_integrator_and_step_size_on_a_mixed_grid(tmp_path):
         True,
         True,
     ]
-    assert int((ds.status == -2).sum()) == 4
+    assert int((ds.status == -2).sum()) == 18 - 7
     _assert_same_as_from_scratch(store, bigger, tmp_path)
 
 
@@ -195,6 +197,16 @@ def test_a_spec_that_does_not_only_append_is_refused_with_the_field_named(tmp_pa
         assert w in err[0], err[0]
     assert "--grow" not in err[0].split("cannot grow")[1]  # no advice to use what was just refused
     assert store_files(store) == before  # refused before any write
+
+
+def test_values_that_change_the_size_of_a_cell_are_refused(tmp_path):
+    store = tmp_path / "s.zarr"
+    spec = _with(CHAIN, params_seed=1, params_N=[2])
+    run_sweep(spec, store, serial=True)
+    before = store_files(store)
+    with pytest.raises(StoreMismatchError, match=r"params\.N: the added values change the size of a cell \(body 2 → 3"):
+        run_sweep(_with(spec, params_N=[2, 3]), store, serial=True, grow=True)
+    assert store_files(store) == before
 
 
 def test_without_grow_an_appending_spec_is_refused_naming_grow(tmp_path, capsys):
