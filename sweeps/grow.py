@@ -185,7 +185,7 @@ def grow_store(plan: Plan, ref: StoreRef, attrs: dict, ds: Any, log=None) -> dic
     spec = plan.spec
     pending = attrs.get(GROWING_ATTR)
     if pending is not None and (not isinstance(pending, dict) or pending.get("spec_hash") != spec.spec_hash):
-        target = pending.get("spec_hash", "?")[:12] if isinstance(pending, dict) else "?"
+        target = str(pending.get("spec_hash", "?"))[:12] if isinstance(pending, dict) else "?"
         raise StoreMismatchError(
             f"store {ref.url}: an interrupted grow to another spec (spec_hash {target}…) is unfinished; "
             f"rerun geosweep run --grow with that spec to finish it before running another"
