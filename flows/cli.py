@@ -286,6 +286,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 storage_options=args.storage_options,
                 progress=hook,
                 log=LOG.info,
+                grow=getattr(args, "grow", False),
             )
             ok = not result.errors
             for err in result.errors[:3]:
@@ -313,6 +314,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                     storage_options=args.storage_ref,  # recorded by Prefect as the reference or redacted
                     processes=args.processes,
                     progress=hook,
+                    grow=getattr(args, "grow", False),
                 )
                 ok, summary = True, out.get("summary")
             except SlicesFailed as e:
@@ -617,6 +619,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("run", help="run (or resume) a sweep spec")
     p.add_argument("spec", help="sweep spec file (.toml, .yaml)")
     add_run_options(p)
+    p.add_argument(
+        "--grow",
+        action="store_true",
+        help="the spec adds values at the end of sweep axes of the --store's spec: grow the store and compute "
+        "only the new cells (stored cells are kept as they are)",
+    )
     p = command("demo", help="run the built-in sphere MD demo sweep (≈ 13 s on 2 idle cores, ≈ 8 s more at first)")
     add_run_options(p)
     p = command("serve", help="serve the nightly Prefect deployment of a spec (runs until stopped)")

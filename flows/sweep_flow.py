@@ -81,8 +81,10 @@ def execute_sweep(
     storage_options: StorageOptions | None,
     processes: bool = False,
     progress: Callable[[Progress], None] | None = None,
+    grow: bool = False,
 ) -> dict[str, Any]:
-    """Run the pending cells on Dask; a retry resumes from the store (finished cells stay)."""
+    """Run the pending cells on Dask; a retry resumes from the store (finished cells stay).
+    ``grow``: grow the store to the spec first (see :mod:`sweeps.grow`)."""
     logger = get_run_logger()
     if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
         quiet_distributed()  # no distributed INFO in flow-run logs (deployment runs start without the CLI)
@@ -109,6 +111,7 @@ def execute_sweep(
         storage_options=resolve(storage_options),
         progress=on_progress,
         log=logger.info,
+        grow=grow,
     )
     if result.errors:
         raise SlicesFailed(
@@ -135,8 +138,10 @@ def sweep_flow(
     storage_options: StorageOptions | dict | str | None = None,
     processes: bool = False,
     progress: Callable[[Progress], None] | None = None,
+    grow: bool = False,
 ) -> dict[str, Any]:
-    """Run a sweep into a zarr store; resumes an existing store.
+    """Run a sweep into a zarr store; resumes an existing store (``grow``: grows it to a spec that
+    adds values at the end of its sweep axes, :mod:`sweeps.grow`).
 
     ``plan`` is a :class:`~sweeps.plan.Plan` (from :func:`~sweeps.plan.make_plan`; used as is)
     or a spec path/mapping (planned once here). ``progress`` is called with every
@@ -149,6 +154,8 @@ def sweep_flow(
     """
     storage_options = StorageOptions.of(storage_options)
     planned = plan_sweep(plan)
-    result = execute_sweep(planned, store, address, n_workers, slice_seconds, storage_options, processes, progress)
+    result = execute_sweep(
+        planned, store, address, n_workers, slice_seconds, storage_options, processes, progress, grow
+    )
     result["summary"] = finalise_sweep(result["store"], storage_options)
     return result

@@ -421,9 +421,13 @@ def run_sweep(
     storage_options: dict | None = None,
     progress: Callable[[Progress], None] | None = None,
     log: Callable[[str], None] | None = None,
+    grow: bool = False,
     threads_per_cell: int | None = None,
 ) -> SweepResult:
     """Run every cell of ``spec`` (a :class:`Plan`, or anything :func:`make_plan` takes) not yet complete in ``store``.
+
+    ``grow=True``: ``spec`` may add values at the end of sweep axes of the store's spec; the store
+    is grown to it and only the new cells are computed (:mod:`sweeps.grow`).
 
     Execution: ``client`` (a ``distributed.Client``), else ``address`` of a scheduler, else a
     new ``LocalCluster`` with ``n_workers`` workers running one slice each (default: all cores;
@@ -452,7 +456,7 @@ def run_sweep(
     with Lease(ref, log=log) as lease:
         try:
             args = (client, address, n_workers, serial, processes, slice_seconds, progress, log)
-            return _run_locked(plan, lease.ref, *args, lease=lease)
+            return _run_locked(plan, lease.ref, *args, lease=lease, grow=grow)
         except OSError as exc:
             if (fault := store_fault(lease.ref, exc)) is None:
                 raise
@@ -460,10 +464,10 @@ def run_sweep(
 
 
 def _run_locked(
-    plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log, lease=None
+    plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log, lease=None, grow=False
 ) -> SweepResult:
     spec, grid = plan.spec, plan.grid
-    created = ensure_store(plan, ref, log)
+    created = ensure_store(plan, ref, log, grow=grow)
     mask = done_mask(ref, log)
     if mark_fillers(plan, ref):
         log(f"store {ref.url}: not-applicable filler cells re-marked")

@@ -20,7 +20,8 @@ complete cell is never recomputed (a shard rewrite that repairs another cell wri
 stored values back unchanged). Stores written with one cell per chunk (no shards) are read
 and resumed the same way, each cell being its own shard.
 
-The template (metadata, coordinates, attrs) is written once.
+The template (metadata, coordinates, attrs) is written once; ``run --grow`` later extends it
+along sweep axes whose new values are appended (:mod:`sweeps.grow`).
 """
 
 from __future__ import annotations
@@ -627,8 +628,9 @@ def _no_results(group) -> bool:
         return True
 
 
-def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
-    """Create the store from the template, or check an existing one belongs to ``plan``.
+def ensure_store(plan: Plan, ref: StoreRef, log=None, grow: bool = False) -> bool:
+    """Create the store from the template, or check an existing one belongs to ``plan``
+    (``grow``: or grow it to ``plan`` when ``plan``'s spec adds values to its axes, :mod:`sweeps.grow`).
 
     Returns True if the store was created. Raises :class:`StoreFormatError` if the store has
     another format and :class:`StoreMismatchError` if it holds a different sweep (it is never
@@ -643,10 +645,10 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None) -> bool:
     from sweeps.lease import fence
 
     with fence(ref):  # no takeover of the lease while this run creates or removes the store
-        return _create_or_check(plan, ref, log)
+        return _create_or_check(plan, ref, log, grow)
 
 
-def _create_or_check(plan: Plan, ref: StoreRef, log=None) -> bool:
+def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) -> bool:
     ds, encoding = template(plan)
     if ref.exists():
         group = ref.open_group("r")
@@ -661,6 +663,11 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None) -> bool:
             _remove(ref)
         else:
             check_format(ref.url, attrs)
+            from sweeps.grow import GROWING_ATTR, grow_store
+
+            if GROWING_ATTR in attrs or (grow and attrs.get("spec_hash") != plan.spec.spec_hash):
+                grow_store(plan, ref, attrs, ds, log)  # refused (StoreMismatchError) unless it only adds values
+                return False
             if attrs.get("spec_hash") != plan.spec.spec_hash or not _spec_attr_intact(attrs):
                 raise StoreMismatchError(_mismatch_message(ref.url, attrs, plan.spec))
             return False
@@ -768,9 +775,12 @@ def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
     from sweeps.compact import MAX_ITEMS, joined
 
     details = joined(_differences("", old, new), most=MAX_ITEMS, sep="; ")
+    from sweeps.grow import grow_hint
+
+    hint = grow_hint(attrs, spec.canonical_json())
     return (
         f"store {url} was created by a different sweep spec ({_echo(old.get('name'))}); refusing to mix results. "
-        f"Differences: {details}. Use a new --store path (or delete the old store)."
+        f"Differences: {details}. Use a new --store path (or delete the old store).{hint}"
     )
 
 
