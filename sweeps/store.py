@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -289,6 +290,12 @@ SHARD_BYTES = 32 * 2**20
 #: shard write can lose (cells of :data:`KEEP_SECONDS` or more are kept as complete checkpoints
 #: until their shard is written, so they count as this much).
 SHARD_SECONDS = 128.0
+#: Fewest estimated single-core seconds of work per shard where cells are cheap: a shard write costs
+#: some tens of ms (one object per variable), which sub-millisecond cells in shards of
+#: :data:`SHARD_CELLS` paid again every few ms of work — such cells share larger shards (measured in
+#: benchmarks/README.md, "Cluster-scale stores"; up to :data:`MAX_SHARD_CELLS` and 1/:data:`MIN_SHARDS`
+#: of the grid). Tests that want one cell per object set it to 0 along with ``SHARD_CELLS``.
+MIN_SHARD_SECONDS = 0.05
 #: (as ``sweeps.engine.KEEP_SECONDS``) a finished cell this long survives an interruption as a checkpoint
 KEEP_SECONDS = 2.0
 
@@ -324,15 +331,17 @@ def _short_cell_seconds(plan: Plan, samples: int = 256) -> float:
 
 def shard_cells(plan: Plan) -> int:
     """Most cells of one shard: :data:`SHARD_CELLS`, or ``cells / TARGET_SHARDS`` in a large store
-    (at most :data:`MAX_SHARD_CELLS`), bounded by :data:`SHARD_BYTES` per variable, by
-    :data:`SHARD_SECONDS` of short-cell work and by 1/:data:`MIN_SHARDS` of the grid."""
+    (at most :data:`MAX_SHARD_CELLS`), bounded by :data:`SHARD_SECONDS` of short-cell work, at least
+    :data:`MIN_SHARD_SECONDS` of work (cheap cells), bounded by :data:`SHARD_BYTES` per variable and by
+    1/:data:`MIN_SHARDS` of the grid."""
     size = plan.grid.size
     per_cell = max(cell_bytes(plan).values())
     target = min(MAX_SHARD_CELLS, max(SHARD_CELLS, -(-size // TARGET_SHARDS)))
-    if target > SHARD_CELLS:  # a large store: keep the work lost to an interruption bounded
-        seconds = _short_cell_seconds(plan)
-        if seconds > 0:
+    seconds = _short_cell_seconds(plan)
+    if seconds > 0:
+        if target > SHARD_CELLS:  # a large store: keep the work lost to an interruption bounded
             target = max(SHARD_CELLS, min(target, int(SHARD_SECONDS / seconds)))
+        target = max(target, min(MAX_SHARD_CELLS, math.ceil(MIN_SHARD_SECONDS / seconds)))  # cheap cells
     return max(1, min(target, SHARD_BYTES // max(per_cell, 1), size // MIN_SHARDS))
 
 
