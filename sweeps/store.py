@@ -323,9 +323,14 @@ def _short_cell_seconds(plan: Plan, samples: int = 256) -> float:
     size = plan.grid.size
     step = max(1, size // samples)
     shape = plan.grid.shape
-    costs = [
-        min(plan.cost(tuple(int(i) for i in np.unravel_index(k, shape))), KEEP_SECONDS) for k in range(0, size, step)
-    ]
+    cost = plan.cost
+    if len(plan.models) == int(np.prod(plan.grid.combination_shape)):  # a whole plan: its per-step costs
+        per_step, nm = plan.per_step(), plan.grid.n_method_axes  # (plan.per_step is kept: no cost call per cell)
+
+        def cost(cell: Cell) -> float:
+            return plan.grid.cost(cell, lambda _name: float(per_step[(cell[0], *cell[nm:])]))
+
+    costs = [min(cost(tuple(int(i) for i in np.unravel_index(k, shape))), KEEP_SECONDS) for k in range(0, size, step)]
     return float(np.mean(costs)) if costs else 0.0
 
 
