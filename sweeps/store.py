@@ -4,7 +4,8 @@ Layout: one xarray Dataset. Dimensions are the sweep axes (``integrator``, ``h``
 parameters) followed by per-cell dimensions (``time``, ``component``, ``body`` …). Every
 variable is split into *shards* — blocks of neighbouring cells along the sweep axes
 (:func:`shard_shape`: 64 cells in small stores, growing with the store to about
-:data:`TARGET_SHARDS` shards, bounded by bytes and by the work an interruption can lose) — and a
+:data:`TARGET_SHARDS` shards, bounded by bytes and by the work an interruption can lose, larger for
+cheap cells: at least :data:`MIN_SHARD_SECONDS` of work) — and a
 shard is one zarr chunk, so one object per variable per shard. ``xr.open_zarr`` gives dask
 chunks of exactly one shard, so reading a variable of the whole store is one read per shard.
 (Store format 2 split each shard object into one-cell inner chunks of the zarr sharding codec:
