@@ -42,8 +42,6 @@ class Plan(BaseModel):
     grid: InstanceOf[Grid]
     models: dict[tuple[int, ...], Any]
     sizes: dict[str, int]
-    #: :meth:`per_step`, computed once (a 10⁶-cell spec has 250 000 models: 500 000 cost calls)
-    _per_step: np.ndarray | None = PrivateAttr(default=None)
 
     @model_serializer
     def _summary(self) -> dict[str, Any]:
@@ -53,6 +51,9 @@ class Plan(BaseModel):
             "cells": self.grid.size,
             "dims": dict(zip(self.grid.dims, self.grid.shape)),
         }
+
+    #: :meth:`per_step`, computed once (a 10⁶-cell spec has 250 000 models: 500 000 cost calls)
+    _per_step: np.ndarray | None = PrivateAttr(default=None)
 
     @property
     def first_model(self) -> Any:
