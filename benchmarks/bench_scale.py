@@ -26,7 +26,8 @@ RSS of the process; the CLI row: of the ``geosweep`` process), store objects (fi
 one variable (``ds.max_rel_energy_error.values``) and of the whole store (``xr.open_zarr(s).load()``),
 ``done_mask`` + status table (read times: the least of 3, 1 with ``--quick``). ``--quick``: sizes
 10² and 10³, 0.1 ms cells, one read. The log–log figure (cost per row against cells) goes to
-``benchmarks/scale_cost.png`` unless ``--figure ''``.
+``benchmarks/scale_cost.png`` unless ``--figure ''``; ``--json F`` keeps the results, ``--from-json F …``
+draws the figure of several runs; ``--max-work S`` skips sizes of more than S kernel seconds.
 """
 
 from __future__ import annotations
@@ -225,12 +226,13 @@ def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
 
 def run_one(row: str, n: int, cell_ms: float, repeats: int) -> dict:
     """``measure`` in a fresh Python process (its peak memory is the row's alone)."""
+    load = os.getloadavg()[0]  # the machine's load when the row starts (shared machines)
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, __file__, "--one", row, str(n), str(cell_ms), tmp, str(repeats)]
         p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         if p.returncode != 0:
             return {"row": row, "cells": n, "cell_ms": cell_ms, "error": p.stderr.strip().splitlines()[-1:]}
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return {**json.loads(p.stdout.strip().splitlines()[-1]), "load": load}
 
 
 def fmt_row(r: dict, kernel: float | None) -> str:
@@ -248,7 +250,7 @@ def fmt_row(r: dict, kernel: float | None) -> str:
     return (
         f"| {n} | {r['cell_ms']:g} | {r['row']}{extra} | {wall:.2f} | {n / wall:.0f} | {over} | "
         f"{r.get('peak_mb', 0):.0f} | {r.get('objects', '—')} | {r.get('chunks', '—')} | {g('one')} | "
-        f"{g('whole')} | {g('status')} |"
+        f"{g('whole')} | {g('status')} | {r.get('load', 0):.1f} |"
     )
 
 
@@ -291,7 +293,13 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="sizes 100 1000, 0.1 ms cells, one read each")
     ap.add_argument("--no-workers", action="store_true", help="skip the 2-worker row (as --rows without it)")
     ap.add_argument("--figure", default=str(ROOT / "benchmarks" / "scale_cost.png"), help="'' for none")
+    ap.add_argument("--max-work", type=float, default=None, help="skip sizes of more kernel seconds (cells × ms)")
+    ap.add_argument("--json", default="", help="also write the results to this JSON file")
+    ap.add_argument("--from-json", nargs="*", default=[], help="no runs: the figure from these result files")
     args = ap.parse_args()
+    if args.from_json:
+        figure([r for f in args.from_json for r in json.loads(Path(f).read_text())], args.figure)
+        return
     cells = args.cells or ([100, 1000] if args.quick else [100, 1000, 10000, 100000])
     costs = args.cell_ms or ([0.1] if args.quick else [0.1, 10.0])
     rows = [r for r in args.rows if not (args.no_workers and r == "workers")]
@@ -299,12 +307,15 @@ def main() -> None:
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     print(
         "| cells | cell ms | run | wall s | cells/s | overhead ms/cell | peak MB | objects | dask chunks/var | "
-        "read 1 var s | load() s | done_mask+status s |"
+        "read 1 var s | load() s | done_mask+status s | load avg |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     results = []
     for ms in costs:
         for n in cells:
+            if args.max_work is not None and n * ms / 1e3 > args.max_work:
+                print(f"| {n} | {ms:g} | skipped: {n * ms / 1e3:.0f} s of kernel work > --max-work |", flush=True)
+                continue
             kernel = None
             for row in rows:
                 r = run_one(row, n, ms, repeats)
@@ -320,6 +331,8 @@ def main() -> None:
         results.append(r)
         print(fmt_row(r, None), flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results))
     if args.figure:
         figure(results, args.figure)
 

@@ -46,15 +46,16 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out = {}
             for label, cells in (("shards", store_mod.SHARD_CELLS), ("one cell per object", 1)):
-                saved = store_mod.SHARD_CELLS
+                saved = store_mod.SHARD_CELLS, store_mod.MIN_SHARD_SECONDS
                 store_mod.SHARD_CELLS = cells
+                store_mod.MIN_SHARD_SECONDS = store_mod.MIN_SHARD_SECONDS if cells > 1 else 0.0
                 try:
                     path = Path(tmp) / f"{label.replace(' ', '_')}.zarr"
                     t0 = time.perf_counter()
                     res = run_sweep(plan, path, n_workers=2)
                     wall = time.perf_counter() - t0
                 finally:
-                    store_mod.SHARD_CELLS = saved
+                    store_mod.SHARD_CELLS, store_mod.MIN_SHARD_SECONDS = saved
                 assert res.complete, res.errors
                 out[label] = (*count(path), wall, path)
             from tests.sweep_util import assert_stores_bitwise_equal

@@ -3,8 +3,8 @@
 Flow: plan (spec validated and models built once, :mod:`sweeps.plan`) → create/check the
 store → pending cells (``done == 0``) → slices of ~``slice_seconds`` of work that never cross a
 store shard → one plain Dask future per slice, and one writer future per shard that depends on
-the shard's slices. Each model goes to the cluster once, as a tiny task of its own (not scattered
-data: the scheduler can recompute it when the worker holding it dies or retires); a slice receives the plan part
+the shard's slices. Each shard's models go to the cluster once, as a tiny task of their own (not scattered
+data: the scheduler can recompute them when the worker holding them dies or retires); a slice receives the plan part
 its cells need and runs the kernels cell by cell (long cells in checkpointed segments); the
 shard's writer writes all its cells at once, one object per variable (:mod:`sweeps.store`), on a
 worker's spare thread where workers declare :data:`SLICE_RESOURCE` (local clusters do), so a
@@ -313,7 +313,7 @@ def _guarded(ref: StoreRef, fn: Callable[..., Any], *args: Any) -> Any:
 def _compute_part(
     plan: Plan, models: dict[tuple[int, ...], Any], cells: list[Cell], ref: StoreRef, topic: str | None = None
 ) -> list[CellRun] | StoreFault:
-    """Worker entry point of a slice: ``models`` arrive as the results of model tasks (each shipped once)."""
+    """Worker entry point of a slice: ``models`` (its shard's) arrive as the result of a model task (shipped once)."""
     return _guarded(ref, compute_slice, plan.part(models=models), cells, ref, _on_segment_events(topic))
 
 
@@ -553,12 +553,18 @@ def _run_locked(
                         scheduler_kwargs={"dashboard_address": ":0"},
                     )
                     client = own_client = Client(own_cluster)
-            # every model once to the cluster; tasks carry the plan without models, plus references
-            keys = plan.combinations(pending)
+            # the models of each shard once to the cluster, as one task (a sweep of many seeds has a
+            # model per seed: a task each cost more than their cells); slices carry the plan without
+            # models, plus a reference to their shard's models
             tag = f"{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
-            scattered = {
-                k: client.submit(_identity, plan.models[k], key=f"geosweep-model-{tag}-{i}", pure=False)
-                for i, k in enumerate(keys)
+            bundles = {
+                shard: client.submit(
+                    _identity,
+                    {k: plan.models[k] for k in plan.combinations(cells)},
+                    key=f"geosweep-models-{tag}-{i}",
+                    pure=False,
+                )
+                for i, (shard, cells) in enumerate(group_by_shard(pending, shards).items())
             }
             workers = client.scheduler_info(n_workers=-1).get("workers", {})
             if not workers:
@@ -589,17 +595,17 @@ def _run_locked(
             # runs, and no worker is left finishing one long slice at the end while the other idles.
             # Each shard's writer runs as soon as its slices are done and is its only writer.
             cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
-            groups = sorted(by_shard.values(), key=lambda g: -sum(cost[c] for cells in g for c in cells))
+            groups = sorted(by_shard.items(), key=lambda sg: -sum(cost[c] for cells in sg[1] for c in cells))
             futures: list = []
             if lease is not None:  # a lost lease cancels the run's tasks (the slices go with their writers)
                 lease.on_lost(lambda _msg: client.cancel(futures))
-            for s_i, group in enumerate(groups):
+            for s_i, (shard, group) in enumerate(groups):
                 rank = (len(groups) - s_i) * 10**12
                 parts = [
                     client.submit(
                         _run_part if len(group) == 1 else _compute_part,
                         bare,
-                        {k: scattered[k] for k in plan.combinations(cells)},
+                        bundles[shard],
                         cells,
                         ref,
                         topic,

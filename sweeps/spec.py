@@ -20,6 +20,7 @@ offending field (``params.omega[1]``, ``h[0]``, ``integrators[2]`` …) and the 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import json
@@ -234,6 +235,9 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         where = f"byte 0x{raw[e.start]:02x} at offset {e.start}"
         raise SpecError([("file", f"{path.name} is not UTF-8 text ({where})")]) from None
+    key = (path.suffix, hashlib.sha256(raw).digest())
+    if key in _PARSED:  # the same text parsed before in this process (firstrun, then make_plan)
+        return copy.deepcopy(_PARSED[key])
     try:
         if path.suffix == ".toml":
             data = tomllib.loads(text)
@@ -244,7 +248,13 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
         raise SpecError([("file", f"{path.name} is not valid {path.suffix[1:].upper()}: {reason}")]) from None
     if not isinstance(data, dict):
         raise SpecError([("file", f"{path.name} must contain a table/mapping at top level")])
+    _PARSED.clear()  # only the last text: a 10⁶-cell spec's seed list is parsed once, not per reader
+    _PARSED[key] = copy.deepcopy(data)
     return data
+
+
+#: the last spec text :func:`read_spec_file` parsed: (suffix, sha256 of its bytes) → its data
+_PARSED: dict[tuple[str, bytes], dict[str, Any]] = {}
 
 
 def _read_regular_file(path: Path) -> bytes:

@@ -4,7 +4,8 @@ Layout: one xarray Dataset. Dimensions are the sweep axes (``integrator``, ``h``
 parameters) followed by per-cell dimensions (``time``, ``component``, ``body`` …). Every
 variable is split into *shards* — blocks of neighbouring cells along the sweep axes
 (:func:`shard_shape`: 64 cells in small stores, growing with the store to about
-:data:`TARGET_SHARDS` shards, bounded by bytes and by the work an interruption can lose) — and a
+:data:`TARGET_SHARDS` shards, bounded by bytes and by the work an interruption can lose, larger for
+cheap cells: at least :data:`MIN_SHARD_SECONDS` of work) — and a
 shard is one zarr chunk, so one object per variable per shard. ``xr.open_zarr`` gives dask
 chunks of exactly one shard, so reading a variable of the whole store is one read per shard.
 (Store format 2 split each shard object into one-cell inner chunks of the zarr sharding codec:
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -290,6 +292,12 @@ SHARD_BYTES = 32 * 2**20
 #: shard write can lose (cells of :data:`KEEP_SECONDS` or more are kept as complete checkpoints
 #: until their shard is written, so they count as this much).
 SHARD_SECONDS = 128.0
+#: Fewest estimated single-core seconds of work per shard where cells are cheap: a shard write costs
+#: some tens of ms (one object per variable), which sub-millisecond cells in shards of
+#: :data:`SHARD_CELLS` paid again every few ms of work — such cells share larger shards (measured in
+#: benchmarks/README.md, "Cluster-scale stores"; up to :data:`MAX_SHARD_CELLS` and 1/:data:`MIN_SHARDS`
+#: of the grid). Tests that want one cell per object set it to 0 along with ``SHARD_CELLS``.
+MIN_SHARD_SECONDS = 0.05
 #: (as ``sweeps.engine.KEEP_SECONDS``) a finished cell this long survives an interruption as a checkpoint
 KEEP_SECONDS = 2.0
 
@@ -317,23 +325,30 @@ def _short_cell_seconds(plan: Plan, samples: int = 256) -> float:
     size = plan.grid.size
     step = max(1, size // samples)
     shape = plan.grid.shape
-    costs = [
-        min(plan.cost(tuple(int(i) for i in np.unravel_index(k, shape))), KEEP_SECONDS) for k in range(0, size, step)
-    ]
+    cost = plan.cost
+    if len(plan.models) == int(np.prod(plan.grid.combination_shape)):  # a whole plan: its per-step costs
+        per_step, nm = plan.per_step(), plan.grid.n_method_axes  # (plan.per_step is kept: no cost call per cell)
+
+        def cost(cell: Cell) -> float:
+            return plan.grid.cost(cell, lambda _name: float(per_step[(cell[0], *cell[nm:])]))
+
+    costs = [min(cost(tuple(int(i) for i in np.unravel_index(k, shape))), KEEP_SECONDS) for k in range(0, size, step)]
     return float(np.mean(costs)) if costs else 0.0
 
 
 def shard_cells(plan: Plan) -> int:
     """Most cells of one shard: :data:`SHARD_CELLS`, or ``cells / TARGET_SHARDS`` in a large store
-    (at most :data:`MAX_SHARD_CELLS`), bounded by :data:`SHARD_BYTES` per variable, by
-    :data:`SHARD_SECONDS` of short-cell work and by 1/:data:`MIN_SHARDS` of the grid."""
+    (at most :data:`MAX_SHARD_CELLS`), bounded by :data:`SHARD_SECONDS` of short-cell work, at least
+    :data:`MIN_SHARD_SECONDS` of work (cheap cells), bounded by :data:`SHARD_BYTES` per variable and by
+    1/:data:`MIN_SHARDS` of the grid."""
     size = plan.grid.size
     per_cell = max(cell_bytes(plan).values())
     target = min(MAX_SHARD_CELLS, max(SHARD_CELLS, -(-size // TARGET_SHARDS)))
-    if target > SHARD_CELLS:  # a large store: keep the work lost to an interruption bounded
-        seconds = _short_cell_seconds(plan)
-        if seconds > 0:
+    seconds = _short_cell_seconds(plan)
+    if seconds > 0:
+        if target > SHARD_CELLS:  # a large store: keep the work lost to an interruption bounded
             target = max(SHARD_CELLS, min(target, int(SHARD_SECONDS / seconds)))
+        target = max(target, min(MAX_SHARD_CELLS, math.ceil(MIN_SHARD_SECONDS / seconds)))  # cheap cells
     return max(1, min(target, SHARD_BYTES // max(per_cell, 1), size // MIN_SHARDS))
 
 

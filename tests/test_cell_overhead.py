@@ -92,3 +92,25 @@ def test_shard_write_checksums_are_cell_checksums_also_for_padded_and_missing_va
         stored = {name: store_mod._stored(group[name], v) for name, v in values.items() if name in group}
         assert int(group["checksum"][cell]) == cell_checksum(stored, status), cell
     assert np.isnan(group["energy"][c1][-3:]).all()
+
+
+def test_models_go_to_the_cluster_once_per_shard_not_one_task_per_model(tmp_path):
+    """16 models (one per seed) in 2 shards: 2 model tasks, not 16 — a task per model cost more
+    than the sub-millisecond cells it serves (10⁴ cells of the issue's ensemble: 2500 tasks)."""
+    from distributed import get_task_stream
+
+    with LocalCluster(
+        n_workers=2,
+        processes=False,
+        dashboard_address=None,
+        scheduler_kwargs={"dashboard_address": ":0"},
+        **LOCAL_WORKER,
+    ) as cluster:
+        with Client(cluster) as client, get_task_stream(client) as ts:
+            res = run_sweep(SPEC, tmp_path / "m.zarr", client=client, slice_seconds=1e-4)
+    assert res.complete and res.ran == N_CELLS
+    shards = len(
+        group_by_shard(list(make_plan(SPEC).grid.cells()), sweep_shards(StoreRef.of(res.store).open_group("r")))
+    )
+    model_tasks = [r["key"] for r in ts.data if "-model" in str(r["key"])]
+    assert len(model_tasks) == shards == 2, model_tasks

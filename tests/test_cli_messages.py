@@ -64,6 +64,7 @@ def test_verify_names_damaged_cells_by_their_labels(tmp_path, monkeypatch, capsy
     from sweeps.engine import run_sweep
 
     monkeypatch.setattr(sweeps.store, "SHARD_CELLS", 1)  # one file per cell: damage exactly one
+    monkeypatch.setattr(sweeps.store, "MIN_SHARD_SECONDS", 0.0)
     spec = {
         "name": "labels",
         "system": "spring_pendula",

@@ -101,10 +101,12 @@ def test_a_grid_without_swept_parameters():
     assert all(plan.cost_array()[c] == plan.cost(c) for c in plan.grid.cells())
 
 
-def test_store_creation_allocates_no_per_cell_objects(tmp_path):
+def test_store_creation_allocates_no_per_cell_objects(tmp_path, monkeypatch):
     """Creating the store of a mixed grid (half of it not-applicable fillers, marked): the peak
     memory is the template's (a graph per shard), not a Python object per cell — 4× the cells add
-    less than :data:`PER_CELL_INCREMENT` bytes per added cell."""
+    less than :data:`PER_CELL_INCREMENT` bytes per added cell. (The cheap-cell floor of
+    ``MIN_SHARD_SECONDS`` is off: it would give the smaller grid fewer shards, so a smaller graph.)"""
+    monkeypatch.setattr(store_mod, "MIN_SHARD_SECONDS", 0.0)
     peaks, sizes = [], []
     for seeds in (50, 200):  # 5·10^4 and 2·10^5 cells
         spec = _spec(250, seeds)
@@ -119,3 +121,68 @@ def test_store_creation_allocates_no_per_cell_objects(tmp_path):
         assert int((status == -2).sum()) == plan.grid.size - plan.grid.runnable() > 0
     per_added_cell = (peaks[1] - peaks[0]) / (sizes[1] - sizes[0])
     assert per_added_cell < PER_CELL_INCREMENT, f"{per_added_cell:.0f} bytes per added cell, peaks {peaks}"
+
+
+def _counting(monkeypatch, owner, name: str) -> list:
+    """Wrap the real ``owner.name`` so that each call is recorded (the function still runs)."""
+    calls: list = []
+    real = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    return calls
+
+
+def test_validate_parses_the_spec_file_once(tmp_path, monkeypatch, capsys):
+    """``geosweep validate`` reads the spec for the family it loads and for the plan: the text is
+    parsed once (a 10⁶-cell spec's 250 000-seed list took seconds per parse)."""
+    import tomllib
+
+    from flows.cli import main
+
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "parse-once"\nsystem = "pendulum_chain"\nintegrators = ["rkmk4", "cf4"]\nh = [0.01]\n'
+        'T = 0.01\ndt_out = 0.01\n[params]\nN = 3\nic = "random"\nseed = [0, 1, 2]\n'
+    )
+    parses = _counting(monkeypatch, tomllib, "loads")
+    assert main(["validate", str(path), "--no-prefect"]) == 0
+    assert "valid. 6 cells" in capsys.readouterr().out
+    assert len(parses) == 1
+
+
+def test_the_estimate_asks_the_cost_model_once_per_model_and_integrator(monkeypatch):
+    """Planning and estimating a spec of many models: ``cost_per_step`` once per (model, integrator)
+    for the whole estimate (:meth:`Plan.per_step` is kept on the plan), not once per use of it."""
+    import dataclasses
+
+    plan = make_plan(_spec(2, 300))
+    calls: list = []
+    real = plan.famdef.cost_per_step
+
+    def counting(model, integrator):
+        calls.append(integrator)
+        return real(model, integrator)
+
+    plan = plan.model_copy(update={"famdef": dataclasses.replace(plan.famdef, cost_per_step=counting)})
+    probes = est_mod.probe(plan, budget=0.01)
+    calls.clear()
+    est_mod.estimate(plan, 2, prefect=False, cores=2, probes=probes)
+    plan.cost_array()
+    assert len(calls) <= 2 * 300 + 2 * len(probes)  # 2 integrators × 300 models (+ the probes' scale)
+
+
+def test_a_chain_model_per_seed_draws_one_generator(monkeypatch):
+    """``ic = "random"`` with unit masses: one random generator per model (its initial state), not a
+    second one for masses it does not draw — the models are bitwise those of two generators."""
+    from kernels.chain.model import build_chain
+
+    before = build_chain(3, ic="random", seed=7)
+    made = _counting(monkeypatch, np.random, "default_rng")
+    plan = make_plan(_spec(1, 50))
+    assert len(made) == 50
+    after = plan.models[(7,)]
+    assert all(getattr(after, f).tobytes() == getattr(before, f).tobytes() for f in ("m", "L", "y0", "params"))

@@ -31,6 +31,7 @@ def one_cell_per_shard(monkeypatch):
     import sweeps.store
 
     monkeypatch.setattr(sweeps.store, "SHARD_CELLS", 1)
+    monkeypatch.setattr(sweeps.store, "MIN_SHARD_SECONDS", 0.0)
 
 
 def _chunk_files(store: Path, var: str) -> list[Path]:

@@ -21,8 +21,11 @@ from sweeps.lease import Lease
 from sweeps.plan import make_plan
 from sweeps.store import (
     FORMAT_VERSION,
+    MIN_SHARD_SECONDS,
+    MIN_SHARDS,
     TARGET_SHARDS,
     StoreRef,
+    _short_cell_seconds,
     done_mask,
     mark_for_rerun,
     shard_shape,
@@ -77,14 +80,27 @@ def test_open_zarr_gives_one_dask_chunk_per_shard(new_store):
     assert _objects(new_store, "energy") == n_shards  # one object per variable per shard
 
 
+def _n_shards(plan) -> int:
+    return int(np.prod([-(-n // s) for n, s in zip(plan.grid.shape, shard_shape(plan))]))
+
+
 def test_large_stores_get_larger_shards_not_more_objects():
-    """10⁴ cells: about TARGET_SHARDS shards of more than 64 cells (format 2: 157 shards of 64)."""
-    spec = dict(SPEC, name="big", params={"N": 3, "ic": "random", "seed": list(range(2500))})
+    """10⁴ cells of a few ms: about TARGET_SHARDS shards of more than 64 cells (format 2: 157 shards of 64)."""
+    spec = dict(SPEC, name="big", T=10.0, params={"N": 3, "ic": "random", "seed": list(range(2500))})
     plan = make_plan(spec)
-    shards = shard_shape(plan)
-    n_shards = int(np.prod([-(-n // s) for n, s in zip(plan.grid.shape, shards)]))
-    assert int(np.prod(shards)) > 64
-    assert TARGET_SHARDS <= n_shards <= 1.1 * TARGET_SHARDS
+    assert int(np.prod(shard_shape(plan))) > 64
+    assert TARGET_SHARDS <= _n_shards(plan) <= 1.1 * TARGET_SHARDS
+
+
+@pytest.mark.parametrize("seeds", [500, 2500])
+def test_cheap_cells_share_shards_of_at_least_min_shard_seconds(seeds):
+    """0.1 ms cells (the issue's ensemble, 2000 and 10⁴ cells): a shard write (one object per variable)
+    is paid once per MIN_SHARD_SECONDS of work, not every 64 cells (then: 32 and 65 shard writes);
+    still at least MIN_SHARDS shards, so finished shards reach the store before the end."""
+    plan = make_plan(dict(SPEC, name="cheap", params={"N": 3, "ic": "random", "seed": list(range(seeds))}))
+    cells = int(np.prod(shard_shape(plan)))
+    assert cells * _short_cell_seconds(plan) >= MIN_SHARD_SECONDS or cells >= plan.grid.size // MIN_SHARDS
+    assert MIN_SHARDS <= _n_shards(plan) <= 4
 
 
 def test_format2_store_reads_verifies_and_resumes_bitwise(tmp_path, new_store, capsys):

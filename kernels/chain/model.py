@@ -40,7 +40,7 @@ class ChainModel:
         y0 = np.ascontiguousarray(self.y0, dtype=np.float64)
         if m.ndim != 1 or m.shape != L.shape or y0.shape != (m.size, 6):
             raise ValueError("need m, L of shape (N,) and y0 of shape (N, 6)")
-        if np.any(m <= 0) or np.any(L <= 0):
+        if (m <= 0).any() or (L <= 0).any():
             raise ValueError("masses and lengths must be positive")
         object.__setattr__(self, "m", m)
         object.__setattr__(self, "L", L)
@@ -100,7 +100,7 @@ def initial_state(n: int, ic: str = "paper", kappa: float = 0.5, seed: int = 0) 
     elif ic == "random":
         rng = np.random.default_rng(seed)
         q = rng.random((n, 3))
-        q /= np.linalg.norm(q, axis=1, keepdims=True)
+        q /= np.sqrt(np.add.reduce(q * q, axis=1, keepdims=True))  # np.linalg.norm's own arithmetic
         v = rng.random((n, 3))
         y[:, :3] = q
         # q × v by components: np.cross's own arithmetic (bitwise the same), without its per-call overhead
@@ -130,15 +130,13 @@ def build_chain(
     (1 + 10 U(0,1), the E1 convergence data), drawn with ``mass_seed`` (default: ``seed``), or an
     explicit array; ``seed`` also seeds ``ic = "random"``."""
     if isinstance(masses, str):
-        rng = np.random.default_rng((seed if mass_seed is None else mass_seed) + 10_000)
-        if masses == "unit":
-            m = np.ones(n)
-        elif masses == "random":
-            m = rng.random(n) + 0.5
-        elif masses == "e1":
-            m = 1.0 + 10.0 * rng.random(n)
-        else:
+        if masses not in ("unit", "random", "e1"):
             raise ValueError("masses must be 'unit', 'random', 'e1' or an array")
+        if masses == "unit":  # no generator: a sweep of many seeds builds one model per seed
+            m = np.ones(n)
+        else:
+            rng = np.random.default_rng((seed if mass_seed is None else mass_seed) + 10_000)
+            m = rng.random(n) + 0.5 if masses == "random" else 1.0 + 10.0 * rng.random(n)
     else:
         m = np.asarray(masses, dtype=np.float64)
     L = lengths(n, length_mode, L_tot)

@@ -42,12 +42,18 @@ def pack_params(g: float, m: np.ndarray, L: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float64)
     L = np.asarray(L, dtype=np.float64)
     n = m.size
-    mu = np.cumsum(m[::-1])[::-1]
+    out = np.zeros(1 + 5 * n)  # filled in place (a sweep builds one model per seed): the same values
+    out[0] = float(g)
+    out[1 : 1 + n] = m
+    out[1 + n : 1 + 2 * n] = L
+    out[1 + 2 * n : 1 + 3 * n] = np.cumsum(m[::-1])[::-1]  # μ_i = Σ_{j ≥ i} m_j
     inv_m = 1.0 / m
-    gd = (inv_m + np.concatenate([[0.0], inv_m[:-1]])) / L**2
-    go = np.zeros(n)
-    go[:-1] = -1.0 / (m[:-1] * L[:-1] * L[1:])
-    return np.ascontiguousarray(np.concatenate([[float(g)], m, L, mu, gd, go]))
+    gd = out[1 + 3 * n : 1 + 4 * n]
+    gd[:] = inv_m
+    gd[1:] += inv_m[:-1]
+    gd /= L**2
+    out[1 + 4 * n : 5 * n] = -1.0 / (m[:-1] * L[:-1] * L[1:])
+    return out
 
 
 @kjit
