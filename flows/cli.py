@@ -284,6 +284,8 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 storage_options=args.storage_options,
                 progress=hook,
                 log=LOG.info,
+                grow=getattr(args, "grow", False),
+                recompute=getattr(args, "recompute", False),
             )
             ok = not result.errors
             for err in result.errors[:3]:
@@ -311,6 +313,8 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                     storage_options=args.storage_ref,  # recorded by Prefect as the reference or redacted
                     processes=args.processes,
                     progress=hook,
+                    grow=getattr(args, "grow", False),
+                    recompute=getattr(args, "recompute", False),
                 )
                 ok, summary = True, out.get("summary")
             except SlicesFailed as e:
@@ -321,6 +325,42 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     LOG.info(f"finished in {time.perf_counter() - t0:.1f}s")
     print(_how_to_open(store, args.storage_ref) if not args.quiet else store)
     return 0 if ok else 1
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    """``geosweep extend STORE --T NEW``: continue every finished cell to the later T (:mod:`sweeps.grow`)."""
+    from sweeps.grow import extend
+    from sweeps.store import StoreRef
+    from sweeps.summary import status_table
+
+    ref = StoreRef.of(args.store, args.storage_options)
+    _check_store(ref.url, args.storage_options, write=True)
+    if not ref.exists():
+        LOG.error(f"no store at {ref.url}")
+        return 2
+    hook, close = progress_reporter(enabled=LOG.isEnabledFor(logging.INFO))
+    with ExitStack() as stack:
+        stack.callback(close)
+        address, client = _execution(args, stack)
+        result = extend(
+            ref.url,
+            args.T,
+            recompute=args.recompute,
+            storage_options=args.storage_options,
+            client=client,
+            address=None if client is not None else address,
+            serial=args.serial,
+            slice_seconds=args.slice_seconds,
+            processes=args.processes,
+            n_workers=args.workers,
+            progress=hook,
+            log=LOG.info,
+        )
+    for err in result.errors[:3]:
+        LOG.error(f"slice failed: {err[:300]}")
+    if not args.quiet:
+        print(status_table(ref.url, args.storage_options))
+    return 0 if not result.errors else 1
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -608,6 +648,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("run", help="run (or resume) a sweep spec")
     p.add_argument("spec", help="sweep spec file (.toml, .yaml)")
     add_run_options(p)
+    p.add_argument("--grow", action="store_true", help="grow an existing store to this spec (a larger T: see extend)")
+    p.add_argument("--recompute", action="store_true", help="with --grow: cells without a kept carry run again from t = 0")
+    p = command("extend", help="continue every finished cell of a store to a later final time T")
+    p.add_argument("store")
+    p.add_argument("--T", type=float, required=True, help="the new final time (a multiple of the store's dt_out)")
+    p.add_argument(
+        "--recompute", action="store_true", help="cells without a kept carry run again from t = 0 (else: refused)"
+    )
+    add_execution_options(p, "local Dask workers (default: all cores)")
+    p.add_argument("--serial", action="store_true", help="run in this process, no Dask")
+    p.add_argument("--processes", action="store_true", help="local Dask workers as processes (default: threads)")
     p = command("demo", help="run the built-in sphere MD demo sweep (≈ 13 s on 2 idle cores, ≈ 8 s more at first)")
     add_run_options(p)
     p = command("serve", help="serve the nightly Prefect deployment of a spec (runs until stopped)")
@@ -685,6 +736,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         LOG.info(f"demo spec {Path(_demo_spec_path()).name}")
         return cmd_run(args, _demo_spec_path())
+    if args.command == "extend":
+        return cmd_extend(args)
     if args.command == "serve":
         return cmd_serve(args)
     if args.command == "validate":
@@ -721,6 +774,7 @@ def main(argv: list[str] | None = None) -> int:
             configure(args.log_level, args.quiet)
             from flows.plugins import PluginError, load_plugins
             from sweeps.credentials import StorageOptionsError
+            from sweeps.grow import ExtendError
             from sweeps.lease import LeaseFileError, StoreWriteError
             from sweeps.liveness import WorkersUnresponsive
             from sweeps.repair import StoreDamagedError
@@ -734,7 +788,7 @@ def main(argv: list[str] | None = None) -> int:
             except PluginError as e:
                 LOG.error(str(e))
                 return 2
-            except SpecError as e:
+            except (SpecError, ExtendError) as e:
                 LOG.error(str(e))
                 return 2
             except StoreMismatchError as e:
