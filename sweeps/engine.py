@@ -188,8 +188,8 @@ def compute_cell(
             on_segment(cell, traj.progress)
     res = plan.famdef.collect(model, integrator, traj, options)  # type: ignore[misc]  # (tests/test_registry.py)
     kept = None
-    if ref.carries and traj.status == Status.OK:
-        kept = pre if hold else traj.checkpoint()
+    if ref.carries:  # failed cells too: they take a longer layout when the store grows
+        kept = pre if (hold and pre is not None) else traj.checkpoint()
     return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values, kept, rows
 
 
@@ -207,7 +207,8 @@ def _continued(traj: Trajectory, saved: dict | None) -> tuple[Trajectory, bool, 
             return restored, True, pre, rows
         if restored.n_out < traj.n_out:  # a shorter run of this cell: continue it to the longer span
             base = pre if pre is not None else own  # a dense-output run continues from before its last step
-            n_samples = int(base["info"][I_NSAMP])
+            old = Trajectory.restore(traj.stepper, base)
+            n_samples = old.n_out + 1 if old.finished else int(old.info[I_NSAMP])  # rows final as stored
             grown = Trajectory.grown(traj.stepper, base, traj)
             return grown, True, None, grown.rows_kept(n_samples)
     except (KeyError, ValueError):

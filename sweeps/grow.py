@@ -21,14 +21,16 @@ to the new T from the start, because nothing before T₁ depends on T:
 The time axis grows in place: the arrays are resized (their chunk length along ``time`` stays
 the first run's), and a grown cell writes only the samples after its carry (the chunks of old
 samples are not rewritten; a later extension rewrites the last, partly filled chunk of the
-previous one with the same values). Cells that failed keep their status; ``not_applicable``
-stays. Each extension (from, to, when) is appended to the store's ``runs`` records.
+previous one with the same values). Cells that failed keep their status (they continue from their
+carry too, integrating nothing, so that their values take the longer layout exactly as a run to
+the new T stores them); ``not_applicable`` stays. Each extension (from, to, when) is appended to the store's ``runs`` records.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import time
 from typing import Any
@@ -242,7 +244,9 @@ def _grow_store(plan, ref, old: dict[str, Any], log, recompute: bool) -> None:
     group = ref.open_group("r")
     status = np.asarray(group["status"][...])
     shards = sweep_shards(group)
-    ok = [tuple(int(i) for i in c) for c in np.argwhere(status == int(Status.OK))]
+    # finished cells, ok or failed: a failed one continues too (nothing to integrate; its arrays
+    # take the longer layout exactly as a run to the new T stores them, and it keeps its status)
+    ok = [tuple(int(i) for i in c) for c in np.argwhere(status >= int(Status.OK))]
     missing = [c for c in ok if c not in _carried(ref, ok, shards)]
     T1, T2 = float(old["T"]), plan.spec.T
     if missing and not recompute:
@@ -251,8 +255,10 @@ def _grow_store(plan, ref, old: dict[str, Any], log, recompute: bool) -> None:
             "without carries, or by an older geosweep): they cannot be continued to the new T; "
             "rerun with --recompute to compute them again from t = 0"
         )
-    if missing:
-        log(f"warning: {len(missing)} finished cells have no final carry: computed again from t = 0")
+    if missing:  # a warning also when the run logs nothing else (--quiet)
+        logging.getLogger("geosweep").warning(
+            f"store {ref.url}: {len(missing)} finished cells have no final carry: computed again from t = 0"
+        )
     with fence(ref):
         _resize(ref, plan)
         g = ref.open_group("r+")
