@@ -70,6 +70,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "from kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
     ("README.md", "from sweeps.engine import run_sweep"): "python: executed with a shortened spec_dict",
     ("README.md", "geosweep run sweeps/examples/long_energy.toml"): "shell: parsed, spec and cluster validated",
+    ("README.md", "import sweeps, xarray as xr"): "python: executed in a scratch directory (run, extend)",
     ("README.md", "import numpy as np"): "python: my_systems.py of `geosweep run my_sweep.toml --import`",
     ("README.md", "# your package's pyproject.toml"): "toml: parsed, group checked",
     ("README.md", "import math"): "python: executed, then a short sweep",
@@ -385,6 +386,16 @@ def test_readme_run_sweep_block(workspace, monkeypatch):
     import xarray as xr
 
     assert int((xr.open_zarr(workspace / "s.zarr").status == 0).sum()) == 54
+
+
+def test_readme_extend_block(tmp_path, monkeypatch):
+    import xarray as xr
+
+    monkeypatch.chdir(tmp_path)
+    exec(block("README.md", "import sweeps, xarray as xr"), {})
+    ds = xr.open_zarr(tmp_path / "long.zarr")
+    assert float(ds.attrs["T"]) == 20.0 and bool((ds.status == 0).all())
+    assert [r["extension"]["to"] for r in ds.attrs["runs"] if "extension" in r] == [20.0]
 
 
 def test_readme_long_energy_lines_parse(monkeypatch):
