@@ -80,6 +80,19 @@ def load_shard(ref, index: tuple[int, ...]) -> dict[Cell, dict[str, np.ndarray]]
     return out
 
 
+def carried_cells(ref, index: tuple[int, ...]) -> set[Cell]:
+    """The cells of shard ``index`` with a kept carry (reads the object's index only)."""
+    import zipfile
+
+    fs, path = _path(ref, index)
+    try:
+        with fs.open(path, "rb") as f, zipfile.ZipFile(f) as z:
+            names = z.namelist()
+    except FileNotFoundError:
+        return set()
+    return {tuple(int(i) for i in n.split(".", 1)[0][1:].split("_")) for n in names}
+
+
 def save_shard(ref, index: tuple[int, ...], carries: dict[Cell, dict[str, np.ndarray] | None]) -> None:
     """Replace the carries of ``carries``' cells in shard ``index`` (None: drop the cell's carry);
     the other cells' carries stay. One atomic object write, fenced by the run's lease."""
@@ -247,7 +260,8 @@ def _grow_store(plan, ref, old: dict[str, Any], log, recompute: bool) -> None:
     # finished cells, ok or failed: a failed one continues too (nothing to integrate; its arrays
     # take the longer layout exactly as a run to the new T stores them, and it keeps its status)
     ok = [tuple(int(i) for i in c) for c in np.argwhere(status >= int(Status.OK))]
-    missing = [c for c in ok if c not in _carried(ref, ok, shards)]
+    carried = _carried(ref, ok, shards)
+    missing = [c for c in ok if c not in carried]
     T1, T2 = float(old["T"]), plan.spec.T
     if missing and not recompute:
         raise ExtendError(
@@ -289,7 +303,7 @@ def _carried(ref, cells: list[Cell], shards: tuple[int, ...]) -> set[Cell]:
 
     have: set[Cell] = set()
     for index in group_by_shard(cells, shards):
-        have.update(load_shard(ref, index))
+        have.update(carried_cells(ref, index))
     return have
 
 
