@@ -238,3 +238,27 @@ def test_killed_extension_resumes_bitwise(tmp_path):
     _direct(a, b)
     assert_stores_bitwise_equal(str(a), str(b))
     assert math.isclose(float(xr.open_zarr(a).time[-1]), 12.0)
+
+
+def test_report_and_accessor_on_an_extended_store(tmp_path):
+    """``geosweep report`` and the accessor read a grown store as the store computed to the new T
+    from the start: the same figures, the same ok() selection and drift classes."""
+    import analysis  # noqa: F401 - registers ds.geosweep
+    from analysis.report import make_report
+
+    spec = _spec("ts2", T=1.0, dt_out=0.1, snapshot_dt=None)
+    a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
+    run_sweep(spec, a, serial=True)
+    assert main(["extend", str(a), "--T", "10.0", "--serial", "--quiet"]) == 0
+    _direct(a, b)
+    ra, rb = make_report(a, tmp_path / "a.report"), make_report(b, tmp_path / "b.report")
+    names = sorted(Path(f).name for f in ra.figures)
+    assert names == sorted(Path(f).name for f in rb.figures) and "energy_envelope" in names
+    assert main(["report", str(a), "--out", str(tmp_path / "cli.report"), "--quiet"]) == 0
+    da, db = xr.open_zarr(a), xr.open_zarr(b)
+    oa, ob = da.geosweep.ok(), db.geosweep.ok()
+    assert float(oa.time[-1]) == 10.0 and oa.sizes == ob.sizes
+    assert np.array_equal(oa.energy_error.values, ob.energy_error.values, equal_nan=True)
+    ca, cb = da.geosweep.classify(window=(1.0, 10.0)), db.geosweep.classify(window=(1.0, 10.0))
+    for name in cb.data_vars:
+        assert np.array_equal(ca[name].values, cb[name].values), name
