@@ -70,7 +70,9 @@ def md_row(steps: int, repeats: int) -> str:
 
 
 def _fingerprints(store: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(store)): (p.stat().st_mtime_ns, p.stat().st_size) for p in store.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(store)): (p.stat().st_mtime_ns, p.stat().st_size) for p in store.rglob("*") if p.is_file()
+    }
 
 
 def store_row(cells: int) -> str:
@@ -124,7 +126,8 @@ def carry_rows() -> list[str]:
             per = carry_bytes(ref) / n
             rows.append(
                 f"carry {family}: {per / 1e3:.1f} kB per cell, compressed "
-                f"(the cell's stored values: {values / 1e3:.1f} kB uncompressed; {spec['T'] / spec['dt_out'] + 1:.0f} samples)"
+                f"(the cell's stored values: {values / 1e3:.1f} kB uncompressed; "
+                f"{spec['T'] / spec['dt_out'] + 1:.0f} samples)"
             )
     return rows
 

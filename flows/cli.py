@@ -649,7 +649,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", help="sweep spec file (.toml, .yaml)")
     add_run_options(p)
     p.add_argument("--grow", action="store_true", help="grow an existing store to this spec (a larger T: see extend)")
-    p.add_argument("--recompute", action="store_true", help="with --grow: cells without a kept carry run again from t = 0")
+    p.add_argument(
+        "--recompute", action="store_true", help="with --grow: cells without a kept carry run again from t = 0"
+    )
     p = command("extend", help="continue every finished cell of a store to a later final time T")
     p.add_argument("store")
     p.add_argument("--T", type=float, required=True, help="the new final time (a multiple of the store's dt_out)")

@@ -23,7 +23,8 @@ the first run's), and a grown cell writes only the samples after its carry (the 
 samples are not rewritten; a later extension rewrites the last, partly filled chunk of the
 previous one with the same values). Cells that failed keep their status (they continue from their
 carry too, integrating nothing, so that their values take the longer layout exactly as a run to
-the new T stores them); ``not_applicable`` stays. Each extension (from, to, when) is appended to the store's ``runs`` records.
+the new T stores them); ``not_applicable`` stays. Each extension (from, to, when) is appended
+to the store's ``runs`` records.
 """
 
 from __future__ import annotations
@@ -288,7 +289,10 @@ def _grow_store(plan, ref, old: dict[str, Any], log, recompute: bool) -> None:
                 "spec": plan.spec.canonical_json(),
                 "spec_hash": plan.spec.spec_hash,
                 "T": plan.spec.T,
-                "runs": [*g.attrs.get("runs", []), {"extension": {"from": T1, "to": T2, "when": when}, "cells": len(ok)}],
+                "runs": [
+                    *g.attrs.get("runs", []),
+                    {"extension": {"from": T1, "to": T2, "when": when}, "cells": len(ok)},
+                ],
                 "history": "\n".join(
                     x for x in (g.attrs.get("history", ""), f"{when} geosweep extend: T {T1:g} -> {T2:g}") if x
                 ),

@@ -106,8 +106,9 @@ class Trajectory:
         if _restore is not None:
             for name in _PERSISTENT:
                 setattr(self, name, np.array(_restore[name], copy=True, order="C"))
-            if self.ictl.shape[0] < L.N_ICTL:  # saved before the control had its last entries (they are 0)
-                self.ictl = np.concatenate([self.ictl, np.zeros(L.N_ICTL - self.ictl.shape[0], dtype=np.int64)])
+            ictl = np.asarray(_restore["ictl"], dtype=np.int64)
+            if ictl.shape[0] < L.N_ICTL:  # saved before the control had its last entries (they are 0)
+                self.ictl = np.concatenate([ictl, np.zeros(L.N_ICTL - ictl.shape[0], dtype=np.int64)])
         else:
             if (h is None) == (tol is None):
                 raise ValueError("give exactly one of h (fixed step) or tol (adaptive)")
