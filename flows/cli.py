@@ -1,9 +1,10 @@
-"""``geosweep`` command line: run, demo, serve, validate, status, verify, report, systems.
+"""``geosweep`` command line: run, demo, extend, serve, validate, status, verify, report, systems.
 
 ``run``/``demo`` write to a local path or an fsspec URL (``--store s3://…`` with
 ``--storage-options``: JSON, or a reference ``env:NAME``/``@FILE``/``profile:NAME`` for credentials,
 see :mod:`sweeps.credentials`) on a local cluster, a scheduler (``--address``) or a cluster
-described in a file (``--cluster FILE``, see :mod:`deploy.clusters`); ``serve`` serves the
+described in a file (``--cluster FILE``, see :mod:`deploy.clusters`); ``extend`` (and ``run --grow``)
+continues a finished store to a later T (:mod:`sweeps.grow`); ``serve`` serves the
 nightly Prefect deployment of a spec (see :mod:`flows.deployments`).
 
 Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom systems; the
@@ -391,6 +392,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_failed_share=args.max_failed_share,
         compare_rtol=args.compare_rtol,
         imports=args.imports,
+        extend_by=args.extend_by,
         temporary=args.temporary,
         heartbeat=args.heartbeat,
         crash_after=args.crash_after,
@@ -703,6 +705,12 @@ def build_parser() -> argparse.ArgumentParser:
         "by a server automation (default 2 heartbeats + 30 s)",
     )
     p.add_argument("--no-crash-detection", action="store_true", help="do not create the crash-detection automation")
+    p.add_argument(
+        "--extend-by",
+        type=float,
+        metavar="DT",
+        help="grow one store, ROOT/<name>/extended.zarr, by DT each night (geosweep extend) instead of a dated store",
+    )
     add_execution_options(p, "local Dask worker threads of each run (default: all cores)")
     p = command("validate", help="check a spec and estimate its cost (cells, core-s, wall time, store); runs nothing")
     p.add_argument("spec")
