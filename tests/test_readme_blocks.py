@@ -77,6 +77,10 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "kernels/    Numba models"): "not code: the folder layout",
     ("deploy/README.md", "export NUMBA_CACHE_DIR="): "shell: validate run, Slurm run parsed",
     ("deploy/README.md", "from deploy.clusters import ClusterConfig"): "python: executed (jobs=0 submits nothing)",
+    (
+        "deploy/README.md",
+        "geosweep serve my_sweep.toml --store-root /scratch/nightly",
+    ): "shell: parsed (serves until stopped)",
     ("deploy/README.md", "docker build"): "shell: no Docker daemon (test_deploy checks the Dockerfile)",
     ("deploy/README.md", "dask scheduler --port 8786"): "shell: daemons skipped, the run parsed",
     ("deploy/README.md", "squeue -u $USER"): "shell: needs Slurm (tests/test_slurm.py runs a real one)",
@@ -163,6 +167,9 @@ COMMANDS: dict[str, str] = {
     "export PREFECT_API_URL=http://127.0.0.1:4200/api": "skip: sets the shell's environment",
     "geosweep serve my_sweep.toml --store-root s3://my-bucket/geosweep/nightly --cron '0 2 * * *' --cluster "
     "deploy/slurm/cluster.toml --max-failed-share 0.25": "parse: serves a deployment until stopped",
+    "geosweep serve my_sweep.toml --store-root /scratch/nightly --extend-by 1000 --max-failed-share 0.25": (
+        "parse: serves a deployment until stopped (test_nightly runs an extending night)"
+    ),
     "prefect work-pool create geosweep --type process": "skip: needs a Prefect server",
     "prefect deploy --prefect-file deploy/prefect.yaml --all": "skip: needs a Prefect server",
     "prefect worker start --pool geosweep": "skip: needs a Prefect server",
