@@ -2,10 +2,11 @@
 
 Every cell that finished keeps its *final carry* — the arrays of
 :meth:`kernels.core.trajectory.Trajectory.checkpoint` (state, accumulators of every summary over
-every step, envelopes, samples, snapshots, adaptive controller) — in the store, one compressed
-``.npz`` object per store shard under ``<store>/_carries/``. Extending the store to a later T
-continues each finished cell from its carry; the result is bitwise identical to a store computed
-to the new T from the start, because nothing before T₁ depends on T:
+every step, envelopes, samples, snapshots, adaptive controller) — in the store, one ``.npz``
+object per store shard under ``<store>/_carries/`` (compressed when the cells' arrays are large).
+Extending the store to a later T continues each finished cell from its carry; the result is
+bitwise identical to a store computed to the new T from the start, because nothing before T₁
+depends on T:
 
 * samples are spaced by ``dt_out`` (not T/n), so the sample grid to T₁ is a prefix of the one to T₂;
 * fixed-step runs and adaptive runs without dense output (their steps are clipped to every sample
@@ -47,6 +48,10 @@ DIRNAME = "_carries"
 CARRY_PREFIX = "carry."
 #: key of the (samples, snapshots) rows a grown cell leaves as stored, inside its checkpoint
 ROWS_KEY = "geosweep_rows_kept"
+
+
+#: a shard's carries are compressed when they hold more than this per cell (bytes)
+COMPRESS_BYTES_PER_CELL = 32_768
 
 
 class ExtendError(ValueError):
@@ -109,7 +114,10 @@ def save_shard(ref, index: tuple[int, ...], carries: dict[Cell, dict[str, np.nda
             kept[cell] = arrays
     buf = io.BytesIO()
     flat = {f"{cell_key(c)}.{k}": v for c, arrays in kept.items() for k, v in arrays.items()}
-    np.savez_compressed(buf, **flat)  # type: ignore[arg-type]
+    raw = sum(int(np.asarray(v).nbytes) for v in flat.values())
+    # compressed where it pays: long cells (big sample arrays), not sub-millisecond ones (zlib per array)
+    save = np.savez_compressed if raw > COMPRESS_BYTES_PER_CELL * max(len(kept), 1) else np.savez
+    save(buf, **flat)  # type: ignore[arg-type]
     fs, path = _path(ref, index)
     with fence(ref):
         _put(ref, fs, path, buf.getvalue())
