@@ -1,4 +1,4 @@
-"""Growing a finished store to a longer T (:mod:`sweeps.grow`): what it costs and what it rewrites.
+"""Growing a finished store to a longer T (:mod:`sweeps.extension`): what it costs and what it rewrites.
 
 Run: ``python benchmarks/bench_extend.py [--steps N] [--cells C] [--repeats R]``. Three rows:
 
@@ -111,7 +111,7 @@ def store_row(cells: int) -> str:
 
 
 def carry_rows() -> list[str]:
-    from sweeps.grow import carry_bytes
+    from sweeps.extension import carry_bytes
     from sweeps.store import StoreRef, cell_bytes
     from tests.test_extend import FAMILIES
 

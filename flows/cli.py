@@ -4,7 +4,7 @@
 ``--storage-options``: JSON, or a reference ``env:NAME``/``@FILE``/``profile:NAME`` for credentials,
 see :mod:`sweeps.credentials`) on a local cluster, a scheduler (``--address``) or a cluster
 described in a file (``--cluster FILE``, see :mod:`deploy.clusters`); ``extend`` (and ``run --grow``)
-continues a finished store to a later T (:mod:`sweeps.grow`); ``serve`` serves the
+continues a finished store to a later T (:mod:`sweeps.extension`); ``serve`` serves the
 nightly Prefect deployment of a spec (see :mod:`flows.deployments`).
 
 Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom systems; the
@@ -329,8 +329,8 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
-    """``geosweep extend STORE --T NEW``: continue every finished cell to the later T (:mod:`sweeps.grow`)."""
-    from sweeps.grow import extend
+    """``geosweep extend STORE --T NEW``: continue every finished cell to the later T (:mod:`sweeps.extension`)."""
+    from sweeps.extension import extend
     from sweeps.store import StoreRef
     from sweeps.summary import status_table
 
@@ -784,7 +784,7 @@ def main(argv: list[str] | None = None) -> int:
             configure(args.log_level, args.quiet)
             from flows.plugins import PluginError, load_plugins
             from sweeps.credentials import StorageOptionsError
-            from sweeps.grow import ExtendError
+            from sweeps.extension import ExtendError
             from sweeps.lease import LeaseFileError, StoreWriteError
             from sweeps.liveness import WorkersUnresponsive
             from sweeps.repair import StoreDamagedError

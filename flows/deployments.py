@@ -118,10 +118,10 @@ def _join(root: str, *parts: str) -> str:
 
 def extending_night(plan, store_root: str, extend_by: float, storage_options: dict | None, log) -> tuple:
     """(plan, store, previous) of a night that grows ``ROOT/<name>/extended.zarr`` by ``extend_by``
-    (:mod:`sweeps.grow`): the first night runs the spec; a later night, once the store is complete,
+    (:mod:`sweeps.extension`): the first night runs the spec; a later night, once the store is complete,
     keeps the store's summaries as ``extended.nights/T<T>.zarr`` (the previous night, to compare
     with) and continues every cell to T + ``extend_by``; an unfinished store is resumed first."""
-    from sweeps.grow import grown_spec
+    from sweeps.extension import grown_spec
     from sweeps.store import StoreRef, open_results
 
     base = _join(store_root, plan.spec.name)

@@ -51,7 +51,7 @@ def _retry_unless_refused(task, task_run, state) -> bool:
     """Retry a failed sweep task, except when the store refused this run (another spec or format,
     another run holds or took over its lease, it cannot be written) or no Dask worker answered:
     a retry gives the same, or waits as long again."""
-    from sweeps.grow import ExtendError
+    from sweeps.extension import ExtendError
     from sweeps.lease import LeaseFileError, StoreWriteError
     from sweeps.store import StoreMismatchError
 
@@ -86,7 +86,7 @@ def execute_sweep(
     recompute: bool = False,
 ) -> dict[str, Any]:
     """Run the pending cells on Dask; a retry resumes from the store (finished cells stay).
-    ``grow``/``recompute``: the store may grow to a larger T first (:mod:`sweeps.grow`)."""
+    ``grow``/``recompute``: the store may grow to a larger T first (:mod:`sweeps.extension`)."""
     logger = get_run_logger()
     if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
         quiet_distributed()  # no distributed INFO in flow-run logs (deployment runs start without the CLI)
@@ -145,7 +145,7 @@ def sweep_flow(
     recompute: bool = False,
 ) -> dict[str, Any]:
     """Run a sweep into a zarr store; resumes an existing store (``grow``: grows it to a larger T,
-    :mod:`sweeps.grow`).
+    :mod:`sweeps.extension`).
 
     ``plan`` is a :class:`~sweeps.plan.Plan` (from :func:`~sweeps.plan.make_plan`; used as is)
     or a spec path/mapping (planned once here). ``progress`` is called with every

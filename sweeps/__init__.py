@@ -3,7 +3,7 @@
 Runs on any ``distributed.Client`` (a ``LocalCluster`` by default); no Prefect here.
 """
 
-from sweeps.grow import extend
+from sweeps.extension import extend
 from sweeps.plan import Plan, make_plan
 from sweeps.spec import SpecError, SweepSpec, load_spec
 

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from kernels.core.layout import C_HOLD, I_NSAMP
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
-from sweeps import checkpoints, first_worker, grow, liveness, visibility
+from sweeps import checkpoints, extension, first_worker, liveness, visibility
 from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from sweeps.grid import Cell
 from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
@@ -153,7 +153,7 @@ def compute_cell(
     ``done``: the cell's ``done`` flag if the caller has read it (else it is read here);
     ``saved_keys``: the checkpoints in the store (:func:`sweeps.checkpoints.present`) if the
     caller has listed them (else the cell's checkpoint is looked for here); ``carry``: the cell's
-    final carry from a shorter run (:mod:`sweeps.grow`), continued when there is no checkpoint.
+    final carry from a shorter run (:mod:`sweeps.extension`), continued when there is no checkpoint.
     A finished cell also returns its final carry (None when failed or ``ref.carries`` is off) and
     the (samples, snapshots) rows it leaves as stored.
     """
@@ -181,9 +181,9 @@ def compute_cell(
         segments += 1
         if traj.finished and (segments > 1 or resumed or traj.wall_time >= KEEP_SECONDS):
             # complete, until its shard is written
-            checkpoints.save(ref, cell, grow.joined(traj.checkpoint(), pre, rows), 1.0)
+            checkpoints.save(ref, cell, extension.joined(traj.checkpoint(), pre, rows), 1.0)
         elif not traj.finished:
-            checkpoints.save(ref, cell, grow.joined(traj.checkpoint(), pre, rows), traj.progress)
+            checkpoints.save(ref, cell, extension.joined(traj.checkpoint(), pre, rows), traj.progress)
         if on_segment is not None and (not traj.finished or segments > 1 or resumed or traj.wall_time >= EVENT_SECONDS):
             on_segment(cell, traj.progress)
     res = plan.famdef.collect(model, integrator, traj, options)  # type: ignore[misc]  # (tests/test_registry.py)
@@ -195,12 +195,12 @@ def compute_cell(
 
 def _continued(traj: Trajectory, saved: dict | None) -> tuple[Trajectory, bool, dict | None, tuple[int, int]]:
     """``traj`` (a fresh start) continued from ``saved`` — a checkpoint of this run, or a carry
-    or checkpoint of a shorter run of the cell, grown to ``traj``'s span (:mod:`sweeps.grow`):
+    or checkpoint of a shorter run of the cell, grown to ``traj``'s span (:mod:`sweeps.extension`):
     (trajectory, resumed, the pre-final carry kept so far, the (samples, snapshots) rows the run
     leaves as stored). An incompatible or damaged ``saved`` starts the cell again."""
     if saved is None:
         return traj, False, None, (0, 0)
-    own, pre, rows = grow.split(saved)
+    own, pre, rows = extension.split(saved)
     try:
         restored = Trajectory.restore(traj.stepper, own)
         if restored.n_out == traj.n_out and restored.S.shape == traj.S.shape and restored.out.shape == traj.out.shape:
@@ -256,12 +256,12 @@ def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None,
 
 
 def _carries_of(ref: StoreRef, group, cells: list[Cell]) -> dict[Cell, dict]:
-    """The stored final carries of ``cells`` (one read per shard; :mod:`sweeps.grow`)."""
+    """The stored final carries of ``cells`` (one read per shard; :mod:`sweeps.extension`)."""
     if not cells:
         return {}
     out: dict[Cell, dict] = {}
     for index, members in group_by_shard(cells, sweep_shards(group)).items():
-        stored = grow.load_shard(ref, index)
+        stored = extension.load_shard(ref, index)
         out.update({c: stored[c] for c in members if c in stored})
     return out
 
@@ -286,7 +286,7 @@ def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
     written: set[Cell] = set()
     for index, cells in group_by_shard(list(computed), sweep_shards(group)).items():
         # the final carries first: a cell marked done always has the carry of its values
-        grow.save_shard(ref, index, {c: extra[c][0] if ref.carries else None for c in cells})
+        extension.save_shard(ref, index, {c: extra[c][0] if ref.carries else None for c in cells})
         rows = {"time": min(extra[c][1][0] for c in cells), "snapshot": min(extra[c][1][1] for c in cells)}
         with fence(ref):  # this run still holds the store's lease, for the whole shard write
             written.update(write_shard(group, {c: computed[c] for c in cells}, rows if any(rows.values()) else None))
@@ -473,9 +473,9 @@ def run_sweep(
     recorded as cell status, not raised.
 
     ``grow``: ``spec`` may be the store's with a larger ``T``: the store grows in place and its
-    finished cells continue from their final carries (:mod:`sweeps.grow`; ``recompute``: cells
+    finished cells continue from their final carries (:mod:`sweeps.extension`; ``recompute``: cells
     without a carry are computed again from t = 0 instead of refusing with
-    :class:`sweeps.grow.ExtendError`). ``keep_carries``: keep each finished cell's final carry
+    :class:`sweeps.extension.ExtendError`). ``keep_carries``: keep each finished cell's final carry
     in the store (default), so that it can be extended later.
     """
     log = log or (lambda msg: None)
@@ -487,8 +487,8 @@ def run_sweep(
         try:
             args = (client, address, n_workers, serial, processes, slice_seconds, progress, log)
             run_ref = dataclasses.replace(lease.ref, carries=keep_carries)
-            if grow:  # a larger T: the store grows to it first (sweeps.grow)
-                from sweeps import grow as grow_mod
+            if grow:  # a larger T: the store grows to it first (sweeps.extension)
+                from sweeps import extension as grow_mod
 
                 plan = grow_mod.prepare(plan, run_ref, log, recompute)
             return _run_locked(plan, run_ref, *args, lease=lease)

@@ -82,7 +82,7 @@ class StoreRef:
     url: str
     storage_options: dict | None = field(default=None, repr=False)
     lease: str | None = field(default=None, repr=False, compare=False)
-    carries: bool = field(default=True, repr=False, compare=False)  # keep final carries (sweeps.grow)
+    carries: bool = field(default=True, repr=False, compare=False)  # keep final carries (sweeps.extension)
 
     @classmethod
     def of(cls, store: str | os.PathLike | StoreRef, storage_options: Any = None) -> StoreRef:
@@ -1075,7 +1075,7 @@ def set_blocks(blocks: list[tuple[Any, np.ndarray]], region: tuple[slice, ...]) 
 def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | None = None) -> list[Cell]:
     """Write computed cells of ONE shard: every value variable, then the flags and checksums,
     then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
-    ``rows`` (a grown store, :mod:`sweeps.grow`): per-cell axis → first row to write; the rows
+    ``rows`` (a grown store, :mod:`sweeps.extension`): per-cell axis → first row to write; the rows
     before it are left as stored (the checksums still cover every row of the given values).
 
     Cells already ``done`` in the store are left as stored (their values are read and written

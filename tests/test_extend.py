@@ -1,4 +1,4 @@
-"""Growing a finished store to a longer T (``geosweep extend``, :mod:`sweeps.grow`): bitwise the
+"""Growing a finished store to a longer T (``geosweep extend``, :mod:`sweeps.extension`): bitwise the
 store computed to the new T from the start, for every family, fixed step and adaptive (dense
 output), with the stored samples up to the old T left as written."""
 
@@ -20,7 +20,7 @@ import zarr
 import sweeps
 from flows.cli import main
 from sweeps.engine import run_sweep
-from sweeps.grow import ExtendError, typed
+from sweeps.extension import ExtendError, typed
 from tests.proc_util import geosweep, wait_until
 from tests.sweep_util import assert_stores_bitwise_equal
 
@@ -194,7 +194,7 @@ def test_store_without_carries_refused_or_recomputed(tmp_path, capsys):
 
 def test_carry_bytes_per_cell_are_recorded(tmp_path):
     """The carries of a store are one object per shard, about the size of the cell's samples."""
-    from sweeps.grow import carry_bytes
+    from sweeps.extension import carry_bytes
     from sweeps.store import StoreRef
 
     a = tmp_path / "a.zarr"
