@@ -1,9 +1,10 @@
-"""``geosweep`` command line: run, demo, serve, validate, status, verify, report, systems.
+"""``geosweep`` command line: run, demo, extend, serve, validate, status, verify, report, systems.
 
 ``run``/``demo`` write to a local path or an fsspec URL (``--store s3://…`` with
 ``--storage-options``: JSON, or a reference ``env:NAME``/``@FILE``/``profile:NAME`` for credentials,
 see :mod:`sweeps.credentials`) on a local cluster, a scheduler (``--address``) or a cluster
-described in a file (``--cluster FILE``, see :mod:`deploy.clusters`); ``serve`` serves the
+described in a file (``--cluster FILE``, see :mod:`deploy.clusters`); ``extend`` (and ``run --grow``)
+continues a finished store to a later T (:mod:`sweeps.extension`); ``serve`` serves the
 nightly Prefect deployment of a spec (see :mod:`flows.deployments`).
 
 Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom systems; the
@@ -287,6 +288,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 progress=hook,
                 log=LOG.info,
                 grow=getattr(args, "grow", False),
+                recompute=getattr(args, "recompute", False),
             )
             ok = not result.errors
             for err in result.errors[:3]:
@@ -315,6 +317,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                     processes=args.processes,
                     progress=hook,
                     grow=getattr(args, "grow", False),
+                    recompute=getattr(args, "recompute", False),
                 )
                 ok, summary = True, out.get("summary")
             except SlicesFailed as e:
@@ -325,6 +328,42 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     LOG.info(f"finished in {time.perf_counter() - t0:.1f}s")
     print(_how_to_open(store, args.storage_ref) if not args.quiet else store)
     return 0 if ok else 1
+
+
+def cmd_extend(args: argparse.Namespace) -> int:
+    """``geosweep extend STORE --T NEW``: continue every finished cell to the later T (:mod:`sweeps.extension`)."""
+    from sweeps.extension import extend
+    from sweeps.store import StoreRef
+    from sweeps.summary import status_table
+
+    ref = StoreRef.of(args.store, args.storage_options)
+    _check_store(ref.url, args.storage_options, write=True)
+    if not ref.exists():
+        LOG.error(f"no store at {ref.url}")
+        return 2
+    hook, close = progress_reporter(enabled=LOG.isEnabledFor(logging.INFO))
+    with ExitStack() as stack:
+        stack.callback(close)
+        address, client = _execution(args, stack)
+        result = extend(
+            ref.url,
+            args.T,
+            recompute=args.recompute,
+            storage_options=args.storage_options,
+            client=client,
+            address=None if client is not None else address,
+            serial=args.serial,
+            slice_seconds=args.slice_seconds,
+            processes=args.processes,
+            n_workers=args.workers,
+            progress=hook,
+            log=LOG.info,
+        )
+    for err in result.errors[:3]:
+        LOG.error(f"slice failed: {err[:300]}")
+    if not args.quiet:
+        print(status_table(ref.url, args.storage_options))
+    return 0 if not result.errors else 1
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -355,6 +394,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_failed_share=args.max_failed_share,
         compare_rtol=args.compare_rtol,
         imports=args.imports,
+        extend_by=args.extend_by,
         temporary=args.temporary,
         heartbeat=args.heartbeat,
         crash_after=args.crash_after,
@@ -622,9 +662,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--grow",
         action="store_true",
-        help="the spec adds values at the end of sweep axes of the --store's spec: grow the store and compute "
-        "only the new cells (stored cells are kept as they are)",
+        help="grow the --store to this spec: values appended at the end of its sweep axes (only the new cells "
+        "are computed; stored cells are kept as they are) or a larger T (finished cells continue, see extend)",
     )
+    p.add_argument(
+        "--recompute", action="store_true", help="with --grow: cells without a kept carry run again from t = 0"
+    )
+    p = command("extend", help="continue every finished cell of a store to a later final time T")
+    p.add_argument("store")
+    p.add_argument("--T", type=float, required=True, help="the new final time (a multiple of the store's dt_out)")
+    p.add_argument(
+        "--recompute", action="store_true", help="cells without a kept carry run again from t = 0 (else: refused)"
+    )
+    add_execution_options(p, "local Dask workers (default: all cores)")
+    p.add_argument("--serial", action="store_true", help="run in this process, no Dask")
+    p.add_argument("--processes", action="store_true", help="local Dask workers as processes (default: threads)")
     p = command("demo", help="run the built-in sphere MD demo sweep (≈ 13 s on 2 idle cores, ≈ 8 s more at first)")
     add_run_options(p)
     p = command("serve", help="serve the nightly Prefect deployment of a spec (runs until stopped)")
@@ -667,6 +719,12 @@ def build_parser() -> argparse.ArgumentParser:
         "by a server automation (default 2 heartbeats + 30 s)",
     )
     p.add_argument("--no-crash-detection", action="store_true", help="do not create the crash-detection automation")
+    p.add_argument(
+        "--extend-by",
+        type=float,
+        metavar="DT",
+        help="grow one store, ROOT/<name>/extended.zarr, by DT each night (geosweep extend) instead of a dated store",
+    )
     add_execution_options(p, "local Dask worker threads of each run (default: all cores)")
     p = command("validate", help="check a spec and estimate its cost (cells, core-s, wall time, store); runs nothing")
     p.add_argument("spec")
@@ -702,6 +760,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         LOG.info(f"demo spec {Path(_demo_spec_path()).name}")
         return cmd_run(args, _demo_spec_path())
+    if args.command == "extend":
+        return cmd_extend(args)
     if args.command == "serve":
         return cmd_serve(args)
     if args.command == "validate":
@@ -738,6 +798,7 @@ def main(argv: list[str] | None = None) -> int:
             configure(args.log_level, args.quiet)
             from flows.plugins import PluginError, load_plugins
             from sweeps.credentials import StorageOptionsError
+            from sweeps.extension import ExtendError
             from sweeps.lease import LeaseFileError, StoreWriteError
             from sweeps.liveness import WorkersUnresponsive
             from sweeps.repair import StoreDamagedError
@@ -751,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
             except PluginError as e:
                 LOG.error(str(e))
                 return 2
-            except SpecError as e:
+            except (SpecError, ExtendError) as e:
                 LOG.error(str(e))
                 return 2
             except StoreMismatchError as e:

@@ -107,6 +107,57 @@ def failed_cells(store: str, storage_options: dict | None = None) -> tuple[int, 
     return int((status > 0).sum()), int((status != -2).sum())
 
 
+#: the store an extending nightly grows, and the folder of each night's summaries, under ROOT/<name>/
+EXTENDED_STORE = "extended.zarr"
+NIGHTS_DIR = "extended.nights"
+
+
+def _join(root: str, *parts: str) -> str:
+    return "/".join([root.rstrip("/"), *parts]) if "://" in root else os.path.join(root, *parts)
+
+
+def extending_night(plan, store_root: str, extend_by: float, storage_options: dict | None, log) -> tuple:
+    """(plan, store, previous) of a night that grows ``ROOT/<name>/extended.zarr`` by ``extend_by``
+    (:mod:`sweeps.extension`): the first night runs the spec; a later night, once the store is complete,
+    keeps the store's summaries as ``extended.nights/T<T>.zarr`` (the previous night, to compare
+    with) and continues every cell to T + ``extend_by``; an unfinished store is resumed first."""
+    from sweeps.extension import grown_spec
+    from sweeps.store import StoreRef, open_results
+
+    base = _join(store_root, plan.spec.name)
+    store = _join(base, EXTENDED_STORE)
+    ref = StoreRef.of(store, storage_options)
+    if not ref.exists():
+        return plan, store, None
+    ds = open_results(ref)
+    T = float(ds.attrs["T"])
+    unfinished = bool(((ds["done"] != 1) & (ds["status"] != -2)).any())
+    nights = _join(base, NIGHTS_DIR)
+    if unfinished:  # an interrupted night: finish it (compared with the night before it, if kept)
+        prev = sorted(_night_summaries(nights, storage_options), key=lambda kv: kv[0])
+        log(f"extending nightly: store {store} unfinished at T = {T:g}: resumed")
+        return make_plan(grown_spec(ref, T)), store, (prev[-1][1] if prev else None)
+    previous = _join(nights, f"T{T:g}.zarr")
+    names = [n for n, v in ds.data_vars.items() if set(v.dims) == set(ds["done"].dims)]
+    summaries = ds[names].load()
+    for v in summaries.variables.values():
+        v.encoding = {}
+    summaries.to_zarr(previous, mode="w", storage_options=storage_options if "://" in previous else None)
+    log(f"extending nightly: T {T:g} -> {T + extend_by:g} (summaries of T = {T:g} kept in {previous})")
+    return make_plan(grown_spec(ref, T + extend_by)), store, previous
+
+
+def _night_summaries(nights: str, storage_options: dict | None) -> list[tuple[float, str]]:
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(nights, **(storage_options or {}))
+    try:
+        names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
+    except FileNotFoundError:
+        return []
+    return [(float(n[1:-5]), _join(nights, n)) for n in names if n.startswith("T") and n.endswith(".zarr")]
+
+
 @task(name="nightly-report", cache_policy=NO_CACHE)
 def nightly_report(
     store: str, previous: str | None, storage_options: StorageOptions | dict | None, rtol: float = DEFAULT_COMPARE_RTOL
@@ -146,9 +197,14 @@ def nightly_flow(
     compare_rtol: float = DEFAULT_COMPARE_RTOL,
     report: bool = True,
     imports: list[str] | None = None,
+    extend_by: float | None = None,
 ) -> dict[str, Any]:
     """Run ``spec`` into ``{store_root}/{name}/{YYYY-MM-DD}.zarr`` (resumes that day's store),
     write its report beside it (compared with the latest earlier night) and check its failures.
+
+    ``extend_by`` (ΔT): instead of a new store each night, grow one store,
+    ``{store_root}/{name}/extended.zarr``, by ΔT every night (:func:`extending_night`): the
+    report compares each cell's summaries with the previous night's (what changed as T grew).
 
     ``cluster`` is a :class:`deploy.clusters.ClusterConfig` mapping: the cluster is started for
     this run only (batch jobs are submitted at run time, not while the deployment idles) and
@@ -165,12 +221,15 @@ def nightly_flow(
     so = StorageOptions.of(storage_options)
     storage_options = so.options if so is not None else None
     plan = make_plan(spec)  # the run's only validation and model build
-    store = dated_store(store_root, plan.spec.name, day)
     logger = get_run_logger()
+    if extend_by:
+        plan, store, previous = extending_night(plan, store_root, extend_by, storage_options, logger.info)
+    else:
+        store = dated_store(store_root, plan.spec.name, day)
+        previous = previous_night(
+            store_root, plan.spec.name, dt.date.fromisoformat(Path(store).stem), storage_options
+        )  # before this night's store exists
     logger.info(f"nightly store {store}")
-    previous = previous_night(
-        store_root, plan.spec.name, dt.date.fromisoformat(Path(store).stem), storage_options
-    )  # before this night's store exists
     own = None
     if cluster is not None:
         from deploy.clusters import ClusterConfig
@@ -185,6 +244,7 @@ def nightly_flow(
             n_workers=n_workers,
             slice_seconds=slice_seconds,
             storage_options=so,
+            grow=bool(extend_by),
         )
     finally:
         if own is not None:
@@ -217,8 +277,10 @@ def nightly_deployment(
     max_failed_share: float = DEFAULT_MAX_FAILED_SHARE,
     compare_rtol: float = DEFAULT_COMPARE_RTOL,
     imports: list[str] | None = None,
+    extend_by: float | None = None,
 ):
-    """A Prefect ``RunnerDeployment`` of :func:`nightly_flow` on a cron schedule.
+    """A Prefect ``RunnerDeployment`` of :func:`nightly_flow` on a cron schedule (``extend_by``:
+    one store grown by ΔT each night instead of a dated store per night).
 
     The spec is validated now (a bad spec is refused before anything is scheduled); a spec
     file is passed by absolute path, so edits take effect from the next night on. The
@@ -246,6 +308,7 @@ def nightly_deployment(
         "max_failed_share": max_failed_share,
         "compare_rtol": compare_rtol,
         "imports": imports,
+        "extend_by": extend_by,
     }
     return nightly_flow.to_deployment(
         name=name or f"nightly-{sweep.name}",

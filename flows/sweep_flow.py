@@ -51,10 +51,11 @@ def _retry_unless_refused(task, task_run, state) -> bool:
     """Retry a failed sweep task, except when the store refused this run (another spec or format,
     another run holds or took over its lease, it cannot be written) or no Dask worker answered:
     a retry gives the same, or waits as long again."""
+    from sweeps.extension import ExtendError
     from sweeps.lease import LeaseFileError, StoreWriteError
     from sweeps.store import StoreMismatchError
 
-    refused = (StoreMismatchError, StoreWriteError, LeaseFileError, WorkersUnresponsive)
+    refused = (StoreMismatchError, StoreWriteError, LeaseFileError, WorkersUnresponsive, ExtendError)
     data = getattr(state, "data", None)
     if isinstance(data, refused):
         return False
@@ -82,9 +83,11 @@ def execute_sweep(
     processes: bool = False,
     progress: Callable[[Progress], None] | None = None,
     grow: bool = False,
+    recompute: bool = False,
 ) -> dict[str, Any]:
     """Run the pending cells on Dask; a retry resumes from the store (finished cells stay).
-    ``grow``: grow the store to the spec first (see :mod:`sweeps.grow`)."""
+    ``grow``: grow the store to the spec first — values appended to sweep axes (:mod:`sweeps.grow`)
+    or a larger T (:mod:`sweeps.extension`; ``recompute``: cells without a carry run again)."""
     logger = get_run_logger()
     if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
         quiet_distributed()  # no distributed INFO in flow-run logs (deployment runs start without the CLI)
@@ -112,6 +115,7 @@ def execute_sweep(
         progress=on_progress,
         log=logger.info,
         grow=grow,
+        recompute=recompute,
     )
     if result.errors:
         raise SlicesFailed(
@@ -139,9 +143,11 @@ def sweep_flow(
     processes: bool = False,
     progress: Callable[[Progress], None] | None = None,
     grow: bool = False,
+    recompute: bool = False,
 ) -> dict[str, Any]:
     """Run a sweep into a zarr store; resumes an existing store (``grow``: grows it to a spec that
-    adds values at the end of its sweep axes, :mod:`sweeps.grow`).
+    adds values at the end of its sweep axes, :mod:`sweeps.grow`, or has a larger T,
+    :mod:`sweeps.extension`).
 
     ``plan`` is a :class:`~sweeps.plan.Plan` (from :func:`~sweeps.plan.make_plan`; used as is)
     or a spec path/mapping (planned once here). ``progress`` is called with every
@@ -155,7 +161,7 @@ def sweep_flow(
     storage_options = StorageOptions.of(storage_options)
     planned = plan_sweep(plan)
     result = execute_sweep(
-        planned, store, address, n_workers, slice_seconds, storage_options, processes, progress, grow
+        planned, store, address, n_workers, slice_seconds, storage_options, processes, progress, grow, recompute
     )
     result["summary"] = finalise_sweep(result["store"], storage_options)
     return result

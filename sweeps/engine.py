@@ -15,6 +15,7 @@ worker, so workers never compile concurrently.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import socket
@@ -24,9 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from kernels.core.layout import C_HOLD, I_NSAMP
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
-from sweeps import checkpoints, first_worker, liveness, visibility
+from sweeps import checkpoints, extension, first_worker, liveness, visibility
 from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from sweeps.grid import Cell
 from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
@@ -126,7 +128,8 @@ def cell_steps(plan: Plan, cell: Cell) -> int:
     return plan.spec.n_steps(float(plan.grid.coords(cell)["h"]))
 
 
-#: what a slice returns per cell: (cell, status, wall time, segments, resumed, ran, values or None)
+#: what a slice returns per cell: (cell, status, wall time, segments, resumed, ran, values or None,
+#: final carry or None, rows kept as stored)
 CellRun = tuple
 
 
@@ -138,6 +141,7 @@ def compute_cell(
     on_segment=None,
     done: bool | None = None,
     saved_keys: set[str] | None = None,
+    carry: dict | None = None,
 ) -> CellRun:
     """Integrate one cell in checkpointed segments; returns ``(cell, status, wall time, segments
     run, resumed from a checkpoint, ran, values)`` — the values are written by the shard's
@@ -148,7 +152,10 @@ def compute_cell(
     checkpoints saves its complete trajectory too, so a lost result is not recomputed.
     ``done``: the cell's ``done`` flag if the caller has read it (else it is read here);
     ``saved_keys``: the checkpoints in the store (:func:`sweeps.checkpoints.present`) if the
-    caller has listed them (else the cell's checkpoint is looked for here).
+    caller has listed them (else the cell's checkpoint is looked for here); ``carry``: the cell's
+    final carry from a shorter run (:mod:`sweeps.extension`), continued when there is no checkpoint.
+    A finished cell also returns its final carry (None when failed or ``ref.carries`` is off) and
+    the (samples, snapshots) rows it leaves as stored.
     """
     if done is None:
         done = int(group["done"][cell]) == 1
@@ -160,28 +167,55 @@ def compute_cell(
     integrator = plan.grid.coords(cell)["integrator"]
     model = plan.model(cell)
     traj = plan.famdef.start(model, integrator, request, options)  # type: ignore[misc]  # every family has one
+    hold = ref.carries and traj.adaptive and traj.stepper.has_dense
+    if hold:  # keep the state before the last step (clipped to T): a longer run continues from there
+        traj.ictl[C_HOLD] = 1
     saved = checkpoints.load(ref, cell) if saved_keys is None or checkpoints.cell_key(cell) in saved_keys else None
-    resumed = False
-    if saved is not None:
-        try:
-            restored = Trajectory.restore(traj.stepper, saved)
-            if restored.S.shape == traj.S.shape and restored.out.shape == traj.out.shape:
-                traj, resumed = restored, True
-        except (KeyError, ValueError):
-            pass  # an incompatible checkpoint: start the cell again
+    traj, resumed, pre, rows = _continued(traj, saved if saved is not None else carry)
     seg = segment_time(plan, cell)
     segments = 0
     while not traj.finished:
-        traj.advance(until=(math.floor(traj.time / seg + 1e-9) + 1) * seg)
+        until = (math.floor(traj.time / seg + 1e-9) + 1) * seg
+        traj.advance(until=until)
+        if traj.ictl[C_HOLD] == 2:  # held before the last step: keep the carry, then take the step
+            pre, traj.ictl[C_HOLD] = traj.checkpoint(), 0
+            traj.advance(until=until)
         segments += 1
         if traj.finished and (segments > 1 or resumed or traj.wall_time >= KEEP_SECONDS):
-            checkpoints.save(ref, cell, traj.checkpoint(), 1.0)  # complete, until its shard is written
+            # complete, until its shard is written
+            checkpoints.save(ref, cell, extension.joined(traj.checkpoint(), pre, rows), 1.0)
         elif not traj.finished:
-            checkpoints.save(ref, cell, traj.checkpoint(), traj.progress)
+            checkpoints.save(ref, cell, extension.joined(traj.checkpoint(), pre, rows), traj.progress)
         if on_segment is not None and (not traj.finished or segments > 1 or resumed or traj.wall_time >= EVENT_SECONDS):
             on_segment(cell, traj.progress)
     res = plan.famdef.collect(model, integrator, traj, options)  # type: ignore[misc]  # (tests/test_registry.py)
-    return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values
+    kept = None
+    if ref.carries:  # failed cells too: they take a longer layout when the store grows
+        kept = pre if (hold and pre is not None) else traj.checkpoint()
+    return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values, kept, rows
+
+
+def _continued(traj: Trajectory, saved: dict | None) -> tuple[Trajectory, bool, dict | None, tuple[int, int]]:
+    """``traj`` (a fresh start) continued from ``saved`` — a checkpoint of this run, or a carry
+    or checkpoint of a shorter run of the cell, grown to ``traj``'s span (:mod:`sweeps.extension`):
+    (trajectory, resumed, the pre-final carry kept so far, the (samples, snapshots) rows the run
+    leaves as stored). An incompatible or damaged ``saved`` starts the cell again."""
+    if saved is None:
+        return traj, False, None, (0, 0)
+    own, pre, rows = extension.split(saved)
+    try:
+        restored = Trajectory.restore(traj.stepper, own)
+        if restored.n_out == traj.n_out and restored.S.shape == traj.S.shape and restored.out.shape == traj.out.shape:
+            return restored, True, pre, rows
+        if restored.n_out < traj.n_out:  # a shorter run of this cell: continue it to the longer span
+            base = pre if pre is not None else own  # a dense-output run continues from before its last step
+            old = Trajectory.restore(traj.stepper, base)
+            n_samples = old.n_out + 1 if old.finished else int(old.info[I_NSAMP])  # rows final as stored
+            grown = Trajectory.grown(traj.stepper, base, traj)
+            return grown, True, None, grown.rows_kept(n_samples)
+    except (KeyError, ValueError):
+        pass  # an incompatible checkpoint: start the cell again
+    return traj, False, None, (0, 0)
 
 
 #: the store's arrays as this process opened them for a run: (url, lease token) -> ArrayCache
@@ -219,7 +253,19 @@ def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None,
     cells = [tuple(int(i) for i in cell) for cell in cells]
     done = _done_flags(group, cells)
     saved = checkpoints.present(ref) if not all(done.values()) else set()  # one listing per slice
-    return [compute_cell(plan, cell, ref, group, on_segment, done[cell], saved) for cell in cells]
+    carries = _carries_of(ref, group, [c for c in cells if not done[c]])
+    return [compute_cell(plan, cell, ref, group, on_segment, done[cell], saved, carries.get(cell)) for cell in cells]
+
+
+def _carries_of(ref: StoreRef, group, cells: list[Cell]) -> dict[Cell, dict]:
+    """The stored final carries of ``cells`` (one read per shard; :mod:`sweeps.extension`)."""
+    if not cells:
+        return {}
+    out: dict[Cell, dict] = {}
+    for index, members in group_by_shard(cells, sweep_shards(group)).items():
+        stored = extension.load_shard(ref, index)
+        out.update({c: stored[c] for c in members if c in stored})
+    return out
 
 
 def _done_flags(group, cells: list[Cell]) -> dict[Cell, bool]:
@@ -238,10 +284,14 @@ def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
     time, segments, resumed, ran)`` per cell, ``ran`` False for a cell found already done."""
     group = group if group is not None else run_arrays(ref, "r+")
     computed = {r[0]: (r[6], r[1], r[2]) for r in runs if r[5]}
+    extra = {r[0]: (r[7], r[8]) if len(r) > 8 else (None, (0, 0)) for r in runs if r[5]}
     written: set[Cell] = set()
-    for cells in group_by_shard(list(computed), sweep_shards(group)).values():
+    for index, cells in group_by_shard(list(computed), sweep_shards(group)).items():
+        # the final carries first: a cell marked done always has the carry of its values
+        extension.save_shard(ref, index, {c: extra[c][0] if ref.carries else None for c in cells})
+        rows = {"time": min(extra[c][1][0] for c in cells), "snapshot": min(extra[c][1][1] for c in cells)}
         with fence(ref):  # this run still holds the store's lease, for the whole shard write
-            written.update(write_shard(group, {c: computed[c] for c in cells}))
+            written.update(write_shard(group, {c: computed[c] for c in cells}, rows if any(rows.values()) else None))
     saved = checkpoints.present(ref) if written else set()  # one listing per write, not a probe per cell
     for cell in written:
         if checkpoints.cell_key(cell) in saved:
@@ -423,6 +473,8 @@ def run_sweep(
     log: Callable[[str], None] | None = None,
     grow: bool = False,
     threads_per_cell: int | None = None,
+    recompute: bool = False,
+    keep_carries: bool = True,
 ) -> SweepResult:
     """Run every cell of ``spec`` (a :class:`Plan`, or anything :func:`make_plan` takes) not yet complete in ``store``.
 
@@ -445,6 +497,12 @@ def run_sweep(
     stopped past the lease timeout: it writes nothing more) and :class:`sweeps.lease.StoreWriteError`
     when the store refuses writes for good (disk full, read-only). Integration failures are
     recorded as cell status, not raised.
+
+    ``grow``: ``spec`` may be the store's with a larger ``T``: the store grows in place and its
+    finished cells continue from their final carries (:mod:`sweeps.extension`; ``recompute``: cells
+    without a carry are computed again from t = 0 instead of refusing with
+    :class:`sweeps.extension.ExtendError`). ``keep_carries``: keep each finished cell's final carry
+    in the store (default), so that it can be extended later.
     """
     log = log or (lambda msg: None)
     plan = make_plan(spec)
@@ -456,7 +514,14 @@ def run_sweep(
     with Lease(ref, log=log) as lease:
         try:
             args = (client, address, n_workers, serial, processes, slice_seconds, progress, log)
-            return _run_locked(plan, lease.ref, *args, lease=lease, grow=grow)
+            run_ref = dataclasses.replace(lease.ref, carries=keep_carries)
+            if grow:  # a larger T: the store grows to it first (sweeps.extension); added axis values: sweeps.grow
+                from sweeps import extension as grow_mod
+
+                grown = grow_mod.prepare(plan, run_ref, log, recompute)
+                if grown is not plan:  # a plan of the grown spec: keep this run's options
+                    plan = grown.model_copy(update={"threads_per_cell": plan.threads_per_cell})
+            return _run_locked(plan, run_ref, *args, lease=lease, grow=grow)
         except OSError as exc:
             if (fault := store_fault(lease.ref, exc)) is None:
                 raise

@@ -355,10 +355,30 @@ def _shared_first_snapshot(plan: Plan) -> float:
     return (n - 1 + 1 / max(k, 1)) / n if n > 1 else 1.0
 
 
+#: bytes of a kept carry besides its arrays (the ``.npz`` entries of its ~9 arrays)
+CARRY_OVERHEAD = 2500
+
+
+def carry_bytes(plan: Plan) -> float:
+    """Bytes per cell of its kept final carry (:mod:`sweeps.extension`): the trajectory's samples,
+    envelopes, snapshots and state (sized from a short trajectory of the first cell), compressed
+    at :data:`FLOAT_RATIO` when :mod:`sweeps.extension` compresses them."""
+    from sweeps.extension import COMPRESS_BYTES_PER_CELL
+
+    cell = plan.grid.first_cell
+    request, options = plan.request(cell)
+    traj = plan.famdef.start(plan.model(cell), plan.grid.coords(cell)["integrator"], _short_request(request), options)  # type: ignore[misc]
+    columns = traj.out.shape[1] + traj.env.shape[1]
+    small = traj.S.size + traj.acc.size + traj.info.size + traj.ictl.size + traj.fctl.size
+    raw = 8.0 * (plan.sizes["time"] * columns + plan.sizes["snapshot"] * traj.snaps.shape[1] + small)
+    raw += CARRY_OVERHEAD
+    return raw * FLOAT_RATIO if raw > COMPRESS_BYTES_PER_CELL else raw
+
+
 def store_bytes(plan: Plan, sample: bool = True) -> float:
     """Bytes of the finished store: compressed values of the runnable cells (measured on a short
     sample cell per integrator, :func:`sampled_bytes`; fixed ratios if ``sample`` is false or the
-    sample fails), chunk overheads, metadata."""
+    sample fails), chunk overheads, metadata, and the kept carries (:func:`carry_bytes`)."""
     grid = plan.grid
     runnable = grid.runnable()
     modelled = _modelled_bytes(plan)
@@ -373,7 +393,11 @@ def store_bytes(plan: Plan, sample: bool = True) -> float:
         per_var["snapshot_state"] *= _shared_first_snapshot(plan)
     values = sum(per_var.values()) + CHUNK_OVERHEAD * len(per_var) * runnable
     n_arrays = len(modelled) + len(grid.dims) + len(plan.sizes) + 6
-    return values + n_arrays * META_PER_ARRAY + META_GROUP
+    try:
+        carries = carry_bytes(plan) * runnable
+    except Exception:  # noqa: BLE001 - an estimate: without the carries rather than none
+        carries = 0.0
+    return values + n_arrays * META_PER_ARRAY + META_GROUP + carries
 
 
 # ---------------------------------------------------------------------------------------

@@ -85,6 +85,7 @@ class StoreRef:
     url: str
     storage_options: dict | None = field(default=None, repr=False)
     lease: str | None = field(default=None, repr=False, compare=False)
+    carries: bool = field(default=True, repr=False, compare=False)  # keep final carries (sweeps.extension)
 
     @classmethod
     def of(cls, store: str | os.PathLike | StoreRef, storage_options: Any = None) -> StoreRef:
@@ -1096,9 +1097,11 @@ def set_blocks(blocks: list[tuple[Any, np.ndarray]], region: tuple[slice, ...]) 
             raise result
 
 
-def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
+def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | None = None) -> list[Cell]:
     """Write computed cells of ONE shard: every value variable, then the flags and checksums,
     then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
+    ``rows`` (a grown store, :mod:`sweeps.extension`): per-cell axis → first row to write; the rows
+    before it are left as stored (the checksums still cover every row of the given values).
 
     Cells already ``done`` in the store are left as stored (their values are read and written
     back unchanged with the shard); so are filler cells. ``group`` is a zarr group or an
@@ -1117,7 +1120,7 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
     cells = [c for c in outputs if done[local[c]] != 1]
     if not cells:
         return []
-    keep = bool(done.any())  # the shard holds finished (or filler) cells: keep their stored values
+    keep = bool(done.any()) or bool(rows)  # the shard holds finished (or filler) cells: keep their stored values
     block_shape = tuple(r.stop - r.start for r in region)
 
     def block(arr) -> np.ndarray:
@@ -1138,7 +1141,10 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
         data = block(arr)
         _fill_block(arr, name, data, cell_values, cell_index, sums)
         values.append((arr, data))
-    set_blocks(values, region)
+    if rows:
+        values = _rows_from(values, region, rows)
+    else:
+        set_blocks(values, region)
     now = time.time()
     checksums = sums.result()
     flags = {
@@ -1160,6 +1166,24 @@ def write_shard(group, outputs: dict[Cell, CellOutput]) -> list[Cell]:
         done[local[c]] = 1
     group["done"][region] = done  # the completion marker, last
     return cells
+
+
+def _rows_from(values: list[tuple[Any, np.ndarray]], region: tuple[slice, ...], rows: dict[str, int]) -> list:
+    """Write each ``(arr, block)`` of a shard from the first of ``rows`` along its per-cell axes
+    (the rows before are not rewritten); arrays with no such axis are written whole."""
+    by_region: dict[tuple, list[tuple[Any, np.ndarray]]] = {}
+    for arr, data in values:
+        dims = tuple(getattr(getattr(arr, "metadata", None), "dimension_names", None) or ())
+        sub = list(region) + [slice(None)] * (data.ndim - len(region))
+        for k in range(len(region), data.ndim):
+            if k < len(dims) and rows.get(dims[k] or "", 0) > 0:
+                sub[k] = slice(min(rows[dims[k]], data.shape[k]), None)
+        local = tuple(slice(None) if k < len(region) else sub[k] for k in range(data.ndim))
+        key = tuple((s.start, s.stop) for s in sub)
+        by_region.setdefault(key, []).append((arr, data[local]))
+    for key, blocks in by_region.items():
+        set_blocks(blocks, tuple(slice(a, b) for a, b in key))
+    return values
 
 
 def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, list[Cell]]:

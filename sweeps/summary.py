@@ -59,6 +59,7 @@ def _status_table(store, storage_options: dict | None = None) -> str:
         "",
         f"store: `{StoreRef.of(store).url}`  ",
         "axes: " + "; ".join(axis_text(d, ds[d].values) for d in ds["done"].dims) + "  ",
+        t_reached(ds) + "  ",
         f"cells complete: {done}/{total}; status counts: {status_counts(ds)}"
         + (" (not_applicable: filler cells of a mixed h/tol grid)" if total < ds["done"].size else ""),
         "",
@@ -69,6 +70,15 @@ def _status_table(store, storage_options: dict | None = None) -> str:
             lines.extend(table)
             break
     return "\n".join(lines)
+
+
+def t_reached(ds) -> str:
+    """``T reached: …`` with the store's extensions (from → to, when; :mod:`sweeps.extension`)."""
+    ext = [r["extension"] for r in ds.attrs.get("runs", []) if isinstance(r, dict) and "extension" in r]
+    text = f"T reached: {float(ds.attrs['T']):g} (dt_out {float(ds.attrs['dt_out']):g})"
+    if ext:
+        text += "; extended " + ", ".join(f"{e['from']:g} → {e['to']:g} ({e['when']})" for e in ext[-3:])
+    return text
 
 
 #: what the summary tabulates: the first of these a store holds with a finite value in an ok cell

@@ -8,7 +8,9 @@ comparison with an earlier night appear. A night with too many failed cells fail
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -189,6 +191,40 @@ def test_a_night_with_too_many_failed_cells_fails_in_prefect(server, tmp_path):
     assert ok["failed"] == 4 and ok["runnable"] == 6
     assert ok["changed_cells"] == 0 and ok["comparison"].startswith("0 of 6 cells changed")  # against tonight's
     assert (tmp_path / "nightly-fails" / f"{day}.zarr.report" / "index.md").exists()
+
+
+def test_an_extending_nightly_grows_one_store_and_fails_when_cells_fail(server, tmp_path):
+    """``extend_by``: each night continues the same store by ΔT (bitwise a run to the new T), its
+    report compares the summaries with the previous night's, and the night whose longer T makes
+    too many cells fail fails in Prefect."""
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.deployments import nightly_flow
+    from sweeps.extension import typed
+    from tests.sweep_util import assert_stores_bitwise_equal
+
+    # RK4 at h = 0.01 passes its tiny energy guard at t = 0.02, at h = 0.005 only at t = 0.94
+    spec = {**SPEC, "name": "nightly-grows", "T": 0.5, "integrator_options": {"rk4": {"blowup": 1e-7}}}
+    url, _ = server
+    kw = {"n_workers": 2, "extend_by": 1.0, "max_failed_share": 0.3}
+    with temporary_settings(updates={PREFECT_API_URL: url}):
+        first = nightly_flow(spec, str(tmp_path), **kw)
+        second = nightly_flow(spec, str(tmp_path), return_state=True, **kw)
+        APILogWorker.drain_all(timeout=10)
+    assert first["failed"] == 1 and first["runnable"] == 4 and first["previous"] is None
+    assert second.is_failed() and "2 of 4 cells failed (50% > max_failed_share 30%)" in second.message
+    base = tmp_path / "nightly-grows"
+    store = base / "extended.zarr"
+    g = zarr.open_group(str(store), mode="r")
+    assert g.attrs["T"] == 1.5 and (base / "extended.nights" / "T0.5.zarr").is_dir()
+    index = (base / "extended.zarr.report" / "index.md").read_text()
+    # what changed as T grew: the summaries of the cells still running, and one status (RK4, h = 0.005)
+    assert "Comparison with the previous night" in index
+    assert re.search(r"[1-4] of 4 cells changed since \S*T0\.5\.zarr\S* \(1 in status", index), index[:2000]
+    direct = tmp_path / "direct.zarr"
+    run_sweep(typed(json.loads(g.attrs["spec"])), direct, serial=True)
+    assert_stores_bitwise_equal(str(store), str(direct))
 
 
 def test_serve_refuses_without_a_prefect_server(tmp_path):

@@ -70,12 +70,17 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "from kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
     ("README.md", "from sweeps.engine import run_sweep"): "python: executed with a shortened spec_dict",
     ("README.md", "geosweep run sweeps/examples/long_energy.toml"): "shell: parsed, spec and cluster validated",
+    ("README.md", "import sweeps, xarray as xr"): "python: executed in a scratch directory (run, extend)",
     ("README.md", "import numpy as np"): "python: my_systems.py of `geosweep run my_sweep.toml --import`",
     ("README.md", "# your package's pyproject.toml"): "toml: parsed, group checked",
     ("README.md", "import math"): "python: executed, then a short sweep",
     ("README.md", "kernels/    Numba models"): "not code: the folder layout",
     ("deploy/README.md", "export NUMBA_CACHE_DIR="): "shell: validate run, Slurm run parsed",
     ("deploy/README.md", "from deploy.clusters import ClusterConfig"): "python: executed (jobs=0 submits nothing)",
+    (
+        "deploy/README.md",
+        "geosweep serve my_sweep.toml --store-root /scratch/nightly",
+    ): "shell: parsed (serves until stopped)",
     ("deploy/README.md", "docker build"): "shell: no Docker daemon (test_deploy checks the Dockerfile)",
     ("deploy/README.md", "dask scheduler --port 8786"): "shell: daemons skipped, the run parsed",
     ("deploy/README.md", "squeue -u $USER"): "shell: needs Slurm (tests/test_slurm.py runs a real one)",
@@ -162,6 +167,9 @@ COMMANDS: dict[str, str] = {
     "export PREFECT_API_URL=http://127.0.0.1:4200/api": "skip: sets the shell's environment",
     "geosweep serve my_sweep.toml --store-root s3://my-bucket/geosweep/nightly --cron '0 2 * * *' --cluster "
     "deploy/slurm/cluster.toml --max-failed-share 0.25": "parse: serves a deployment until stopped",
+    "geosweep serve my_sweep.toml --store-root /scratch/nightly --extend-by 1000 --max-failed-share 0.25": (
+        "parse: serves a deployment until stopped (test_nightly runs an extending night)"
+    ),
     "prefect work-pool create geosweep --type process": "skip: needs a Prefect server",
     "prefect deploy --prefect-file deploy/prefect.yaml --all": "skip: needs a Prefect server",
     "prefect worker start --pool geosweep": "skip: needs a Prefect server",
@@ -385,6 +393,16 @@ def test_readme_run_sweep_block(workspace, monkeypatch):
     import xarray as xr
 
     assert int((xr.open_zarr(workspace / "s.zarr").status == 0).sum()) == 54
+
+
+def test_readme_extend_block(tmp_path, monkeypatch):
+    import xarray as xr
+
+    monkeypatch.chdir(tmp_path)
+    exec(block("README.md", "import sweeps, xarray as xr"), {})
+    ds = xr.open_zarr(tmp_path / "long.zarr")
+    assert float(ds.attrs["T"]) == 20.0 and bool((ds.status == 0).all())
+    assert [r["extension"]["to"] for r in ds.attrs["runs"] if "extension" in r] == [20.0]
 
 
 def test_readme_long_energy_lines_parse(monkeypatch):

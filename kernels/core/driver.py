@@ -28,7 +28,9 @@ Resumable: everything the loop carries lives in the caller's arrays (state, ``ac
 ``out``, ``env``, ``snaps``, the controller's next step and the running envelope in ``acc``),
 so calling again with a larger ``k_stop`` (accepted steps) or ``t_stop`` (time) continues
 exactly where the last call stopped — a run in k segments is bitwise identical to one
-uninterrupted run.
+uninterrupted run. The only step that depends on ``T`` is an adaptive dense-output method's last
+one (clipped to land on ``T``): with ``ictl[C_HOLD] = 1`` the driver stops before it (and sets 2),
+so that the state there can be kept and continued to a later ``T`` (:mod:`sweeps.extension`).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from kernels.core.layout import (
     C_ADAPTIVE,
     C_HAS_DENSE,
     C_HAS_ENERGY,
+    C_HOLD,
     C_MAX_STEPS,
     C_N_CHECK,
     C_N_OUT,
@@ -320,6 +323,9 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop, t_stop,
             if not has_dense:
                 t_next = info[I_NSAMP] * dt_out
             last = hcur >= t_next - t
+            if last and has_dense and ictl[C_HOLD] == 1:
+                ictl[C_HOLD] = 2  # held before the step clipped to T: a longer run continues from here
+                break
             hstep = t_next - t if last else hcur
         else:
             if k >= n_total:

@@ -17,7 +17,8 @@ C_MAX_STEPS = 5  # adaptive: limit on trial steps (status NONCONVERGED beyond)
 C_N_CHECK = 6  # length of the state prefix that is snapshotted and checked for finiteness
 C_HAS_ENERGY = 7  # 1 if observation column 0 is the total energy
 C_N_STEPS = 8  # fixed step: total steps (>= n_out·stride; samples stop at n_out)
-N_ICTL = 9
+C_HOLD = 9  # adaptive with dense output: 1 = stop before the step clipped to T (the driver sets 2 when it stops there)
+N_ICTL = 10
 
 # ---- fctl: float control
 F_H = 0  # fixed step h; adaptive: first trial step (<= 0: T/100)

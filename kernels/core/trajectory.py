@@ -109,6 +109,9 @@ class Trajectory:
         if _restore is not None:
             for name in _PERSISTENT:
                 setattr(self, name, np.array(_restore[name], copy=True, order="C"))
+            ictl = np.asarray(_restore["ictl"], dtype=np.int64)
+            if ictl.shape[0] < L.N_ICTL:  # saved before the control had its last entries (they are 0)
+                self.ictl = np.concatenate([ictl, np.zeros(L.N_ICTL - ictl.shape[0], dtype=np.int64)])
         else:
             if (h is None) == (tol is None):
                 raise ValueError("give exactly one of h (fixed step) or tol (adaptive)")
@@ -246,6 +249,50 @@ class Trajectory:
         traj = cls(stepper, saved["S"], T=1.0, dt_out=1.0, _restore=saved)
         traj.wall_time = float(saved.get("wall_time", 0.0))
         return traj
+
+    @classmethod
+    def grown(cls, stepper: StepperSpec, saved: dict[str, np.ndarray], target: Trajectory) -> Trajectory:
+        """The saved run continued to ``target``'s longer span: ``target`` is a fresh trajectory of
+        the same cell to a later T (same step, tolerance, controller, output interval). The samples,
+        envelopes and snapshots already taken are kept; the rest runs as if T had been the later
+        one from the start (fixed step and adaptive without dense output reach T₁ exactly as a
+        longer run does; a dense-output run must have been saved before its last, clipped step).
+        Raises ValueError when ``saved`` cannot be continued to ``target``."""
+        old = cls.restore(stepper, saved)
+        n1, n2 = old.n_out, target.n_out
+        if n2 < n1:
+            raise ValueError(f"cannot shorten a run ({n1} output intervals) to {n2}")
+        same = (L.C_ADAPTIVE, L.C_HAS_DENSE, L.C_STRIDE, L.C_MAX_STEPS, L.C_N_CHECK, L.C_HAS_ENERGY)
+        f1, f2 = old.fctl.copy(), target.fctl.copy()
+        if old.adaptive:  # the first trial step was used once, at t = 0
+            f1[L.F_H] = f2[L.F_H] = 0.0
+        if any(old.ictl[i] != target.ictl[i] for i in same) or not np.array_equal(f1, f2, equal_nan=True):
+            raise ValueError("the saved run has another step, tolerance, controller or output interval")
+        if old.S.shape != target.S.shape or old.out.shape[1] != target.out.shape[1]:
+            raise ValueError("the saved run has another state or observation layout")
+        if not old.adaptive and old.ictl[L.C_N_STEPS] != n1 * old.ictl[L.C_STRIDE]:
+            raise ValueError("the saved run has a step count that is not its span")
+        if old.adaptive and old.stepper.has_dense and old.finished and old.info[L.I_STATUS] == 0:
+            raise ValueError("a dense-output run saved after its last step (clipped to T) cannot be continued")
+        old.ictl[L.C_N_OUT] = n2
+        old.ictl[L.C_N_STEPS] = target.ictl[L.C_N_STEPS]
+        e1, e2 = int(old.ictl[L.C_SNAP_EVERY]), int(target.ictl[L.C_SNAP_EVERY])
+        old.ictl[L.C_SNAP_EVERY] = e2
+        out, env, snaps = target.out.copy(), target.env.copy(), target.snaps.copy()
+        out[: n1 + 1], env[: n1 + 1] = old.out, old.env
+        for i in range(old.snaps.shape[0]):  # snapshots at sample i·e1 stay where the longer run has them
+            if (i * e1) % e2 == 0 and (i * e1) // e2 < snaps.shape[0]:
+                snaps[(i * e1) // e2] = old.snaps[i]
+        old.out, old.env, old.snaps = out, env, snaps
+        old.info[L.I_NSNAP] = (max(int(old.info[L.I_NSAMP]), 1) - 1) // e2 + 1
+        old.ictl[L.C_HOLD] = target.ictl[L.C_HOLD]
+        return old
+
+    def rows_kept(self, n_samples: int) -> tuple[int, int]:
+        """(samples, snapshots) of this run that a longer run from its first ``n_samples`` samples
+        leaves as they are: the leading rows already taken."""
+        every = int(self.ictl[L.C_SNAP_EVERY])
+        return n_samples, min((n_samples - 1) // every + 1, self.snaps.shape[0]) if n_samples > 0 else 0
 
     # ---- results ------------------------------------------------------------------------
     @property

@@ -1,0 +1,367 @@
+"""Growing a finished study to a longer ``T`` without recomputing it (``geosweep extend``).
+
+Every cell that finished keeps its *final carry* — the arrays of
+:meth:`kernels.core.trajectory.Trajectory.checkpoint` (state, accumulators of every summary over
+every step, envelopes, samples, snapshots, adaptive controller) — in the store, one ``.npz``
+object per store shard under ``<store>/_carries/`` (compressed when the cells' arrays are large).
+Extending the store to a later T continues each finished cell from its carry; the result is
+bitwise identical to a store computed to the new T from the start, because nothing before T₁
+depends on T:
+
+* samples are spaced by ``dt_out`` (not T/n), so the sample grid to T₁ is a prefix of the one to T₂;
+* fixed-step runs and adaptive runs without dense output (their steps are clipped to every sample
+  time) reach T₁ exactly as a longer run does; an adaptive run *with* dense output clips its last
+  step to land on T, which a longer run does not take: its carry is the state before that step
+  (the driver's hold, ``kernels.core.layout.C_HOLD``), and the samples inside that last step —
+  typically one to a few before T₁ — are computed again (their shard's time chunk is rewritten);
+* the adaptive controller's default first step is T/100: the grown spec pins ``h0`` to the value
+  the store used (T₁/100), so the store's spec still describes its results;
+* snapshots: with ``snapshot_dt`` unset (states at t = 0 and T only) the state at T moves to the
+  new T; with a ``snapshot_dt`` the snapshots up to T₁ stay.
+
+The time axis grows in place: the arrays are resized (their chunk length along ``time`` stays
+the first run's), and a grown cell writes only the samples after its carry (the chunks of old
+samples are not rewritten; a later extension rewrites the last, partly filled chunk of the
+previous one with the same values). Cells that failed keep their status (they continue from their
+carry too, integrating nothing, so that their values take the longer layout exactly as a run to
+the new T stores them); ``not_applicable`` stays. Each extension (from, to, when) is appended
+to the store's ``runs`` records.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from sweeps.checkpoints import _fs, _put, cell_key
+from sweeps.grid import Cell
+from sweeps.lease import fence
+
+DIRNAME = "_carries"
+#: keys of a kept pre-final carry inside a checkpoint (adaptive dense-output cells)
+CARRY_PREFIX = "carry."
+#: key of the (samples, snapshots) rows a grown cell leaves as stored, inside its checkpoint
+ROWS_KEY = "geosweep_rows_kept"
+
+
+#: a shard's carries are compressed when they hold more than this per cell (bytes)
+COMPRESS_BYTES_PER_CELL = 32_768
+
+
+class ExtendError(ValueError):
+    """A store cannot be extended as asked (exit 2, one line naming the problem)."""
+
+
+# ---------------------------------------------------------------------------------------
+# carries in the store: one object per shard
+# ---------------------------------------------------------------------------------------
+def shard_key(index: tuple[int, ...]) -> str:
+    return "s" + "_".join(str(int(i)) for i in index)
+
+
+def _path(ref, index: tuple[int, ...]) -> tuple[Any, str]:
+    fs, root = _fs(ref)
+    return fs, f"{root.rstrip('/')}/{DIRNAME}/{shard_key(index)}.npz"
+
+
+def load_shard(ref, index: tuple[int, ...]) -> dict[Cell, dict[str, np.ndarray]]:
+    """The carries of the cells of shard ``index`` (empty when none is kept)."""
+    fs, path = _path(ref, index)
+    try:
+        data = fs.cat_file(path)
+    except FileNotFoundError:
+        return {}
+    out: dict[Cell, dict[str, np.ndarray]] = {}
+    with np.load(io.BytesIO(data)) as z:
+        for key in z.files:
+            ck, name = key.split(".", 1)
+            cell = tuple(int(i) for i in ck[1:].split("_"))
+            out.setdefault(cell, {})[name] = z[key]
+    return out
+
+
+def carried_cells(ref, index: tuple[int, ...]) -> set[Cell]:
+    """The cells of shard ``index`` with a kept carry (reads the object's index only)."""
+    import zipfile
+
+    fs, path = _path(ref, index)
+    try:
+        with fs.open(path, "rb") as f, zipfile.ZipFile(f) as z:
+            names = z.namelist()
+    except FileNotFoundError:
+        return set()
+    return {tuple(int(i) for i in n.split(".", 1)[0][1:].split("_")) for n in names}
+
+
+def save_shard(ref, index: tuple[int, ...], carries: dict[Cell, dict[str, np.ndarray] | None]) -> None:
+    """Replace the carries of ``carries``' cells in shard ``index`` (None: drop the cell's carry);
+    the other cells' carries stay. One atomic object write, fenced by the run's lease."""
+    if not carries:
+        return
+    kept = load_shard(ref, index)
+    if not kept and all(a is None for a in carries.values()):
+        return
+    for cell, arrays in carries.items():
+        if arrays is None:
+            kept.pop(cell, None)
+        else:
+            kept[cell] = arrays
+    buf = io.BytesIO()
+    flat = {f"{cell_key(c)}.{k}": v for c, arrays in kept.items() for k, v in arrays.items()}
+    raw = sum(int(np.asarray(v).nbytes) for v in flat.values())
+    # compressed where it pays: long cells (big sample arrays), not sub-millisecond ones (zlib per array)
+    save = np.savez_compressed if raw > COMPRESS_BYTES_PER_CELL * max(len(kept), 1) else np.savez
+    save(buf, **flat)  # type: ignore[arg-type]
+    fs, path = _path(ref, index)
+    with fence(ref):
+        _put(ref, fs, path, buf.getvalue())
+
+
+def carry_bytes(ref) -> int:
+    """Bytes of every carry object of a store."""
+    fs, root = _fs(ref)
+    try:
+        return sum(int(fs.size(p)) for p in fs.ls(f"{root.rstrip('/')}/{DIRNAME}", detail=False))
+    except FileNotFoundError:
+        return 0
+
+
+def split(saved: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, tuple[int, int]]:
+    """A checkpoint's own arrays, the pre-final carry kept inside it (or None) and its rows kept."""
+    own = {k: v for k, v in saved.items() if not k.startswith(CARRY_PREFIX) and k != ROWS_KEY}
+    pre = {k[len(CARRY_PREFIX) :]: v for k, v in saved.items() if k.startswith(CARRY_PREFIX)}
+    rows = tuple(int(x) for x in saved[ROWS_KEY]) if ROWS_KEY in saved else (0, 0)
+    return own, (pre or None), (rows[0], rows[1])
+
+
+def joined(own: dict[str, np.ndarray], pre: dict[str, np.ndarray] | None, rows: tuple[int, int]) -> dict:
+    """The inverse of :func:`split`: what a checkpoint object holds."""
+    out = dict(own)
+    if pre is not None:
+        out.update({CARRY_PREFIX + k: v for k, v in pre.items()})
+    if rows != (0, 0):
+        out[ROWS_KEY] = np.array(rows, dtype=np.int64)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# the grown spec and the store's preparation
+# ---------------------------------------------------------------------------------------
+def stored_spec(ref) -> dict[str, Any]:
+    """The spec a store was written for (its ``spec`` attribute, as a dict)."""
+    attrs = dict(ref.open_group("r").attrs)
+    text = attrs.get("spec")
+    if not isinstance(text, str):
+        raise ExtendError(f"store {ref.url}: no geosweep spec in its attributes; nothing to extend")
+    return json.loads(text)
+
+
+def _effective_h0(spec: dict[str, Any], name: str) -> float:
+    h0 = float(spec.get("integrator_options", {}).get(name, {}).get("h0", 0.0))
+    return h0 if h0 > 0 else float(spec["T"]) / 100.0
+
+
+def pin_first_steps(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` with ``h0`` set, for each adaptive integrator that takes it, to the first step the
+    store used (the default h0 is T/100: a longer T would change it), unless ``new`` sets one."""
+    from kernels.registry import INTEGRATORS
+
+    new = json.loads(json.dumps(new))
+    for name in new.get("integrators", []):
+        idef = INTEGRATORS.get(name)
+        if idef is None or not idef.adaptive or not any(p.name == "h0" for p in idef.params):
+            continue
+        opts = new.setdefault("integrator_options", {}).setdefault(name, {})
+        if float(opts.get("h0", 0.0)) <= 0:
+            opts["h0"] = _effective_h0(old, name)
+    return new
+
+
+def grown_spec(ref, T: float) -> dict[str, Any]:
+    """The store's spec with final time ``T`` (and the first steps pinned, :func:`pin_first_steps`)."""
+    old = stored_spec(ref)
+    return typed(pin_first_steps(old, {**old, "T": float(T)}))
+
+
+def typed(spec: dict[str, Any]) -> dict[str, Any]:
+    """A spec from its canonical JSON (integers written as floats) with integer-kind parameters
+    and integrator options as integers again, so that it validates as the original did."""
+    from kernels.registry import INTEGRATORS, SYSTEMS, load_for
+
+    load_for(spec.get("system", ""))
+
+    def as_kind(kind: type, v: Any) -> Any:
+        if isinstance(v, list):
+            return [as_kind(kind, x) for x in v]
+        return int(v) if kind is int and isinstance(v, float) and v.is_integer() else v
+
+    out = json.loads(json.dumps(spec))
+    sysdef = SYSTEMS.get(out.get("system", ""))
+    if sysdef is not None:
+        kinds = {p.name: p.kind for p in sysdef.params}
+        out["params"] = {k: as_kind(kinds.get(k, object), v) for k, v in out.get("params", {}).items()}
+    for name, opts in out.get("integrator_options", {}).items():
+        idef = INTEGRATORS.get(name)
+        kinds = {p.name: p.kind for p in idef.params} if idef is not None else {}
+        out["integrator_options"][name] = {k: as_kind(kinds.get(k, object), v) for k, v in opts.items()}
+    return out
+
+
+#: spec fields that are not part of a sweep's identity (kept from the asked spec when growing)
+_NOT_IDENTITY = ("checkpoint_every", "limits", "description")
+
+
+def _only_T_differs(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    a = {k: v for k, v in old.items() if k != "T"}
+    b = {k: v for k, v in new.items() if k != "T"}
+    return a == b
+
+
+def prepare(plan, ref, log=None, recompute: bool = False):
+    """Before a run with ``grow``: when ``plan``'s spec is the store's with a larger T, grow the
+    store to it (arrays resized, finished cells to be continued from their carries, the spec and
+    the extension recorded) and return the plan to run (first steps pinned); otherwise return
+    ``plan`` unchanged (the usual identity check follows). Call under the store's lease.
+
+    Raises :class:`ExtendError` for a smaller T, a spec whose cells cannot be continued, or
+    finished cells without a carry (unless ``recompute``: they are computed again from t = 0).
+    """
+    from sweeps.plan import make_plan
+
+    log = log or (lambda msg: None)
+    if not ref.exists():
+        return plan
+    old = stored_spec(ref)
+    asked = json.loads(plan.spec.canonical_json())
+    new = pin_first_steps(old, asked)
+    if old == asked or not _only_T_differs(pin_first_steps(old, old), new):
+        return plan  # the same sweep, or one the usual identity check judges
+    keep = {k: v for k, v in plan.spec.model_dump(mode="json").items() if k in _NOT_IDENTITY and v is not None}
+    if new == old:  # an extension that was interrupted: resume it with the store's (pinned) spec
+        return make_plan({**typed(new), **keep})
+    T1, T2 = float(old["T"]), float(new["T"])
+    if T2 < T1:
+        raise ExtendError(f"T: the store reaches T = {T1:g}; it cannot shrink to {T2:g} (a study only grows)")
+    for name, opts in new.get("integrator_options", {}).items():
+        if opts.get("global_error"):
+            raise ExtendError(
+                f"integrator_options.{name}.global_error: the reference error at T cannot be continued "
+                "to a later T; extend a store without it (or compute a new store)"
+            )
+    grown = make_plan({**typed(new), **keep})
+    _grow_store(grown, ref, old, log, recompute)
+    return grown
+
+
+def _grow_store(plan, ref, old: dict[str, Any], log, recompute: bool) -> None:
+    from kernels.status import Status
+    from sweeps.store import _consolidate, sweep_shards
+
+    group = ref.open_group("r")
+    status = np.asarray(group["status"][...])
+    shards = sweep_shards(group)
+    # finished cells, ok or failed: a failed one continues too (nothing to integrate; its arrays
+    # take the longer layout exactly as a run to the new T stores them, and it keeps its status)
+    ok = [tuple(int(i) for i in c) for c in np.argwhere(status >= int(Status.OK))]
+    carried = _carried(ref, ok, shards)
+    missing = [c for c in ok if c not in carried]
+    T1, T2 = float(old["T"]), plan.spec.T
+    if missing and not recompute:
+        raise ExtendError(
+            f"store {ref.url}: {len(missing)} of {len(ok)} finished cells have no final carry (written "
+            "without carries, or by an older geosweep): they cannot be continued to the new T; "
+            "rerun with --recompute to compute them again from t = 0"
+        )
+    if missing:  # a warning also when the run logs nothing else (--quiet)
+        logging.getLogger("geosweep").warning(
+            f"store {ref.url}: {len(missing)} finished cells have no final carry: computed again from t = 0"
+        )
+    with fence(ref):
+        _resize(ref, plan)
+        g = ref.open_group("r+")
+        done = np.asarray(g["done"][...]).copy()
+        checksum = np.asarray(g["checksum"][...]).copy()
+        for c in ok:  # continued by the run that follows (from the carry, or again from t = 0)
+            done[c], checksum[c] = 0, 0  # (no checksum: not taken for a finished cell that lost its flag)
+        g["checksum"][...] = checksum
+        g["done"][...] = done
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        g.attrs.update(
+            {
+                "spec": plan.spec.canonical_json(),
+                "spec_hash": plan.spec.spec_hash,
+                "T": plan.spec.T,
+                "runs": [
+                    *g.attrs.get("runs", []),
+                    {"extension": {"from": T1, "to": T2, "when": when}, "cells": len(ok)},
+                ],
+                "history": "\n".join(
+                    x for x in (g.attrs.get("history", ""), f"{when} geosweep extend: T {T1:g} -> {T2:g}") if x
+                ),
+            }
+        )
+        _consolidate(ref)
+    log(f"store {ref.url}: T {T1:g} -> {T2:g}; {len(ok)} finished cells to continue")
+
+
+def _carried(ref, cells: list[Cell], shards: tuple[int, ...]) -> set[Cell]:
+    from sweeps.store import group_by_shard
+
+    have: set[Cell] = set()
+    for index in group_by_shard(cells, shards):
+        have.update(carried_cells(ref, index))
+    return have
+
+
+def _resize(ref, plan) -> None:
+    """Every array with a ``time`` or ``snapshot`` axis to the plan's lengths (chunks unchanged),
+    and the ``time``/``snapshot``/``snapshot_time`` coordinates written where they grew."""
+    import warnings
+
+    g = ref.open_group("r+")
+    sizes = {"time": plan.sizes["time"], "snapshot": plan.sizes["snapshot"]}
+    spec = plan.spec
+    with warnings.catch_warnings():  # the carry and checkpoint objects beside the arrays are not zarr nodes
+        warnings.filterwarnings("ignore", message="Object at .* is not recognized as a component")
+        arrays = list(g.arrays())
+    for name, arr in arrays:
+        dims = tuple(arr.metadata.dimension_names or ())
+        if not any(d in sizes for d in dims):
+            continue
+        old_shape = tuple(arr.shape)
+        shape = tuple(sizes.get(d, n) for d, n in zip(dims, old_shape))
+        if shape != old_shape:
+            arr.resize(shape)
+        if dims == ("time",) and name == "time":
+            n0 = old_shape[0]
+            if shape[0] > n0:
+                arr[n0:] = np.arange(shape[0])[n0:] * spec.dt_out
+        elif dims == ("snapshot",) and name == "snapshot_time":
+            arr[...] = np.arange(shape[0]) * spec.snapshot_interval
+        elif dims == ("snapshot",) and name == "snapshot" and shape[0] > old_shape[0]:
+            arr[old_shape[0] :] = np.arange(old_shape[0], shape[0])
+
+
+def extend(
+    store: str | os.PathLike, T: float, *, recompute: bool = False, storage_options: dict | None = None, **kwargs
+):
+    """Continue every finished cell of ``store`` to the final time ``T`` (see the module
+    docstring); ``kwargs`` go to :func:`sweeps.engine.run_sweep` (``serial``, ``client``,
+    ``n_workers`` …). Returns its :class:`~sweeps.engine.SweepResult`. Usable from a notebook::
+
+        import sweeps
+        sweeps.extend("results/sphere.zarr", T=2000.0, serial=True)
+    """
+    from sweeps.engine import run_sweep
+    from sweeps.store import StoreRef
+
+    ref = StoreRef.of(store, storage_options)
+    if not ref.exists():
+        raise ExtendError(f"no store at {ref.url}")
+    return run_sweep(grown_spec(ref, T), ref, grow=True, recompute=recompute, **kwargs)
