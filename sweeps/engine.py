@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
-from sweeps import checkpoints, first_worker, liveness, visibility
+from sweeps import checkpoints, first_worker, liveness, resubmit, visibility
 from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from sweeps.grid import Cell
 from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
@@ -258,7 +258,9 @@ def _run_serial(plan: Plan, by_shard: dict, ref: StoreRef, on_segment, report: C
 
 
 def _on_segment_events(topic: str | None):
-    """``on_segment`` that sends progress to the driver as events on ``topic`` (``Worker.log_event``)."""
+    """``on_segment`` that sends progress to the driver as events on ``topic`` (``Worker.log_event``);
+    first an event that this slice started (its task key: :mod:`sweeps.resubmit` tells a slice whose
+    workers died running it from one that only waited on them)."""
     if not topic:
         return None
     from distributed import get_worker
@@ -267,6 +269,7 @@ def _on_segment_events(topic: str | None):
         worker = get_worker()
     except ValueError:  # not running on a worker
         return None
+    worker.log_event(topic, {"started": str(worker.get_current_task())})
 
     def on_segment(cell, fraction):
         worker.log_event(topic, {"cell": [int(i) for i in cell], "fraction": float(fraction)})
@@ -384,6 +387,19 @@ def warm_worker(plan: Plan, cells: Sequence[Cell] | None = None) -> str:
 # ---------------------------------------------------------------------------------------
 # driver side
 # ---------------------------------------------------------------------------------------
+@dataclass
+class _Shard:
+    """One store shard's slices as submitted, kept until the shard is written: what the driver needs
+    to resubmit a slice whose workers died (:mod:`sweeps.resubmit`)."""
+
+    index: int  # rank of the shard (task keys and priorities)
+    slices: list[list[Cell]]
+    parts: list[Any]  # the slices' futures (their values live on the workers until the shard is written)
+    attempt: int = 0
+    progress: dict[Cell, float] = field(default_factory=dict)  # cells' progress at the last resubmission
+    waited: int = 0  # resubmissions in a row of slices that never started (their queued workers died)
+
+
 def default_store_path(spec: SweepSpec) -> str:
     return os.path.join("results", f"{spec.name}.zarr")
 
@@ -551,7 +567,16 @@ def _run_locked(
                     log(f"worker {line}")
             bare = plan.part(models={})
             topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
-            client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))
+            started: dict[str, int] = {}  # task key → times a slice started running (not only waited)
+
+            def on_event(event: tuple) -> None:
+                msg = event[1]
+                if "started" in msg:
+                    started[msg["started"]] = started.get(msg["started"], 0) + 1
+                else:
+                    on_segment(tuple(msg["cell"]), msg["fraction"])
+
+            client.subscribe_topic(topic, on_event)
             # Dask runs higher priority first: shard by shard, the costliest shards first, and the
             # longest slices first within a shard — finished shards reach the store while the sweep
             # runs, and no worker is left finishing one long slice at the end while the other idles.
@@ -561,49 +586,100 @@ def _run_locked(
             futures: list = []
             if lease is not None:  # a lost lease cancels the run's tasks (the slices go with their writers)
                 lease.on_lost(lambda _msg: client.cancel(futures))
-            for s_i, group in enumerate(groups):
-                rank = (len(groups) - s_i) * 10**12
-                parts = [
-                    client.submit(
-                        _run_part if len(group) == 1 else _compute_part,
+            waiting: dict[Any, _Shard] = {}  # the future the driver waits for → its shard's slices
+
+            def submit(sh: _Shard, redo: list[int]) -> None:
+                """Submit the slices ``redo`` of ``sh`` (new keys on a resubmission) and its writer."""
+                sh.attempt += 1
+                rank = (len(groups) - sh.index) * 10**12
+                again = "" if sh.attempt == 1 else f"-r{sh.attempt}"
+                for k, model in scattered.items():  # a model task whose workers died, sent again
+                    if model.status == "error":
+                        scattered[k] = client.submit(_identity, plan.models[k], key=f"{model.key}{again}", pure=False)
+                for i in redo:
+                    cells = sh.slices[i]
+                    sh.parts[i] = client.submit(
+                        _run_part if len(sh.slices) == 1 else _compute_part,
                         bare,
                         {k: scattered[k] for k in plan.combinations(cells)},
                         cells,
                         ref,
                         topic,
-                        key=f"geosweep-{tag}-slice-{s_i}-{i}",
+                        key=f"geosweep-{tag}-slice-{sh.index}-{i}{again}",
                         pure=False,
                         retries=2,  # a slice that raised is retried; finished cells and checkpoints make it cheap
                         priority=rank + min(int(1000 * sum(cost[c] for c in cells)), 10**12 - 1),
                         resources=resources,
                     )
-                    for i, cells in enumerate(group)
-                ]
-                if len(group) == 1:  # the slice writes its shard itself
-                    futures.extend(parts)
-                    continue
-                futures.append(
-                    client.submit(
+                fut = sh.parts[0]  # a shard of one slice: the slice writes its shard itself
+                if len(sh.slices) > 1:
+                    fut = client.submit(
                         _write_part,
                         ref,
-                        *parts,
-                        key=f"geosweep-{tag}-shard-{s_i}",
+                        *sh.parts,
+                        key=f"geosweep-{tag}-shard-{sh.index}{again}",
                         pure=False,
                         retries=2,
                         priority=10**15 + rank,
                     )
+                waiting[fut] = sh
+                futures.append(fut)
+
+            for s_i, group in enumerate(groups):
+                submit(_Shard(s_i, group, [None] * len(group)), list(range(len(group))))
+            own_arrays = ArrayCache(ref.open_group("r"))  # the driver's reads of its store (resubmissions)
+            at_start = {c: f for c, f in checkpoints.progress(ref).items() if f == f}  # one listing
+
+            def resubmitted(sh: _Shard, exc: BaseException) -> str:
+                """Resubmit the slices of ``sh`` whose workers died (``exc``) if a cell of theirs advanced
+                since the last attempt: ""; else the error line (:mod:`sweeps.resubmit`)."""
+                died = resubmit.lost_workers(exc)
+                if not died:
+                    return f"{type(exc).__name__}: {exc}"
+                keys = {getattr(exc, "task", None)}
+                redo = [i for i, p in enumerate(sh.parts) if p.key in keys or p.status == "error"]
+                cells = [c for i in (redo or range(len(sh.slices))) for c in sh.slices[i]]
+                now = resubmit.cell_progress(ref, own_arrays, cells)
+                before = {c: sh.progress.get(c, at_start.get(c, 0.0)) for c in now}
+                moved = resubmit.advanced(before, now)
+                if moved:
+                    sh.progress.update(now)
+                    sh.waited = 0
+                    log(
+                        f"a slice of {len(cells)} cell(s) lost its worker {died} time(s); its checkpoints advanced "
+                        f"({resubmit.describe(moved, before, now)}): resubmitted (attempt {sh.attempt + 1})"
+                    )
+                    submit(sh, redo)
+                    return ""
+                ran = any(started.get(str(sh.parts[i].key)) for i in redo)
+                if not ran and sh.waited < resubmit.MAX_WAITED:  # queued on workers that died: not its fault
+                    sh.waited += 1
+                    log(
+                        f"a slice of {len(cells)} cell(s) waited on {died} worker(s) that died: "
+                        f"resubmitted (attempt {sh.attempt + 1})"
+                    )
+                    submit(sh, redo)
+                    return ""
+                return (
+                    f"KilledWorker: a slice of {len(cells)} cell(s) lost its worker {died} time(s) and none of its "
+                    f"checkpoints advanced since the last attempt ({resubmit.describe(cells, before, now)}); "
+                    "not resubmitted — finished cells and checkpoints are kept, a rerun resumes"
                 )
-                del parts  # the slices' values live on the workers until their shard is written
+
             # a worker that stops answering is named, and a cluster none of whose workers answers stops the run
             for fut in liveness.completed(client, futures, log):
                 if lease is not None and lease.lost:
                     break
+                sh = waiting.pop(fut, None)  # its slices' values are released once the shard is written
                 try:
                     result = fut.result()
                 except Exception as exc:  # noqa: BLE001 - one bad slice must not lose the others
                     if lease is not None and lease.lost:
                         break
-                    errors.append(f"{type(exc).__name__}: {exc}")
+                    why = resubmitted(sh, exc) if sh is not None else f"{type(exc).__name__}: {exc}"
+                    if not why:
+                        continue
+                    errors.append(why)
                     if len(errors) <= MAX_ITEMS:  # bounded: the rest are counted below
                         log(f"slice failed: {errors[-1][:MAX_ERROR_CHARS]}")
                     continue
