@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
-from sweeps import checkpoints, first_worker, liveness, resubmit, visibility
+from sweeps import checkpoints, demand, first_worker, liveness, resubmit, visibility
 from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from sweeps.grid import Cell
 from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
@@ -518,6 +518,7 @@ def _run_locked(
 
     own_cluster = None
     own_client = None
+    publisher: demand.Publisher | None = None
     try:
         if serial:
             by_shard = plan.shard_slices(pending, shards, slice_seconds, 1)
@@ -539,6 +540,10 @@ def _run_locked(
                         scheduler_kwargs={"dashboard_address": ":0"},
                     )
                     client = own_client = Client(own_cluster)
+            cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
+            # adaptive scaling is told how many workers the pending cells can keep busy (sweeps.demand)
+            publisher = demand.Publisher(client, demand.Demand({c: cost[c] for c in pending}, slice_seconds))
+            publisher.publish()
             # every model once to the cluster; tasks carry the plan without models, plus references
             keys = plan.combinations(pending)
             tag = f"{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
@@ -581,7 +586,6 @@ def _run_locked(
             # longest slices first within a shard — finished shards reach the store while the sweep
             # runs, and no worker is left finishing one long slice at the end while the other idles.
             # Each shard's writer runs as soon as its slices are done and is its only writer.
-            cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
             groups = sorted(by_shard.values(), key=lambda g: -sum(cost[c] for cells in g for c in cells))
             futures: list = []
             if lease is not None:  # a lost lease cancels the run's tasks (the slices go with their writers)
@@ -687,11 +691,15 @@ def _run_locked(
                     client.cancel(futures)
                     raise result.error()
                 report(result)
+                publisher.demand.finished(r[0] for r in result)
+                publisher.publish()
             client.unsubscribe_topic(topic)
             if lease is not None and lease.lost:
                 client.cancel(futures)
                 raise LeaseLost(lease.lost)
     finally:
+        if publisher is not None:
+            publisher.publish(0)  # this run wants no more workers
         if own_client is not None:
             own_client.close()
         if own_cluster is not None:
