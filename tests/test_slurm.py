@@ -5,6 +5,7 @@ jobs with a worker lifetime refused in one line."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -220,3 +221,36 @@ def test_a_long_cell_outlives_hard_walltimes_of_its_jobs(tmp_path, slurm):  # no
     for name in want.data_vars:
         if name not in TIMING:
             np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+
+
+def _pbs_unavailable() -> str | None:
+    """Why no real PBS runs here, or None when ``qsub``/``pbsnodes`` are installed and answer."""
+    import shutil
+
+    if shutil.which("qsub") is None or shutil.which("pbsnodes") is None:
+        policy = subprocess.run(
+            ["apt-cache", "policy", "openpbs-server", "torque-server"], capture_output=True, text=True, check=False
+        ).stdout
+        packaged = "Candidate:" in policy and "Candidate: (none)" not in policy
+        return (
+            "no PBS on this machine (qsub/pbsnodes missing)"
+            + ("" if packaged else "; neither OpenPBS nor Torque is in this machine's apt archive (Debian ships none)")
+            + " — PBS is covered by its job script only (tests/test_deploy.py)"
+        )
+    p = subprocess.run(["pbsnodes", "-a"], capture_output=True, text=True, check=False, timeout=30)
+    return None if p.returncode == 0 else f"pbsnodes -a fails ({p.stderr.strip()[-200:]}): no PBS server answers"
+
+
+def test_a_sweep_through_pbs_jobs(tmp_path):
+    """The Slurm sweep on a real PBS, when one is installed and running (the suite does not start one)."""
+    if reason := _pbs_unavailable():
+        pytest.skip(reason)
+    (tmp_path / "two.toml").write_text(TWO)
+    (tmp_path / "pbs.toml").write_text(
+        f'kind = "pbs"\ncores = 1\nmemory = "1GiB"\nwalltime = "00:20:00"\njobs = 1\n'
+        f'log_directory = "{tmp_path / "joblogs"}"\ndashboard_address = ":0"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    p = _run(tmp_path, ["run", "two.toml", "--store", "t.zarr", "--no-prefect", "--cluster", "pbs.toml"], env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "cells complete: 2/2" in p.stdout
