@@ -62,8 +62,8 @@ class Publisher:
 
     def publish(self, n: int | None = None) -> None:
         n = self.demand.workers() if n is None else n
-        if n == self.sent:
-            return
+        if n == self.sent or getattr(self.client, "status", "running") != "running":
+            return  # unchanged, or the client is closing (an interrupted run does not wait on it)
         try:
             self.client.set_metadata(list(KEY), n)
             self.sent = n

@@ -1,7 +1,8 @@
 """geosweep on a real Slurm started by the test suite (:mod:`tests.slurm_cluster`: ``slurm-wlm`` 22.05,
 ``munge``, one node on loopback): jobs submitted through ``--cluster``, workers connect, the sweep equals
 ``--serial`` bitwise; ``scancel`` of every job mid-run on an adaptive cluster (new jobs finish it); fixed
-jobs with a worker lifetime refused in one line."""
+jobs with a worker lifetime refused in one line; from 0 jobs a job per long cell; a long cell outliving
+hard walltimes; the jobs of a non-root user; PBS when one runs."""
 
 from __future__ import annotations
 
