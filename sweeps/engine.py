@@ -10,7 +10,9 @@ shard's writer writes all its cells at once, one object per variable (:mod:`swee
 worker's spare thread where workers declare :data:`SLICE_RESOURCE` (local clusters do), so a
 finished shard is written while the next shard's slices run.
 Numba caches are warmed in the driver first (which writes the on-disk cache), then on every
-worker, so workers never compile concurrently.
+worker, so workers never compile concurrently. A slice whose workers died is resubmitted as long as
+its cells' checkpoints advance (:mod:`sweeps.resubmit`), and adaptive scaling is told how many
+workers the pending cells can keep busy (:mod:`sweeps.demand`).
 """
 
 from __future__ import annotations
@@ -629,10 +631,10 @@ def _run_locked(
                 waiting[fut] = sh
                 futures.append(fut)
 
+            own_arrays = ArrayCache(ref.open_group("r"))  # the driver's reads of its store (resubmissions)
+            at_start = {c: f for c, f in checkpoints.progress(ref).items() if f == f}  # before any slice runs
             for s_i, group in enumerate(groups):
                 submit(_Shard(s_i, group, [None] * len(group)), list(range(len(group))))
-            own_arrays = ArrayCache(ref.open_group("r"))  # the driver's reads of its store (resubmissions)
-            at_start = {c: f for c, f in checkpoints.progress(ref).items() if f == f}  # one listing
 
             def resubmitted(sh: _Shard, exc: BaseException) -> str:
                 """Resubmit the slices of ``sh`` whose workers died (``exc``) if a cell of theirs advanced
