@@ -400,6 +400,7 @@ class _Shard:
     attempt: int = 0
     progress: dict[Cell, float] = field(default_factory=dict)  # cells' progress at the last resubmission
     waited: int = 0  # resubmissions in a row of slices that never started (their queued workers died)
+    advances: int = 0  # the run's progress count when ``waited`` was last reset
 
 
 def default_store_path(spec: SweepSpec) -> str:
@@ -497,9 +498,12 @@ def _run_locked(
             steps = finished_steps + sum(int(f * steps_of.get(c, 0)) for c, f in partial.items())
             progress(Progress(done, total, failed, time.perf_counter() - t_start, skipped, steps, steps_total))
 
+    advances = [0]  # segments and shards reported so far: the run makes progress (sweeps.resubmit)
+
     def on_segment(cell, fraction: float) -> None:
         with lock:
             partial[tuple(cell)] = fraction
+            advances[0] += 1
             emit()
 
     def report(results: list[tuple]) -> None:
@@ -513,6 +517,7 @@ def _run_locked(
                 ran_cells += int(ran)
                 partial.pop(cell, None)
                 finished_steps += steps_of.get(cell, 0)
+            advances[0] += 1
             emit()
 
     with lock:
@@ -658,6 +663,8 @@ def _run_locked(
                     submit(sh, redo)
                     return ""
                 ran = any(started.get(str(sh.parts[i].key)) for i in redo)
+                if sh.advances != advances[0]:  # other cells progressed meanwhile: the cluster does work
+                    sh.waited, sh.advances = 0, advances[0]
                 if not ran and sh.waited < resubmit.MAX_WAITED:  # queued on workers that died: not its fault
                     sh.waited += 1
                     log(

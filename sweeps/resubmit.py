@@ -10,7 +10,8 @@ for some cell than at the previous attempt: a long cell survives any number of w
 whose workers died that many times without any of its cells advancing is given up with one line
 (the run ends with exit 1, finished cells and checkpoints kept; a rerun resumes) — unless it never
 started (each slice announces its start as an event): Dask also counts the death of a worker a task
-only waited on, so such a slice is resubmitted, up to :data:`MAX_WAITED` times in a row.
+only waited on, so such a slice is resubmitted, up to :data:`MAX_WAITED` times in a row while no
+cell of the run progresses (a cluster whose workers die before any slice can start stops).
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from sweeps.grid import Cell
 
 #: the progress value of a cell whose values are in the store (above any checkpoint fraction)
 WRITTEN = 2.0
-#: resubmissions in a row of a slice that never started: Dask counts a death of the worker a task
-#: was queued on as one of the task's failures, so a waiting slice is resubmitted — this many times
+#: resubmissions in a row of a slice that never started while nothing else progressed: Dask counts a
+#: death of the worker a task was queued on as one of the task's failures
 MAX_WAITED = 5
 
 
