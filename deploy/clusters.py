@@ -21,6 +21,7 @@ prologue, e.g. an activated venv), never the driver's own interpreter path.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import signal
@@ -340,9 +341,30 @@ def _batch_kwargs(o: _BatchOptions) -> dict[str, Any]:
     }
 
 
+@functools.cache
+def cost_aware_adaptive():
+    """``distributed.deploy.Adaptive`` whose target is also the number of workers the running sweep's
+    pending cells can keep busy (:mod:`sweeps.demand`, published by the driver from the plan's cell
+    costs): from 0 workers, three long cells ask for three workers, not one."""
+    from distributed.deploy import Adaptive
+
+    from sweeps.demand import KEY
+
+    class CostAwareAdaptive(Adaptive):
+        async def target(self) -> int:
+            n = await super().target()
+            try:
+                wanted = await self.scheduler.get_metadata(keys=list(KEY), default=0)
+            except Exception:  # noqa: BLE001 - no number published: Dask's own target
+                wanted = 0
+            return max(int(n), int(wanted or 0))
+
+    return CostAwareAdaptive
+
+
 def _start_batch(cluster, o: _BatchOptions):
     if o.adapt_max_jobs:
-        cluster.adapt(minimum_jobs=o.adapt_min_jobs, maximum_jobs=o.adapt_max_jobs)
+        cluster.adapt(minimum_jobs=o.adapt_min_jobs, maximum_jobs=o.adapt_max_jobs, Adaptive=cost_aware_adaptive())
     elif o.jobs:
         cluster.scale(jobs=o.jobs)
     return cluster

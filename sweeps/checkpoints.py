@@ -150,6 +150,17 @@ def _tidy(d: str, names: list[str]) -> None:
         pass
 
 
+def fraction(ref, cell: Cell) -> float:
+    """The fraction of ``cell`` its checkpoint holds (0 with no readable checkpoint; a complete one
+    kept until its shard is written: 1); reads only that one number."""
+    fs, path = _path(ref, cell)
+    try:
+        with fs.open(path, "rb") as f, np.load(f) as z:
+            return float(z[PROGRESS_KEY]) if PROGRESS_KEY in z.files else 0.0
+    except Exception:  # noqa: BLE001 - missing or unreadable: no progress to resume from
+        return 0.0
+
+
 def count(ref) -> int:
     """Number of partial cells with a checkpoint in the store."""
     fs, d = _dir(ref)

@@ -10,7 +10,9 @@ shard's writer writes all its cells at once, one object per variable (:mod:`swee
 worker's spare thread where workers declare :data:`SLICE_RESOURCE` (local clusters do), so a
 finished shard is written while the next shard's slices run.
 Numba caches are warmed in the driver first (which writes the on-disk cache), then on every
-worker, so workers never compile concurrently.
+worker, so workers never compile concurrently. A slice whose workers died is resubmitted as long as
+its cells' checkpoints advance (:mod:`sweeps.resubmit`), and adaptive scaling is told how many
+workers the pending cells can keep busy (:mod:`sweeps.demand`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any, Literal
 from kernels.core.layout import C_HOLD, I_NSAMP
 from kernels.core.trajectory import Trajectory
 from kernels.status import Status
-from sweeps import checkpoints, extension, first_worker, liveness, visibility
+from sweeps import checkpoints, demand, extension, first_worker, liveness, resubmit, visibility
 from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from sweeps.grid import Cell
 from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
@@ -310,7 +312,9 @@ def _run_serial(plan: Plan, by_shard: dict, ref: StoreRef, on_segment, report: C
 
 
 def _on_segment_events(topic: str | None):
-    """``on_segment`` that sends progress to the driver as events on ``topic`` (``Worker.log_event``)."""
+    """``on_segment`` that sends progress to the driver as events on ``topic`` (``Worker.log_event``);
+    first an event that this slice started (its task key: :mod:`sweeps.resubmit` tells a slice whose
+    workers died running it from one that only waited on them)."""
     if not topic:
         return None
     from distributed import get_worker
@@ -319,6 +323,7 @@ def _on_segment_events(topic: str | None):
         worker = get_worker()
     except ValueError:  # not running on a worker
         return None
+    worker.log_event(topic, {"started": str(worker.get_current_task())})
 
     def on_segment(cell, fraction):
         worker.log_event(topic, {"cell": [int(i) for i in cell], "fraction": float(fraction)})
@@ -454,6 +459,21 @@ def _with_threads(plan: Plan, pending: int, cores: int, log: Callable[[str], Non
     return plan.model_copy(update={"threads_per_cell": k})
 
 
+@dataclass
+class _Shard:
+    """One store shard's slices as submitted, kept until the shard is written: what the driver needs
+    to resubmit a slice whose workers died (:mod:`sweeps.resubmit`)."""
+
+    index: int  # rank of the shard (task keys and priorities)
+    shard: Any  # the store shard's key (its models' bundle)
+    slices: list[list[Cell]]
+    parts: list[Any]  # the slices' futures (their values live on the workers until the shard is written)
+    attempt: int = 0
+    progress: dict[Cell, float] = field(default_factory=dict)  # cells' progress at the last resubmission
+    waited: int = 0  # resubmissions in a row of slices that never started (their queued workers died)
+    advances: int = 0  # the run's progress count when ``waited`` was last reset
+
+
 def default_store_path(spec: SweepSpec) -> str:
     return os.path.join("results", f"{spec.name}.zarr")
 
@@ -573,9 +593,12 @@ def _run_locked(
             steps = finished_steps + sum(int(f * steps_of.get(c, 0)) for c, f in partial.items())
             progress(Progress(done, total, failed, time.perf_counter() - t_start, skipped, steps, steps_total))
 
+    advances = [0]  # segments and shards reported so far: the run makes progress (sweeps.resubmit)
+
     def on_segment(cell, fraction: float) -> None:
         with lock:
             partial[tuple(cell)] = fraction
+            advances[0] += 1
             emit()
 
     def report(results: list[tuple]) -> None:
@@ -589,6 +612,7 @@ def _run_locked(
                 ran_cells += int(ran)
                 partial.pop(cell, None)
                 finished_steps += steps_of.get(cell, 0)
+            advances[0] += 1
             emit()
 
     with lock:
@@ -596,6 +620,7 @@ def _run_locked(
 
     own_cluster = None
     own_client = None
+    publisher: demand.Publisher | None = None
     try:
         if serial:
             by_shard = plan.shard_slices(pending, shards, slice_seconds, 1)
@@ -618,18 +643,22 @@ def _run_locked(
                         scheduler_kwargs={"dashboard_address": ":0"},
                     )
                     client = own_client = Client(own_cluster)
+            cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
+            # adaptive scaling is told how many workers the pending cells can keep busy (sweeps.demand)
+            publisher = demand.Publisher(client, demand.Demand({c: cost[c] for c in pending}, slice_seconds))
+            publisher.publish()
             # the models of each shard once to the cluster, as one task (a sweep of many seeds has a
             # model per seed: a task each cost more than their cells); slices carry the plan without
             # models, plus a reference to their shard's models
             tag = f"{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
+            pending_by_shard = group_by_shard(pending, shards)
+
+            def models_of(shard: Any) -> dict:
+                return {k: plan.models[k] for k in plan.combinations(pending_by_shard[shard])}
+
             bundles = {
-                shard: client.submit(
-                    _identity,
-                    {k: plan.models[k] for k in plan.combinations(cells)},
-                    key=f"geosweep-models-{tag}-{i}",
-                    pure=False,
-                )
-                for i, (shard, cells) in enumerate(group_by_shard(pending, shards).items())
+                shard: client.submit(_identity, models_of(shard), key=f"geosweep-models-{tag}-{i}", pure=False)
+                for i, shard in enumerate(pending_by_shard)
             }
             workers = client.scheduler_info(n_workers=-1).get("workers", {})
             if not workers:
@@ -654,59 +683,122 @@ def _run_locked(
             cores = sum(int(w.get("nthreads", 1)) for w in workers.values()) - (len(workers) if resources else 0)
             bare = _with_threads(plan, len(pending), max(1, cores), log).part(models={})
             topic = f"geosweep-progress-{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
-            client.subscribe_topic(topic, lambda event: on_segment(tuple(event[1]["cell"]), event[1]["fraction"]))
+            started: dict[str, int] = {}  # task key → times a slice started running (not only waited)
+
+            def on_event(event: tuple) -> None:
+                msg = event[1]
+                if "started" in msg:
+                    started[msg["started"]] = started.get(msg["started"], 0) + 1
+                else:
+                    on_segment(tuple(msg["cell"]), msg["fraction"])
+
+            client.subscribe_topic(topic, on_event)
             # Dask runs higher priority first: shard by shard, the costliest shards first, and the
             # longest slices first within a shard — finished shards reach the store while the sweep
             # runs, and no worker is left finishing one long slice at the end while the other idles.
             # Each shard's writer runs as soon as its slices are done and is its only writer.
-            cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
             groups = sorted(by_shard.items(), key=lambda sg: -sum(cost[c] for cells in sg[1] for c in cells))
             futures: list = []
             if lease is not None:  # a lost lease cancels the run's tasks (the slices go with their writers)
                 lease.on_lost(lambda _msg: client.cancel(futures))
-            for s_i, (shard, group) in enumerate(groups):
-                rank = (len(groups) - s_i) * 10**12
-                parts = [
-                    client.submit(
-                        _run_part if len(group) == 1 else _compute_part,
+            waiting: dict[Any, _Shard] = {}  # the future the driver waits for → its shard's slices
+
+            def submit(sh: _Shard, redo: list[int]) -> None:
+                """Submit the slices ``redo`` of ``sh`` (new keys on a resubmission) and its writer."""
+                sh.attempt += 1
+                rank = (len(groups) - sh.index) * 10**12
+                again = "" if sh.attempt == 1 else f"-r{sh.attempt}"
+                models = bundles[sh.shard]
+                if models.status == "error":  # the shard's model task died with its workers: sent again
+                    bundles[sh.shard] = client.submit(
+                        _identity, models_of(sh.shard), key=f"geosweep-models-{tag}-{sh.index}{again}", pure=False
+                    )
+                for i in redo:
+                    cells = sh.slices[i]
+                    sh.parts[i] = client.submit(
+                        _run_part if len(sh.slices) == 1 else _compute_part,
                         bare,
-                        bundles[shard],
+                        bundles[sh.shard],
                         cells,
                         ref,
                         topic,
-                        key=f"geosweep-{tag}-slice-{s_i}-{i}",
+                        key=f"geosweep-{tag}-slice-{sh.index}-{i}{again}",
                         pure=False,
                         retries=2,  # a slice that raised is retried; finished cells and checkpoints make it cheap
                         priority=rank + min(int(1000 * sum(cost[c] for c in cells)), 10**12 - 1),
                         resources=resources,
                     )
-                    for i, cells in enumerate(group)
-                ]
-                if len(group) == 1:  # the slice writes its shard itself
-                    futures.extend(parts)
-                    continue
-                futures.append(
-                    client.submit(
+                fut = sh.parts[0]  # a shard of one slice: the slice writes its shard itself
+                if len(sh.slices) > 1:
+                    fut = client.submit(
                         _write_part,
                         ref,
-                        *parts,
-                        key=f"geosweep-{tag}-shard-{s_i}",
+                        *sh.parts,
+                        key=f"geosweep-{tag}-shard-{sh.index}{again}",
                         pure=False,
                         retries=2,
                         priority=10**15 + rank,
                     )
+                waiting[fut] = sh
+                futures.append(fut)
+
+            own_arrays = ArrayCache(ref.open_group("r"))  # the driver's reads of its store (resubmissions)
+            at_start = {c: f for c, f in checkpoints.progress(ref).items() if f == f}  # before any slice runs
+            for s_i, (shard, group) in enumerate(groups):
+                submit(_Shard(s_i, shard, group, [None] * len(group)), list(range(len(group))))
+
+            def resubmitted(sh: _Shard, exc: BaseException) -> str:
+                """Resubmit the slices of ``sh`` whose workers died (``exc``) if a cell of theirs advanced
+                since the last attempt: ""; else the error line (:mod:`sweeps.resubmit`)."""
+                died = resubmit.lost_workers(exc)
+                if not died:
+                    return f"{type(exc).__name__}: {exc}"
+                keys = {getattr(exc, "task", None)}
+                redo = [i for i, p in enumerate(sh.parts) if p.key in keys or p.status == "error"]
+                cells = [c for i in (redo or range(len(sh.slices))) for c in sh.slices[i]]
+                now = resubmit.cell_progress(ref, own_arrays, cells)
+                before = {c: sh.progress.get(c, at_start.get(c, 0.0)) for c in now}
+                moved = resubmit.advanced(before, now)
+                if moved:
+                    sh.progress.update(now)
+                    sh.waited = 0
+                    log(
+                        f"a slice of {len(cells)} cell(s) lost its worker {died} time(s); its checkpoints advanced "
+                        f"({resubmit.describe(moved, before, now)}): resubmitted (attempt {sh.attempt + 1})"
+                    )
+                    submit(sh, redo)
+                    return ""
+                ran = any(started.get(str(sh.parts[i].key)) for i in redo)
+                if sh.advances != advances[0]:  # other cells progressed meanwhile: the cluster does work
+                    sh.waited, sh.advances = 0, advances[0]
+                if not ran and sh.waited < resubmit.MAX_WAITED:  # queued on workers that died: not its fault
+                    sh.waited += 1
+                    log(
+                        f"a slice of {len(cells)} cell(s) waited on {died} worker(s) that died: "
+                        f"resubmitted (attempt {sh.attempt + 1})"
+                    )
+                    submit(sh, redo)
+                    return ""
+                return (
+                    f"KilledWorker: a slice of {len(cells)} cell(s) lost its worker {died} time(s) and none of its "
+                    f"checkpoints advanced since the last attempt ({resubmit.describe(cells, before, now)}); "
+                    "not resubmitted — finished cells and checkpoints are kept, a rerun resumes"
                 )
-                del parts  # the slices' values live on the workers until their shard is written
+
             # a worker that stops answering is named, and a cluster none of whose workers answers stops the run
             for fut in liveness.completed(client, futures, log):
                 if lease is not None and lease.lost:
                     break
+                sh = waiting.pop(fut, None)  # its slices' values are released once the shard is written
                 try:
                     result = fut.result()
                 except Exception as exc:  # noqa: BLE001 - one bad slice must not lose the others
                     if lease is not None and lease.lost:
                         break
-                    errors.append(f"{type(exc).__name__}: {exc}")
+                    why = resubmitted(sh, exc) if sh is not None else f"{type(exc).__name__}: {exc}"
+                    if not why:
+                        continue
+                    errors.append(why)
                     if len(errors) <= MAX_ITEMS:  # bounded: the rest are counted below
                         log(f"slice failed: {errors[-1][:MAX_ERROR_CHARS]}")
                     continue
@@ -714,11 +806,15 @@ def _run_locked(
                     client.cancel(futures)
                     raise result.error()
                 report(result)
+                publisher.demand.finished(r[0] for r in result)
+                publisher.publish()
             client.unsubscribe_topic(topic)
             if lease is not None and lease.lost:
                 client.cancel(futures)
                 raise LeaseLost(lease.lost)
     finally:
+        if publisher is not None:
+            publisher.publish(0)  # this run wants no more workers
         if own_client is not None:
             own_client.close()
         if own_cluster is not None:

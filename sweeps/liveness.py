@@ -106,15 +106,21 @@ class Heartbeats:
 
 def completed(client: Any, futures: list, log: Callable[[str], None], timeout: float | None = None) -> Iterator:
     """``futures`` as they complete (like ``distributed.as_completed``), checking the workers'
-    heartbeats every few seconds meanwhile (:class:`Heartbeats`)."""
+    heartbeats every few seconds meanwhile (:class:`Heartbeats`). Futures the caller appends to
+    ``futures`` meanwhile (a resubmitted slice) are waited for too."""
     from distributed import wait
     from distributed.client import FuturesCancelledError
 
     timeout = unresponsive_seconds() if timeout is None else timeout
     beats = Heartbeats(client, timeout, log)
     poll = min(5.0, timeout / 4)
-    left = list(futures)
-    while left:
+    left: list = []
+    seen = 0
+    while True:
+        left += futures[seen:]
+        seen = len(futures)
+        if not left:
+            return
         try:
             done, _ = wait(left, timeout=poll, return_when="FIRST_COMPLETED")
         except TimeoutError:

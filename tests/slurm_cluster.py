@@ -4,15 +4,24 @@
 :func:`slurm` is a session fixture: it installs the packages when they are missing and the tests run
 as root (``apt-get install -y slurm-wlm munge``), otherwise the tests that use it are skipped with the
 reason. It sets ``SLURM_CONF`` for this process and its children (``sbatch``, ``squeue``, ``scancel``
-of dask-jobqueue and geosweep) and stops the daemons at the end."""
+of dask-jobqueue and geosweep) and stops the daemons at the end.
+
+:func:`slurm_user` runs a driver, and so its jobs, as a non-root user (``geosweep-test``, created when
+the tests run as root). When the test interpreter lives in a directory that user cannot enter (pyenv in
+``/root``, mode 700), ``slurmd`` and that user's driver run in a mount namespace of their own in which
+``/root`` is an empty tmpfs holding only the interpreter's tree (bind-mounted): the host's ``/root`` is
+not touched."""
 
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +29,8 @@ from pathlib import Path
 import pytest
 
 PACKAGES = ("slurm-wlm", "munge")
+#: the non-root user of :func:`slurm_user`
+TEST_USER = "geosweep-test"
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel")
 #: memory (MB) the node offers to jobs: a few GiB, whatever the machine has
 NODE_MEMORY_MB = 6000
@@ -171,8 +182,99 @@ def start(root: Path) -> tuple[Slurm, list[subprocess.Popen]]:
         time.sleep(0.1)
     daemon(["slurmctld", "-D", "-i", "-f", str(conf)])
     time.sleep(1.0)
-    daemon(["slurmd", "-D", "-f", str(conf), "-N", node])
+    daemon([*_in_namespace(root), "slurmd", "-D", "-f", str(conf), "-N", node])  # user jobs reach the interpreter
     return Slurm(conf=conf, root=root, partition="debug", node=node, cpus=cpus), procs
+
+
+def _hidden_tree() -> Path | None:
+    """The directory under ``/root`` holding the test interpreter (e.g. ``/root/.pyenv``) when ``/root``
+    is closed to other users, else None (nothing to hide or show)."""
+    exe = Path(sys.executable).resolve()
+    if os.geteuid() != 0 or Path("/root") not in exe.parents or os.stat("/root").st_mode & 0o001:
+        return None
+    return Path("/root", exe.relative_to("/root").parts[0])
+
+
+def _in_namespace(root: Path, user: str | None = None) -> list[str]:
+    """Command prefix: a private mount namespace whose ``/root`` is a tmpfs holding only the interpreter's
+    tree (:func:`_hidden_tree`), then (``user``) the command as that user, environment kept. No prefix when
+    the interpreter is reachable anyway."""
+    tree = _hidden_tree()
+    if tree is None:
+        return ["setpriv", "--reuid", user, "--regid", user, "--init-groups", "--"] if user else []
+    stage = root / "stage"
+    stage.mkdir(exist_ok=True)
+    script = (
+        f"set -e; mount --bind '{tree}' '{stage}'; mount -t tmpfs -o mode=755 tmpfs /root; "
+        f"mkdir -p '{tree}'; mount --bind '{stage}' '{tree}'; exec \"$@\""
+    )
+    run_as = ["setpriv", "--reuid", user, "--regid", user, "--init-groups", "--"] if user else []
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", *run_as]
+
+
+@dataclass
+class SlurmUser:
+    """A non-root user for drivers and jobs: ``command`` wraps a command to run as that user, ``work``
+    is a directory of the user's (spec, store, job logs, a copy of the Numba cache)."""
+
+    name: str
+    uid: int
+    work: Path
+    prefix: list[str]
+
+    def command(self, cmd: list[str]) -> list[str]:
+        return [*self.prefix, *cmd]
+
+    def env(self, slurm: Slurm) -> dict[str, str]:
+        home = pwd.getpwnam(self.name).pw_dir
+        return {**slurm.env(), "HOME": home, "USER": self.name, "LOGNAME": self.name,
+                "NUMBA_CACHE_DIR": str(self.work / "numba")}  # fmt: skip
+
+
+def _make_user() -> str | None:
+    """Create :data:`TEST_USER` (as root) when missing; None when it exists, else why not."""
+    try:
+        pwd.getpwnam(TEST_USER)
+        return None
+    except KeyError:
+        pass
+    if os.geteuid() != 0:
+        return f"the tests do not run as root: no user {TEST_USER} can be created"
+    p = subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", TEST_USER], capture_output=True, text=True)
+    return None if p.returncode == 0 else f"useradd {TEST_USER} failed: {p.stderr.strip()[-300:]}"
+
+
+@pytest.fixture(scope="session")
+def slurm_user(slurm):
+    """A non-root user whose drivers submit the jobs (:class:`SlurmUser`), or the test is skipped with the
+    reason. Already running as non-root: that user."""
+    if os.geteuid() != 0:
+        me = pwd.getpwuid(os.geteuid()).pw_name
+        work = Path(tempfile.mkdtemp(prefix="geosweep-user-"))
+        yield SlurmUser(me, os.geteuid(), work, [])
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    reason = _make_user()
+    if reason:
+        pytest.skip(reason)
+    entry = pwd.getpwnam(TEST_USER)
+    work = Path(tempfile.mkdtemp(prefix="geosweep-user-"))
+    cache = os.environ.get("NUMBA_CACHE_DIR")
+    if cache and Path(cache).is_dir():  # the warm cache, as the user's own (no compile in every test)
+        shutil.copytree(cache, work / "numba", symlinks=True)
+    subprocess.run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(work)], check=True)
+    user = SlurmUser(TEST_USER, entry.pw_uid, work, _in_namespace(slurm.root, TEST_USER))
+    probe = subprocess.run(
+        user.command([sys.executable, "-c", "import distributed, flows"]),
+        env=user.env(slurm), capture_output=True, text=True, cwd=work, timeout=120,
+    )  # fmt: skip
+    try:
+        if probe.returncode != 0:
+            pytest.skip(f"the test interpreter does not run as {TEST_USER}: {probe.stderr.strip()[-300:]}")
+        yield user
+    finally:
+        _run(["scancel", "--full", "-u", TEST_USER], slurm.env(), check=False)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def stop(procs: list[subprocess.Popen]) -> None:
@@ -192,7 +294,10 @@ def slurm(tmp_path_factory):
     reason = _install()
     if reason:
         pytest.skip(reason)
-    root = tmp_path_factory.mktemp("slurm")
+    # the configuration and munge's socket readable by the non-root user of slurm_user (pytest's own
+    # temporary directories are closed to other users)
+    root = Path(tempfile.mkdtemp(prefix="geosweep-slurm-"))
+    root.chmod(0o755)
     cluster, procs = start(root)
     previous = os.environ.get("SLURM_CONF")
     os.environ["SLURM_CONF"] = str(cluster.conf)
@@ -211,6 +316,7 @@ def slurm(tmp_path_factory):
             cluster.cancel_all()
         finally:
             stop(procs)
+            shutil.rmtree(root, ignore_errors=True)
             if previous is None:
                 os.environ.pop("SLURM_CONF", None)
             else:

@@ -35,6 +35,7 @@ def slurm_cluster_file(tmp_path, slurm, jobs: int = 2, **extra) -> str:  # noqa:
         f'log_directory = "{tmp_path / "joblogs"}"',
         'dashboard_address = ":0"',
     ]
+    lines = [line for line in lines if line.split(" = ")[0] not in extra]  # a key in extra replaces the default
     lines += [f"{k} = {json.dumps(v)}" for k, v in extra.items()]
     path = tmp_path / "cluster.toml"
     path.write_text("\n".join(lines) + "\n")

@@ -165,3 +165,97 @@ def test_orphaned_task_of_a_killed_driver_writes_nothing_once_a_rerun_holds_the_
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-x", "-q"]))
+
+
+def _s3_objects(s3, bucket: str) -> dict[str, tuple[str, str]]:
+    """Every object of ``bucket``: key → (ETag, LastModified), listed afresh (no client cache)."""
+    out = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for obj in page.get("Contents", []):
+            out[obj["Key"]] = (obj["ETag"], str(obj["LastModified"]))
+    return out
+
+
+def test_orphaned_task_on_another_host_writes_nothing_to_an_object_store_once_a_rerun_holds_the_lease(tmp_path):
+    """Across hosts, without a shared file system: the worker in a mount namespace of its own (an empty tmpfs
+    over the driver's directory), the store on S3 (a moto server). The driver is SIGKILLed while its slice
+    runs; the rerun starts at once, takes the lease over and stops; meanwhile no object of the bucket changes
+    although the orphaned slice runs on; then the rerun completes the store."""
+    import json
+
+    import boto3
+    from distributed import Client
+    from moto import server as moto_server
+
+    from tests.test_signals import _free_port
+    from tests.test_store_visibility import Cluster, _unshare_problem
+
+    if problem := _unshare_problem():
+        pytest.skip(problem)
+    port = _free_port()
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    creds = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+    s3 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing")
+    s3.create_bucket(Bucket="orphan")
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.replace("T = 4000.0", "T = 8000.0"))  # the orphaned slice outlives the takeover
+    url = "s3://orphan/s.zarr"
+    options = json.dumps({"client_kwargs": {"endpoint_url": endpoint}})
+    env = {**{k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}, **creds}
+    env["GEOSWEEP_LEASE_TIMEOUT"] = LEASE_TIMEOUT
+    saved = {k: os.environ.get(k) for k in (*creds, "GEOSWEEP_LEASE_TIMEOUT")}
+    os.environ.update({**creds, "GEOSWEEP_LEASE_TIMEOUT": LEASE_TIMEOUT})  # the Cluster's processes inherit these
+    cluster = Cluster(tmp_path, tmp_path, plain=0, private=1)
+    run_args = ["run", str(spec), "--store", url, "--no-prefect", "--storage-options", options]
+    killed = rerun = None
+    try:
+        client: Client = cluster.client
+        go = tmp_path / "go"
+        rerun = subprocess.Popen(
+            [sys.executable, "-c", RERUN, str(go), *run_args, "--address", cluster.address], cwd=tmp_path, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        killed = subprocess.Popen(_geosweep(*run_args, "--address", cluster.address), cwd=tmp_path, env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        _wait(lambda: any("_checkpoints/" in k for k in _s3_objects(s3, "orphan")), "a first checkpoint", killed)
+        running = _tasks_of(killed.pid)
+        _wait(lambda: any(any("-slice-" in k and s == "executing" for k, s in tasks)
+                          for tasks in client.run(running).values()),
+              "a slice of the first run to run on the worker", killed)  # fmt: skip
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait(30)
+        go.touch()  # the rerun takes the lease over at once (its owner's process is gone), then stops
+        _wait(lambda: _stopped(rerun.pid), "the rerun to take the lease and stop", rerun)
+        lease = json.loads(s3.get_object(Bucket="orphan", Key="s.zarr.lease")["Body"].read())
+        assert lease["owner"].split(":")[1] == str(rerun.pid)
+        held = _s3_objects(s3, "orphan")
+        from sweeps.store import StoreRef
+
+        ref = StoreRef.of(url, {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint}})
+        assert int(open_results(ref).done.sum()) == 0  # the orphaned slice had work (and its writes) left
+        orphans = _tasks_of(killed.pid)
+        _wait(lambda: not any(client.run(orphans).values()), "the killed run's tasks to end on the worker")
+        after = _s3_objects(s3, "orphan")
+        changed = sorted(k for k in held.keys() | after.keys() if held.get(k) != after.get(k))
+        assert not changed, f"the killed run's orphaned task wrote after the takeover: {changed}"
+        os.kill(rerun.pid, signal.SIGCONT)
+        out, err = rerun.communicate(timeout=600)
+        assert rerun.returncode == 0, err[-3000:]
+        assert "resuming" in err and "Traceback" not in err, err[-3000:]
+        assert int(open_results(ref).done.sum()) == 2
+    finally:
+        for p in (killed, rerun):
+            if p is not None and p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, signal.SIGCONT)
+                p.kill()
+                p.wait(30)
+        cluster.close()
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,10 +1,12 @@
 """geosweep on a real Slurm started by the test suite (:mod:`tests.slurm_cluster`: ``slurm-wlm`` 22.05,
 ``munge``, one node on loopback): jobs submitted through ``--cluster``, workers connect, the sweep equals
 ``--serial`` bitwise; ``scancel`` of every job mid-run on an adaptive cluster (new jobs finish it); fixed
-jobs with a worker lifetime refused in one line."""
+jobs with a worker lifetime refused in one line; from 0 jobs a job per long cell; a long cell outliving
+hard walltimes; the jobs of a non-root user; PBS when one runs."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -12,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.slurm_cluster import slurm  # noqa: F401 - the fixture
+from tests.slurm_cluster import slurm, slurm_user  # noqa: F401 - the fixtures
 from tests.test_cli_output import LONG, N_LONG, _cells_done, _cmd
 from tests.test_cluster_interrupts import _no_jobs_left, slurm_cluster_file
 
@@ -117,3 +119,139 @@ def test_waiting_for_a_first_worker_ends_with_what_slurm_says(tmp_path, slurm, c
         assert re.search(r"no job of the cluster is left: job \d+ ENDED, log ", last), last
     assert f"{logs}/geosweep-" in last and "Traceback" not in p.stderr
     assert _no_jobs_left(slurm) == []
+
+
+#: two cells of ≈ 1.3 s each (LONG's first two): from 0 jobs their estimated costs ask for a job each
+TWO = LONG.replace('name = "out-long"', 'name = "two"').replace(
+    LONG[LONG.index("omega = [") :].strip(), "omega = [0.0, 0.2]"
+)
+
+
+def test_an_adaptive_slurm_cluster_gives_each_long_cell_a_job_from_zero_jobs(tmp_path, slurm):  # noqa: F811
+    """From 0 jobs, two cells (each a slice of its own, ``--slice-seconds`` below either's estimated cost)
+    have two jobs submitted before the first runs; before, Dask asked for one job (the sweep's model tasks)
+    and the cells ran one after the other."""
+    (tmp_path / "two.toml").write_text(TWO)
+    env = {**slurm.env()}
+    env.pop("PREFECT_API_URL", None)
+    cluster = slurm_cluster_file(tmp_path, slurm, jobs=0, adapt_max_jobs=4)
+    args = ["run", "two.toml", "--store", "t.zarr", "--no-prefect", "--cluster", cluster, "--slice-seconds", "0.01"]
+    proc = subprocess.Popen(
+        [*_cmd(), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    seen: set[str] = set()
+    try:
+        t0 = time.monotonic()
+        while True:
+            jobs = slurm.squeue()
+            seen |= {j["id"] for j in jobs}
+            if any(j["state"] == "RUNNING" for j in jobs):
+                break
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() - t0 < 300, jobs
+            time.sleep(0.1)
+        submitted_before_the_first_ran = len(seen)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert submitted_before_the_first_ran == 2, (seen, err[-2000:])
+    assert "cells complete: 2/2" in out
+    assert _no_jobs_left(slurm) == []
+
+
+def test_the_jobs_of_a_non_root_user_run_as_that_user(slurm, slurm_user):  # noqa: F811
+    """The driver runs as a non-root user (:func:`tests.slurm_cluster.slurm_user`), its jobs run as that
+    user (their logs and the store are the user's) and the sweep completes."""
+    import sys
+
+    work = slurm_user.work
+    (work / "two.toml").write_text(TWO)
+    cluster = slurm_cluster_file(work, slurm, jobs=1, numba_cache_dir=str(work / "numba"))
+    subprocess.run(["chown", "-R", f"{slurm_user.uid}", str(work)], check=False)  # written by this process
+    env = slurm_user.env(slurm)
+    env.pop("PREFECT_API_URL", None)
+    cmd = [sys.executable, "-m", "flows.cli", "run", "two.toml", "--store", "t.zarr", "--no-prefect"]
+    p = subprocess.run(
+        slurm_user.command([*cmd, "--cluster", cluster]), cwd=work, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "cells complete: 2/2" in p.stdout
+    logs = sorted((work / "joblogs").glob("*.err"))
+    assert logs and all(log.stat().st_uid == slurm_user.uid for log in logs), logs
+    assert (work / "t.zarr" / "zarr.json").stat().st_uid == slurm_user.uid
+    assert _no_jobs_left(slurm) == []
+
+
+#: one cell of ≈ 100 s of work (load-dependent), a checkpoint every ≈ 3 s
+WALLTIME = """
+name = "walltime"
+system = "lj_sphere"
+integrators = ["rk4"]
+h = [0.0025]
+T = 240.0
+dt_out = 1.0
+checkpoint_every = 6.0
+[params]
+omega = [0.0]
+"""
+
+
+@pytest.mark.slow  # 5–20 min (load): a cell longer than a job's walltime, then the same cell with --serial
+def test_a_long_cell_outlives_hard_walltimes_of_its_jobs(tmp_path, slurm):  # noqa: F811
+    """Jobs of a one-minute walltime (Slurm kills them: SIGTERM, then SIGKILL) run a cell of more than a
+    minute; Dask gives the slice up at the first death (``allowed-failures`` 0 in the driver, so one walltime
+    is enough), the driver resubmits it since its checkpoint advanced, new jobs continue it, and the store
+    equals ``--serial`` bitwise. Before: ``KilledWorker``, exit 1."""
+    (tmp_path / "long.toml").write_text(WALLTIME)
+    env = {**slurm.env(), "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    env.pop("PREFECT_API_URL", None)
+    cluster = slurm_cluster_file(tmp_path, slurm, jobs=0, adapt_max_jobs=1, walltime="00:01:00")
+    args = ["run", "long.toml", "--store", "l.zarr", "--no-prefect", "--cluster", cluster]
+    p = _run(tmp_path, args, env, 1500)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "its checkpoints advanced" in p.stderr and "resubmitted (attempt 2)" in p.stderr, p.stderr[-3000:]
+    assert "cells complete: 1/1" in p.stdout
+    assert _no_jobs_left(slurm) == []
+    from sweeps.store import open_results
+
+    s = _run(tmp_path, ["run", "long.toml", "--store", "serial.zarr", "--serial", "-q"], None, 1500)
+    assert s.returncode == 0, s.stderr[-3000:]
+    got, want = open_results(str(tmp_path / "l.zarr")), open_results(str(tmp_path / "serial.zarr"))
+    for name in want.data_vars:
+        if name not in TIMING:
+            np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+
+
+def _pbs_unavailable() -> str | None:
+    """Why no real PBS runs here, or None when ``qsub``/``pbsnodes`` are installed and answer."""
+    import shutil
+
+    if shutil.which("qsub") is None or shutil.which("pbsnodes") is None:
+        policy = subprocess.run(
+            ["apt-cache", "policy", "openpbs-server", "torque-server"], capture_output=True, text=True, check=False
+        ).stdout
+        packaged = "Candidate:" in policy and "Candidate: (none)" not in policy
+        return (
+            "no PBS on this machine (qsub/pbsnodes missing)"
+            + ("" if packaged else "; neither OpenPBS nor Torque is in this machine's apt archive (Debian ships none)")
+            + " — PBS is covered by its job script only (tests/test_deploy.py)"
+        )
+    p = subprocess.run(["pbsnodes", "-a"], capture_output=True, text=True, check=False, timeout=30)
+    return None if p.returncode == 0 else f"pbsnodes -a fails ({p.stderr.strip()[-200:]}): no PBS server answers"
+
+
+def test_a_sweep_through_pbs_jobs(tmp_path):
+    """The Slurm sweep on a real PBS, when one is installed and running (the suite does not start one)."""
+    if reason := _pbs_unavailable():
+        pytest.skip(reason)
+    (tmp_path / "two.toml").write_text(TWO)
+    (tmp_path / "pbs.toml").write_text(
+        f'kind = "pbs"\ncores = 1\nmemory = "1GiB"\nwalltime = "00:20:00"\njobs = 1\n'
+        f'log_directory = "{tmp_path / "joblogs"}"\ndashboard_address = ":0"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    p = _run(tmp_path, ["run", "two.toml", "--store", "t.zarr", "--no-prefect", "--cluster", "pbs.toml"], env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "cells complete: 2/2" in p.stdout
