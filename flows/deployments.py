@@ -18,12 +18,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from geosweep.flows.sweep_flow import sweep_flow
+from geosweep.sweeps.credentials import StorageOptions, resolve
+from geosweep.sweeps.plan import make_plan
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
-
-from flows.sweep_flow import sweep_flow
-from sweeps.credentials import StorageOptions, resolve
-from sweeps.plan import make_plan
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_TIMEZONE = "UTC"
@@ -101,7 +100,7 @@ def previous_night(
 
 def failed_cells(store: str, storage_options: dict | None = None) -> tuple[int, int]:
     """(cells with status > 0, runnable cells) of a store."""
-    from sweeps.store import open_results
+    from geosweep.sweeps.store import open_results
 
     status = open_results(store, storage_options)["status"].values
     return int((status > 0).sum()), int((status != -2).sum())
@@ -112,9 +111,8 @@ def nightly_report(
     store: str, previous: str | None, storage_options: StorageOptions | dict | None, rtol: float = DEFAULT_COMPARE_RTOL
 ) -> dict[str, Any]:
     """Write the night's report beside its store, with the comparison against ``previous``."""
+    from geosweep.analysis.report import compare_stores, write_report
     from prefect.artifacts import create_markdown_artifact
-
-    from analysis.report import compare_stores, write_report
 
     storage_options = resolve(storage_options)  # a task input: passed as StorageOptions, never as secrets
     logger = get_run_logger()
@@ -150,7 +148,7 @@ def nightly_flow(
     """Run ``spec`` into ``{store_root}/{name}/{YYYY-MM-DD}.zarr`` (resumes that day's store),
     write its report beside it (compared with the latest earlier night) and check its failures.
 
-    ``cluster`` is a :class:`deploy.clusters.ClusterConfig` mapping: the cluster is started for
+    ``cluster`` is a :class:`geosweep.deploy.clusters.ClusterConfig` mapping: the cluster is started for
     this run only (batch jobs are submitted at run time, not while the deployment idles) and
     closed afterwards. Otherwise ``address`` or a local cluster of ``n_workers`` is used.
     ``day`` (``YYYY-MM-DD``) overrides the date, e.g. to redo a past night's store. The run
@@ -158,7 +156,7 @@ def nightly_flow(
     ``max_failed_share`` of the runnable cells have a failure status. ``imports`` are modules
     imported first (custom systems), after the ``geosweep.plugins`` entry points.
     """
-    from flows.plugins import load_plugins
+    from geosweep.flows.plugins import load_plugins
 
     load_plugins(imports)  # a deployment run is a fresh process: custom systems register here
     # a reference (env:NAME, @file) is resolved here, in the flow's process; the subflow records it redacted
@@ -173,7 +171,7 @@ def nightly_flow(
     )  # before this night's store exists
     own = None
     if cluster is not None:
-        from deploy.clusters import ClusterConfig
+        from geosweep.deploy.clusters import ClusterConfig
 
         own = ClusterConfig.model_validate(cluster).make()
         address = own.scheduler_address
@@ -224,10 +222,9 @@ def nightly_deployment(
     file is passed by absolute path, so edits take effect from the next night on. The
     deployment is named ``nightly-{spec name}`` unless ``name`` is given.
     """
+    from geosweep.flows.plugins import load_plugins
+    from geosweep.sweeps.credentials import deployment_parameter
     from prefect.schedules import Cron
-
-    from flows.plugins import load_plugins
-    from sweeps.credentials import deployment_parameter
 
     load_plugins(imports)
     sweep = make_plan(spec).spec
@@ -278,11 +275,11 @@ def serve_nightly(
     Needs a Prefect server that outlives this process (``PREFECT_API_URL``); ``temporary=True``
     accepts Prefect's temporary server instead, whose schedule dies with this process. Flow runs
     send a heartbeat every ``heartbeat`` seconds (default
-    :data:`flows.crash_detection.DEFAULT_HEARTBEAT`), and unless ``crash_detection=False`` the
+    :data:`geosweep.flows.crash_detection.DEFAULT_HEARTBEAT`), and unless ``crash_detection=False`` the
     server gets the automation that marks a run silent for ``crash_after`` seconds (default two
-    heartbeats + 30 s) ``Crashed`` (:mod:`flows.crash_detection`).
+    heartbeats + 30 s) ``Crashed`` (:mod:`geosweep.flows.crash_detection`).
     """
-    from flows.crash_detection import DEFAULT_HEARTBEAT, ensure_crash_detection
+    from geosweep.flows.crash_detection import DEFAULT_HEARTBEAT, ensure_crash_detection
 
     if not temporary and prefect_api_url() is None:
         raise NoPrefectServerError(

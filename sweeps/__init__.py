@@ -3,7 +3,7 @@
 Runs on any ``distributed.Client`` (a ``LocalCluster`` by default); no Prefect here.
 """
 
-from sweeps.plan import Plan, make_plan
-from sweeps.spec import SpecError, SweepSpec, load_spec
+from geosweep.sweeps.plan import Plan, make_plan
+from geosweep.sweeps.spec import SpecError, SweepSpec, load_spec
 
 __all__ = ["Plan", "SpecError", "SweepSpec", "load_spec", "make_plan"]

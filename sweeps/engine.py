@@ -1,12 +1,12 @@
 """Running a sweep on a ``distributed.Client`` (or serially in-process).
 
-Flow: plan (spec validated and models built once, :mod:`sweeps.plan`) → create/check the
+Flow: plan (spec validated and models built once, :mod:`geosweep.sweeps.plan`) → create/check the
 store → pending cells (``done == 0``) → slices of ~``slice_seconds`` of work that never cross a
 store shard → one plain Dask future per slice, and one writer future per shard that depends on
 the shard's slices. Each model goes to the cluster once, as a tiny task of its own (not scattered
 data: the scheduler can recompute it when the worker holding it dies or retires); a slice receives the plan part
 its cells need and runs the kernels cell by cell (long cells in checkpointed segments); the
-shard's writer writes all its cells at once, one object per variable (:mod:`sweeps.store`), on a
+shard's writer writes all its cells at once, one object per variable (:mod:`geosweep.sweeps.store`), on a
 worker's spare thread where workers declare :data:`SLICE_RESOURCE` (local clusters do), so a
 finished shard is written while the next shard's slices run.
 Numba caches are warmed in the driver first (which writes the on-disk cache), then on every
@@ -24,15 +24,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kernels.core.trajectory import Trajectory
-from kernels.status import Status
-from sweeps import checkpoints, first_worker, liveness, visibility
-from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
-from sweeps.grid import Cell
-from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
-from sweeps.plan import Plan, make_plan
-from sweeps.spec import SweepSpec
-from sweeps.store import (
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.status import Status
+from geosweep.sweeps import checkpoints, first_worker, liveness, visibility
+from geosweep.sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
+from geosweep.sweeps.grid import Cell
+from geosweep.sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
+from geosweep.sweeps.plan import Plan, make_plan
+from geosweep.sweeps.spec import SweepSpec
+from geosweep.sweeps.store import (
     ArrayCache,
     StoreRef,
     done_mask,
@@ -147,7 +147,7 @@ def compute_cell(
     rescheduled or retried slice never recomputes a finished cell. A cell that needed
     checkpoints saves its complete trajectory too, so a lost result is not recomputed.
     ``done``: the cell's ``done`` flag if the caller has read it (else it is read here);
-    ``saved_keys``: the checkpoints in the store (:func:`sweeps.checkpoints.present`) if the
+    ``saved_keys``: the checkpoints in the store (:func:`geosweep.sweeps.checkpoints.present`) if the
     caller has listed them (else the cell's checkpoint is looked for here).
     """
     if done is None:
@@ -231,7 +231,7 @@ def _done_flags(group, cells: list[Cell]) -> dict[Cell, bool]:
 
 
 def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
-    """Write computed cells shard by shard (:func:`sweeps.store.write_shard`; the caller is the
+    """Write computed cells shard by shard (:func:`geosweep.sweeps.store.write_shard`; the caller is the
     only writer of those shards), then drop their checkpoints. Returns ``(cell, status, wall
     time, segments, resumed, ran)`` per cell, ``ran`` False for a cell found already done."""
     group = group if group is not None else run_arrays(ref, "r+")
@@ -371,7 +371,7 @@ def warm_plan(plan: Plan, cells: Sequence[Cell] | None = None) -> None:
 def warm_worker(plan: Plan, cells: Sequence[Cell] | None = None) -> str:
     """Compile or load the kernels of ``cells`` in this process (call once per worker); what it
     compiled, as a line to log, or "" when everything came from the cache."""
-    from kernels._jit import watch_compiles
+    from geosweep.kernels._jit import watch_compiles
 
     t0 = time.perf_counter()
     with watch_compiles() as compiles:
@@ -410,12 +410,12 @@ def run_sweep(
     threads in this process by default (the kernels release the GIL, so threads run in
     parallel and start instantly), separate processes with ``processes=True``;
     ``serial=True`` runs in this process without Dask (same results, bitwise).
-    Raises :class:`sweeps.spec.SpecError` for a bad spec,
-    :class:`sweeps.store.StoreMismatchError` if ``store`` holds another sweep,
-    :class:`sweeps.store.StoreFormatError` if it has another store format and
-    :class:`sweeps.lease.StoreBusyError` while another run writes it — all before any work;
-    :class:`sweeps.lease.LeaseLost` if another run takes the lease over meanwhile (this run was
-    stopped past the lease timeout: it writes nothing more) and :class:`sweeps.lease.StoreWriteError`
+    Raises :class:`geosweep.sweeps.spec.SpecError` for a bad spec,
+    :class:`geosweep.sweeps.store.StoreMismatchError` if ``store`` holds another sweep,
+    :class:`geosweep.sweeps.store.StoreFormatError` if it has another store format and
+    :class:`geosweep.sweeps.lease.StoreBusyError` while another run writes it — all before any work;
+    :class:`geosweep.sweeps.lease.LeaseLost` if another run takes the lease over meanwhile (this run was
+    stopped past the lease timeout: it writes nothing more) and :class:`geosweep.sweeps.lease.StoreWriteError`
     when the store refuses writes for good (disk full, read-only). Integration failures are
     recorded as cell status, not raised.
     """
@@ -453,7 +453,7 @@ def _run_locked(
     if not pending:
         return SweepResult(ref.url, total, skipped, 0, 0, 0.0, 0)
 
-    from kernels._jit import watch_compiles
+    from geosweep.kernels._jit import watch_compiles
 
     t0 = time.perf_counter()
     with watch_compiles() as compiles:

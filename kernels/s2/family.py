@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from kernels.core.cells import (
+from geosweep.kernels.core.cells import (
     BLOWUP,
     COMMON_DIAGNOSTICS,
     UNIT_SPHERE_DIAGNOSTICS,
@@ -17,19 +16,19 @@ from kernels.core.cells import (
     start_trajectory,
     unit_sphere_values,
 )
-from kernels.core.driver import compile_driver
-from kernels.core.trajectory import Trajectory
-from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
-from kernels.s2.integrate import METHODS, integrate
-from kernels.s2.model import PotentialType, S2System, compile_potentials
-from kernels.s2.stepper import (
+from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
+from geosweep.kernels.s2.integrate import METHODS, integrate
+from geosweep.kernels.s2.model import PotentialType, S2System, compile_potentials
+from geosweep.kernels.s2.stepper import (
     _STEP_SIG,
     STEPS,
     initial_state,
     make_stepper,
 )
-from kernels.s2.stepper import METHODS as RECORDS
-from kernels.s2.systems import SYSTEMS  # noqa: F401 - the family's systems, registered with it
+from geosweep.kernels.s2.stepper import METHODS as RECORDS
+from geosweep.kernels.s2.systems import SYSTEMS  # noqa: F401 - the family's systems, registered with it
 
 _E = "energy"  # placeholder replaced by the system's energy units in the store attrs
 _EVERY = "every step"
@@ -101,7 +100,7 @@ run = make_run(start, collect)
 def warmup() -> None:
     """Compile (or load from cache) everything of the family: every built-in potential, every
     method kind and the driver, for diagonal and coupled M."""
-    from kernels.systems.catalogue import double_spherical_pendulum, spring_pendula
+    from geosweep.kernels.systems.catalogue import double_spherical_pendulum, spring_pendula
 
     compile_potentials()
     for model, methods in ((spring_pendula(), METHODS), (double_spherical_pendulum(), ["implicit_vi", "rk4"])):

@@ -18,15 +18,14 @@ max_i |a_i| (max).
 from __future__ import annotations
 
 import numpy as np
-
-from kernels._jit import kjit
-from kernels.core.driver import compile_driver
-from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
-from kernels.core.signatures import contract_types
-from kernels.core.trajectory import Reductions, StepperSpec
-from kernels.core.views import view2, view3
-from kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System
-from kernels.s2.steps import (
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
+from geosweep.kernels.core.signatures import contract_types
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec
+from geosweep.kernels.core.views import view2, view3
+from geosweep.kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System
+from geosweep.kernels.s2.steps import (
     constraint_errors,
     kinetic,
     momentum,

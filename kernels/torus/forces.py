@@ -14,9 +14,8 @@ Pendulum ``p``: (m, g); ``ρ0 = e3``.
 from __future__ import annotations
 
 import numpy as np
-
-from kernels._jit import kjit
-from kernels.torus.rodrigues import compose, g_of, rot_all
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.torus.rodrigues import compose, g_of, rot_all
 
 N_AUX = 9
 #: indices into the torus parameter vector
