@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
+
 from geosweep.analysis.fits import linear_fit, loglog_fit
 
 METHOD_DIMS = ("integrator", "h", "tol")

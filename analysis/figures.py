@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
-from geosweep.analysis.accessor import EPS, EVAL_VAR, status_label
 
 import geosweep  # noqa: F401 - registers ds.geosweep
+from geosweep.analysis.accessor import EPS, EVAL_VAR, status_label
 
 STEP_DIMS = ("h", "tol")
 STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
@@ -188,8 +188,9 @@ def key_legend(fig, colors: dict[str, Any], styles: dict[str, dict[str, Any]], f
     """One legend below the figure with two keys: colour = integrator (``colors``: name → colour)
     and line style / marker = step or parameter set (``styles``: label → Line2D keywords), so it has
     len(colors) + len(styles) entries instead of their product."""
-    from geosweep.sweeps.compact import MAX_LISTED, spread
     from matplotlib.lines import Line2D
+
+    from geosweep.sweeps.compact import MAX_LISTED, spread
 
     handles = [Line2D([], [], color=c, lw=2.2, label=n) for n, c in colors.items()]
     labels = list(styles)
@@ -799,9 +800,10 @@ def status_map(ds: xr.Dataset):
     The legend labels each code present with its ``flag_meanings`` label from the data.
     """
     import matplotlib.pyplot as plt
-    from geosweep.sweeps.compact import spread
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
+
+    from geosweep.sweeps.compact import spread
 
     st = ds["status"]
     other = [d for d in st.dims if d != "integrator"]

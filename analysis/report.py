@@ -21,11 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import xarray as xr
+
+import geosweep  # noqa: F401 - registers ds.geosweep
 from geosweep.analysis import figures as F
 from geosweep.analysis import system_figures as S
 from geosweep.analysis.accessor import ROUNDOFF_ULPS, CellsDroppedWarning
-
-import geosweep  # noqa: F401 - registers ds.geosweep
 
 MAX_FAILURE_ROWS = 50
 
@@ -610,6 +610,7 @@ def compare_stores(
     compared; if the spec changed, the cells the two grids share are.
     """
     import numpy as np
+
     from geosweep.sweeps.store import open_results
 
     def load(s):

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
+
 from geosweep.analysis.figures import (
     MARKERS,
     STEP_DIMS,
@@ -40,6 +41,7 @@ def ke_map(ds: xr.Dataset, times: tuple[float, ...] | None = None, n_max: int = 
     """Per-face kinetic energy on the 5120-face icosphere at the snapshot times nearest ``times``
     (default: up to ``n_max`` evenly spaced stored snapshots), one colour scale (viridis)."""
     import matplotlib.pyplot as plt
+
     from geosweep.analysis.kemap import ke_face, plot_face_field
 
     pick = _pick_cell(ds, ("explicit_vi", "implicit_vi"))
@@ -217,6 +219,7 @@ def _per_run_lines(ds: xr.Dataset, panels: list[tuple[str, str]], title: str, lo
     """Panels of ``(variable, panel title)`` time series; colour = integrator, line style = step
     (and, for a ``link`` dim, solid quadrotor 1 / dashed quadrotor 2 in the legend label)."""
     import matplotlib.pyplot as plt
+
     from geosweep.analysis.figures import EPS, LOG_FLOOR_ULPS, STYLES, key_legend, log_values, note_zeros
 
     runs = list(cells(ds))
@@ -308,6 +311,7 @@ def quad_trajectory(ds: xr.Dataset):
     The path needs snapshots inside the run (``snapshot_dt``); with only t = 0 and T stored the
     path panel is left out (and the notes say so) rather than drawn as two points."""
     import matplotlib.pyplot as plt
+
     from geosweep.analysis.figures import STYLES, key_legend
 
     runs = list(cells(ds))

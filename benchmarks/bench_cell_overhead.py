@@ -76,6 +76,7 @@ def measure(plan, repeats: int, client, tmp: str) -> dict[str, list[float]]:
 def local_client(processes: bool):
     """A client of 2 local geosweep workers (:data:`geosweep.sweeps.engine.LOCAL_WORKER`), made once."""
     from distributed import Client, LocalCluster
+
     from geosweep.sweeps.engine import LOCAL_WORKER
 
     cluster = LocalCluster(n_workers=2, processes=processes, dashboard_address=None, **LOCAL_WORKER)

@@ -100,6 +100,7 @@ def read_times(path: Path, repeats: int = 3) -> dict[str, float]:
     """Seconds (the least of ``repeats``) to read one variable, the whole store, and done_mask + the
     status table; dask chunks per variable along the seed axis."""
     import xarray as xr
+
     from geosweep.sweeps.store import StoreRef, done_mask
     from geosweep.sweeps.summary import status_table
 
@@ -126,6 +127,7 @@ def read_times(path: Path, repeats: int = 3) -> dict[str, float]:
 def synthetic_store(plan, path: Path) -> float:
     """Create the store of ``plan`` and fill every shard with copies of one computed cell; seconds."""
     import numpy as np
+
     from geosweep.sweeps.engine import compute_slice
     from geosweep.sweeps.store import ArrayCache, StoreRef, ensure_store, shard_region, sweep_shards, write_shard
 
@@ -202,6 +204,7 @@ def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
             client = None
             if row == "workers":
                 from distributed import Client, LocalCluster
+
                 from geosweep.sweeps.engine import LOCAL_WORKER
 
                 cluster = LocalCluster(n_workers=2, processes=False, dashboard_address=None, **LOCAL_WORKER)

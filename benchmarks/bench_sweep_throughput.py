@@ -33,6 +33,7 @@ def main() -> None:
     )
     single_threaded = ap.parse_args().single_threaded
     from distributed import Client, LocalCluster
+
     from geosweep.sweeps.engine import LOCAL_WORKER, run_sweep
     from geosweep.sweeps.plan import make_plan
 

@@ -232,6 +232,7 @@ def make_cluster(kind: str, **options: Any):
 # ---------------------------------------------------------------------------------------
 def _local(o: LocalOptions):
     from distributed import LocalCluster
+
     from geosweep.sweeps.engine import LOCAL_WORKER
 
     return LocalCluster(
@@ -357,6 +358,7 @@ def _pbs(o: PBSOptions):
 
 def _kubernetes(o: KubernetesOptions):
     from dask_kubernetes.operator import KubeCluster
+
     from geosweep.sweeps.engine import WORKER_ARGS
 
     if o.manifest:

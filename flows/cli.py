@@ -100,8 +100,9 @@ class ClusterFileError(ValueError):
 
 def _cluster_config(path: str):
     """Read and check a :class:`geosweep.deploy.clusters.ClusterConfig` file (refused before any work)."""
-    from geosweep.deploy.clusters import ClusterConfig, check_dependencies
     from pydantic import ValidationError
+
+    from geosweep.deploy.clusters import ClusterConfig, check_dependencies
 
     try:
         cfg = ClusterConfig.from_file(path)
@@ -178,6 +179,7 @@ def _execution(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, 
     if args.serial:
         return None, None
     from distributed import Client, LocalCluster
+
     from geosweep.sweeps.engine import LOCAL_WORKER
 
     if args.cluster:

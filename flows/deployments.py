@@ -18,11 +18,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
 from geosweep.flows.sweep_flow import sweep_flow
 from geosweep.sweeps.credentials import StorageOptions, resolve
 from geosweep.sweeps.plan import make_plan
-from prefect import flow, get_run_logger, task
-from prefect.cache_policies import NO_CACHE
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_TIMEZONE = "UTC"
@@ -111,8 +112,9 @@ def nightly_report(
     store: str, previous: str | None, storage_options: StorageOptions | dict | None, rtol: float = DEFAULT_COMPARE_RTOL
 ) -> dict[str, Any]:
     """Write the night's report beside its store, with the comparison against ``previous``."""
-    from geosweep.analysis.report import compare_stores, write_report
     from prefect.artifacts import create_markdown_artifact
+
+    from geosweep.analysis.report import compare_stores, write_report
 
     storage_options = resolve(storage_options)  # a task input: passed as StorageOptions, never as secrets
     logger = get_run_logger()
@@ -222,9 +224,10 @@ def nightly_deployment(
     file is passed by absolute path, so edits take effect from the next night on. The
     deployment is named ``nightly-{spec name}`` unless ``name`` is given.
     """
+    from prefect.schedules import Cron
+
     from geosweep.flows.plugins import load_plugins
     from geosweep.sweeps.credentials import deployment_parameter
-    from prefect.schedules import Cron
 
     load_plugins(imports)
     sweep = make_plan(spec).spec

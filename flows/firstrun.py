@@ -63,8 +63,9 @@ DETACHED: dict = {"start_new_session": True, "preexec_fn": _die_with_parent if _
 
 
 def _stamp(key: str = "all") -> Path:
-    import geosweep.kernels as kernels
     import numba
+
+    import geosweep.kernels as kernels
 
     root = Path(kernels.__file__).resolve().parent
     h = hashlib.sha256()

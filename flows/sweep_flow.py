@@ -22,15 +22,16 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
+from prefect.cache_policies import NO_CACHE
+
 from geosweep.flows.output import quiet_distributed
 from geosweep.sweeps.credentials import StorageOptions, resolve
 from geosweep.sweeps.engine import Progress, run_sweep
 from geosweep.sweeps.liveness import WorkersUnresponsive
 from geosweep.sweeps.plan import Plan, make_plan
 from geosweep.sweeps.summary import status_table
-from prefect import flow, get_run_logger, task
-from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
-from prefect.cache_policies import NO_CACHE
 
 
 class SlicesFailed(RuntimeError):

@@ -24,6 +24,7 @@ import uuid
 from typing import Any
 
 import numpy as np
+
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.lease import fence
 

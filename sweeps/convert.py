@@ -15,6 +15,7 @@ import json
 import sys
 
 import numpy as np
+
 from geosweep.sweeps.lease import Lease, fence
 from geosweep.sweeps.store import FORMAT_VERSION, StoreRef, check_format, ensure_store, shard_region, sweep_shards
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from geosweep.sweeps.compact import per_value_text
 from geosweep.sweeps.grid import Cell, slice_bounds, slice_target
 from geosweep.sweeps.plan import Plan, make_plan
@@ -291,8 +292,9 @@ def sampled_bytes(plan: Plan) -> dict[str, float]:
     with the combination's sizes (``FamilyDef.sizes``); states (final, snapshots) take the fixed
     ratio :data:`FLOAT_RATIO`, since a short run's state has hardly left its (regular) start.
     Summed per integrator and per combination, never per cell."""
-    from geosweep.sweeps.store import _fill
     from numcodecs import Zstd
+
+    from geosweep.sweeps.store import _fill
 
     grid, famdef, sizes = plan.grid, plan.famdef, plan.sizes
     zstd = Zstd(level=0)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 from geosweep.kernels.registry import IntegratorDef, RunRequest, SystemDef
 from geosweep.sweeps.spec import SweepSpec
 

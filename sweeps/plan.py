@@ -18,10 +18,11 @@ import os
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, InstanceOf, model_serializer
+
 from geosweep.kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, FamilyDef, IntegratorDef, RunRequest, SystemDef
 from geosweep.sweeps.grid import Cell, Grid
 from geosweep.sweeps.spec import SpecError, SweepSpec, build_models, check_size_limits, parse_spec
-from pydantic import BaseModel, ConfigDict, InstanceOf, model_serializer
 
 
 class Plan(BaseModel):

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
 from geosweep.kernels.status import STATUS_MEANINGS, Status
 from geosweep.sweeps.lease import fence
 from geosweep.sweeps.store import (

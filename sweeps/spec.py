@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from geosweep.kernels.registry import INTEGRATORS, SYSTEMS, IntegratorDef, SystemDef, load_for
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from geosweep.kernels.registry import INTEGRATORS, SYSTEMS, IntegratorDef, SystemDef, load_for
 
 Scalar = bool | int | float | str
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
+
 from geosweep.kernels.status import STATUS_MEANINGS, Status
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.spec import SweepSpec

@@ -6,6 +6,7 @@ import json
 import warnings
 
 import numpy as np
+
 from geosweep.sweeps.compact import axis_text, spread
 from geosweep.sweeps.store import StoreRef, open_results
 

@@ -1,6 +1,7 @@
 """A user-defined (S²)ⁿ system, written exactly as the README shows (importable by workers)."""
 
 import numpy as np
+
 from geosweep.kernels.registry import Param, SystemDef, register_system
 from geosweep.kernels.s2 import S2System, s2_potential
 

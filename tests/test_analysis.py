@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+
+import geosweep  # noqa: F401 - registers ds.geosweep
 from geosweep.analysis.accessor import CellsDroppedWarning
 from geosweep.kernels.status import STATUS_MEANINGS
 from geosweep.sweeps.engine import run_sweep
-
-import geosweep  # noqa: F401 - registers ds.geosweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(20240605)

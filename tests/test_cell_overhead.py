@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 from distributed import Client, LocalCluster
+
 from geosweep.sweeps import checkpoints
 from geosweep.sweeps import store as store_mod
 from geosweep.sweeps.engine import LOCAL_WORKER, compute_slice, run_sweep

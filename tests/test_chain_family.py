@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.chain import family
 from geosweep.kernels.chain.family import FAMILY, INTEGRATORS, SYSTEMS
 from geosweep.kernels.chain.model import ChainModel

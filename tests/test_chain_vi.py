@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.chain.integrate import integrate as integrate_lie
 from geosweep.kernels.chain.model import ChainModel, build_chain
 from geosweep.kernels.chain.s2_bridge import chain_as_s2

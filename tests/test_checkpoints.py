@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+
 from geosweep.kernels.core.layout import A_T
 from geosweep.sweeps import checkpoints
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.store import StoreRef
 from geosweep.sweeps.summary import status_table
-
 from tests.sweep_util import assert_stores_bitwise_equal
 
 

@@ -7,6 +7,7 @@ import subprocess
 from importlib.metadata import version
 
 import pytest
+
 from geosweep.flows.cli import main
 
 SPEC = """

@@ -16,6 +16,7 @@ import psutil
 import pytest
 import xarray as xr
 import zarr
+
 from geosweep.flows.cli import main
 from geosweep.flows.output import progress_line, progress_reporter
 from geosweep.sweeps.engine import Progress

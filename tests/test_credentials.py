@@ -9,6 +9,7 @@ import socket
 import numpy as np
 import pytest
 import xarray as xr
+
 from geosweep.flows.cli import build_parser, main
 from geosweep.sweeps.credentials import (
     REDACTED,

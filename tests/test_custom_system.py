@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import xarray as xr
 from distributed import Client, LocalCluster
+
 from geosweep.kernels.registry import SYSTEMS, register_system
 from geosweep.kernels.s2 import integrate
 from geosweep.kernels.s2.model import gradient_fd_error
 from geosweep.sweeps.engine import run_sweep
-
 from tests.custom_rotors import rotor_ring
 
 SPEC = {

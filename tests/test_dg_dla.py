@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
+
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.dg import dla
 from geosweep.kernels.dg import family as F

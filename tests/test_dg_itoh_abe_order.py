@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.dg import family as F
 from geosweep.kernels.dg import systems as S
 from geosweep.kernels.registry import INTEGRATORS, RunRequest, load_builtins

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.dg import family as F
 from geosweep.kernels.dg import systems as S

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.integrate import solve_ivp
+
 from geosweep.kernels.dg import family as F
 from geosweep.kernels.dg import systems as S
 from geosweep.kernels.dg.gradients import AVF, GONZALEZ, ITOH_ABE, MIDPOINT, discrete_gradient, gauss_legendre
 from geosweep.kernels.registry import RunRequest
 from geosweep.kernels.status import Status
-from scipy.integrate import solve_ivp
 
 
 def _run(model, name, T, h=None, tol=None, dt_out=None, **options):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
+
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.plan import make_plan
 from geosweep.sweeps.spec import SpecError

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from distributed import Client, LocalCluster
+
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.dg import family as F
 from geosweep.kernels.dg import systems as S

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import xarray as xr
+
 from geosweep.kernels.dg import SkewSystem, dg_energy, dg_grad, dg_skew
 from geosweep.kernels.registry import SYSTEMS, Param, SystemDef, register_system
 from geosweep.sweeps.engine import run_sweep

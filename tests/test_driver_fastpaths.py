@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.lie.se3 import DEXPINV_EXACT, dexpinv, dexpinv_kept, exp_act, exp_act_keep
 
 

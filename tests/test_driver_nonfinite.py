@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core import fastcall
 from geosweep.kernels.core.driver import MAX_NONFINITE_REJECTS, compile_driver

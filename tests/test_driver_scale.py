@@ -9,6 +9,7 @@ from __future__ import annotations
 import tracemalloc
 
 import numpy as np
+
 from geosweep.sweeps import estimate as est_mod
 from geosweep.sweeps import store as store_mod
 from geosweep.sweeps.plan import make_plan

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from geosweep.sweeps.engine import run_sweep
 
 REPO = Path(__file__).resolve().parent.parent

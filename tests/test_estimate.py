@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import xarray as xr
+
 from geosweep.sweeps.estimate import cell_costs, estimate, makespan
 from geosweep.sweeps.plan import make_plan
 

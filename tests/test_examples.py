@@ -5,6 +5,7 @@ from __future__ import annotations
 from importlib import resources
 
 import pytest
+
 from geosweep.sweeps.plan import make_plan
 from geosweep.sweeps.spec import load_spec
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.spec import SpecError, load_spec
 from geosweep.sweeps.store import StoreRef, mark_for_rerun

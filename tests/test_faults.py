@@ -28,10 +28,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+
 from geosweep.flows.cli import main
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.store import CREATED_ATTR
-
 from tests.sweep_util import assert_stores_bitwise_equal
 
 REPO = Path(__file__).resolve().parent.parent

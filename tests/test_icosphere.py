@@ -10,6 +10,7 @@ import hashlib
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.s2.model import kinetic_energy, momentum_map
 from geosweep.kernels.systems.icosphere import edges, icosphere
 from geosweep.kernels.systems.lj_sphere import lj_sphere, pair_force, sigma_for, vortex_velocities

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.store import StoreRef, verify
-
 from tests.sweep_util import assert_stores_bitwise_equal
 
 SPEC = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.chain.integrate import integrate
 from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.status import Status

@@ -9,6 +9,7 @@ import importlib
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.chain.family import reference_solution
 from geosweep.kernels.chain.integrate import integrate
 from geosweep.kernels.chain.model import build_chain

@@ -17,6 +17,7 @@ from functools import cache
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.chain import family as chain_family
 from geosweep.kernels.chain.family import INTEGRATORS, reference_solution
 from geosweep.kernels.chain.integrate import chain_stepper, integrate

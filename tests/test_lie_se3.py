@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from geosweep.kernels.lie.se3 import DEXPINV_EXACT, bracket, dexpinv, exp_act, exp_matrix, generator
 from scipy.linalg import expm
+
+from geosweep.kernels.lie.se3 import DEXPINV_EXACT, bracket, dexpinv, exp_act, exp_matrix, generator
 
 RNG = np.random.default_rng(42)
 

@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.registry import FAMILIES, RunRequest, register_module
 from geosweep.kernels.status import Status
-
 from tests import toy_family
 
 

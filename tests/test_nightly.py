@@ -20,6 +20,7 @@ import httpx
 import psutil
 import pytest
 import zarr
+
 from geosweep.sweeps.engine import run_sweep
 
 SPEC = {
@@ -172,9 +173,10 @@ def test_serve_runs_the_scheduled_night_with_report_and_comparison(server, tmp_p
 
 
 def test_a_night_with_too_many_failed_cells_fails_in_prefect(server, tmp_path):
-    from geosweep.flows.deployments import nightly_flow
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from geosweep.flows.deployments import nightly_flow
 
     url, _ = server
     with temporary_settings(updates={PREFECT_API_URL: url}):
@@ -208,6 +210,7 @@ def test_prefect_yaml_parameters_are_nightly_flow_parameters():
     import inspect
 
     import yaml
+
     from geosweep.flows.deployments import nightly_flow
 
     doc = yaml.safe_load((Path(__file__).resolve().parent.parent / "deploy" / "prefect.yaml").read_text())

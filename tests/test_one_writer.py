@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from geosweep.flows.cli import main
 from geosweep.sweeps.engine import _run_part, write_runs
 from geosweep.sweeps.lease import Lease, StoreBusyError, fence
 from geosweep.sweeps.store import StoreRef, open_results
-
 from tests.proc_util import geosweep as _geosweep
 from tests.proc_util import stopped as _stopped
 from tests.proc_util import wait_until as _wait
@@ -524,9 +524,10 @@ def test_lock_file_that_is_not_a_file_is_refused(tmp_path, capsys):
 
 
 def test_prefect_task_does_not_retry_a_store_that_refuses_the_run():
+    from prefect.states import Failed
+
     from geosweep.flows.sweep_flow import _retry_unless_refused
     from geosweep.sweeps.lease import LeaseLost, StoreWriteError
-    from prefect.states import Failed
 
     for exc in (LeaseLost("lost"), StoreBusyError("busy"), StoreWriteError("full")):
         assert not _retry_unless_refused(None, None, Failed(data=exc))

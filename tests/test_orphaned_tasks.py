@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from geosweep.sweeps.store import open_results
 
+from geosweep.sweeps.store import open_results
 from tests.proc_util import dask_cluster as _cluster
 from tests.proc_util import geosweep as _geosweep
 from tests.proc_util import stopped as _stopped

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import zarr
+
 from geosweep.sweeps.compact import MAX_ITEMS, MAX_LISTED, axis_values_text, capped, per_value_text, spread
 
 #: lines a command may print, and characters in a line (a store path and a few words)

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+
+import geosweep  # noqa: F401 - registers ds.geosweep
 from geosweep.analysis.fits import linear_fit, loglog_fit
 from geosweep.kernels.status import STATUS_MEANINGS
 from geosweep.sweeps.store import CHECKSUM_SKIP, StoreRef, cell_checksum, shard_checksums, verify
-
-import geosweep  # noqa: F401 - registers ds.geosweep
 
 FLAGS = {"flag_values": list(STATUS_MEANINGS), "flag_meanings": " ".join(STATUS_MEANINGS.values())}
 
@@ -157,6 +157,7 @@ def test_work_precision_figure_bounded_as_parameter_sets_grow():
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     from geosweep.analysis.figures import MAX_CURVES, work_precision
 
     def artists(seeds: int) -> int:

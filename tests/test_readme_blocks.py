@@ -414,6 +414,7 @@ def test_readme_skew_gradient_block(tmp_path):
     import importlib.util
 
     import numpy as np
+
     from geosweep.kernels.registry import SYSTEMS
     from geosweep.sweeps.engine import run_sweep
 

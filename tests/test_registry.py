@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from geosweep.kernels.registry import BUILTIN_FAMILIES, FAMILIES, SYSTEMS, load_builtins
 
 

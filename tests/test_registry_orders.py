@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.registry import FAMILIES, SYSTEMS, IntegratorDef, RunRequest, integrators_for, load_builtins
 
 load_builtins()

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+
+import geosweep  # noqa: F401 - registers ds.geosweep
 from geosweep.analysis.accessor import CellsDroppedWarning
 from geosweep.kernels.status import STATUS_MEANINGS
 from geosweep.sweeps.engine import run_sweep
-
-import geosweep  # noqa: F401 - registers ds.geosweep
 
 FLAGS = {"flag_values": list(STATUS_MEANINGS), "flag_meanings": " ".join(STATUS_MEANINGS.values())}
 GENERIC = {"energy_error_vs_time", "energy_envelope", "error_vs_step", "work_precision", "status_map"}
@@ -289,8 +289,9 @@ def test_drift_units_are_udunits_like():
 def test_fit_standard_error_ignores_nan_samples():
     """The drift fit's standard error counts only the finite samples (scipy.stats.linregress on
     them; xarray 2026.9's polyfit(cov=True, skipna=True) gives 0.021 here instead of 0.088)."""
-    from geosweep.analysis.fits import linear_fit
     from scipy.stats import linregress
+
+    from geosweep.analysis.fits import linear_fit
 
     rng = np.random.default_rng(0)
     x = np.arange(20.0)

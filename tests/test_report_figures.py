@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from geosweep.analysis.accessor import CellsDroppedWarning
-from geosweep.sweeps.engine import run_sweep
 
 import geosweep  # noqa: F401 - registers ds.geosweep
+from geosweep.analysis.accessor import CellsDroppedWarning
+from geosweep.sweeps.engine import run_sweep
 
 EXAMPLES = resources.files("geosweep.sweeps").joinpath("examples")
 #: per example: what is shortened (T, output interval, parameter values); integrators and steps stay
@@ -59,6 +59,7 @@ def test_every_example_is_covered():
 def reports(tmp_path_factory):
     """name → (report with its figures kept open, store path); the figures are closed at the end."""
     import matplotlib.pyplot as plt
+
     from geosweep.analysis.report import make_report
 
     plt.rcParams["figure.max_open_warning"] = 0  # every report's figures stay open for inspection

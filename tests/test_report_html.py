@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 
 import numpy as np
 import pytest
+
 from geosweep.analysis.render import SCREENSHOT, find_browser, page_height, screenshot
 from geosweep.sweeps.engine import run_sweep
 

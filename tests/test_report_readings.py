@@ -10,10 +10,10 @@ import warnings
 import numpy as np
 import pytest
 import xarray as xr
-from geosweep.analysis.accessor import CellsDroppedWarning
-from geosweep.sweeps.engine import run_sweep
 
 import geosweep  # noqa: F401 - registers ds.geosweep
+from geosweep.analysis.accessor import CellsDroppedWarning
+from geosweep.sweeps.engine import run_sweep
 
 GEARBOX = {
     "name": "rr-gearbox",

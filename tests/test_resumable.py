@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.chain import family as chain_family
 from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.core.trajectory import Trajectory

@@ -12,8 +12,8 @@ import time
 import numpy as np
 import xarray as xr
 import zarr
-from geosweep.sweeps.engine import run_sweep
 
+from geosweep.sweeps.engine import run_sweep
 from tests.sweep_util import assert_stores_bitwise_equal
 
 SPEC_TOML = """

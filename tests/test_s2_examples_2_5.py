@@ -12,6 +12,7 @@ import inspect
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.s2.integrate import integrate
 from geosweep.kernels.s2.model import gradient_fd_error
 from geosweep.kernels.s2.systems import SYSTEMS, dipole_array, sphere_three_body

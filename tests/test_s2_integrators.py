@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.s2.integrate import INFO_FIELDS, METHODS, SUMMARY_FIELDS, integrate
 from geosweep.kernels.s2.model import normalise_and_project
 from geosweep.kernels.status import Status

@@ -10,6 +10,7 @@ import types
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.s2.integrate import integrate
 from geosweep.kernels.s2.model import gradient_fd_error, momentum_map, normalise_and_project
 from geosweep.kernels.systems.catalogue import double_spherical_pendulum, elastic_rod, spring_pendula

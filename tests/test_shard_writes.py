@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from distributed import Client, LocalCluster, get_task_stream
+
 from geosweep.sweeps.engine import LOCAL_WORKER, SLICE_RESOURCE, run_sweep, slice_resources
 
 #: 9 cells of ~0.3–1 s (RK4, 642 molecules): three store shards of three (one per epsilon), one

@@ -6,6 +6,7 @@ import copy
 import os
 
 import pytest
+
 from geosweep.kernels.registry import RunRequest
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.plan import make_plan

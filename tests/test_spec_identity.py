@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+
 from geosweep.sweeps.spec import SpecError, parse_spec
 
 REPO = Path(__file__).resolve().parent.parent

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from geosweep.sweeps.spec import SpecError, load_spec, parse_spec
 
 BASE = {

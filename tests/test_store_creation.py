@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 import zarr
+
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.plan import make_plan
 from geosweep.sweeps.store import CREATED_ATTR, StoreRef, ensure_store

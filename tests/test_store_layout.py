@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.lease import Lease
 from geosweep.sweeps.plan import make_plan
@@ -27,7 +28,6 @@ from geosweep.sweeps.store import (
     shard_shape,
     verify,
 )
-
 from tests.sweep_util import assert_stores_bitwise_equal
 
 FIXTURE = Path(__file__).parent / "data" / "format2_store.tar.gz"

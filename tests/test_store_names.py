@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import xarray as xr
+
 from geosweep.kernels.core.cells import COMMON_DIAGNOSTICS
 from geosweep.kernels.registry import FAMILIES, SYSTEMS, Param, SystemDef, load_builtins, register_system
 from geosweep.sweeps.engine import run_sweep

@@ -147,6 +147,7 @@ def test_the_summary_is_read_by_the_driver_not_through_the_cluster(tmp_path):
     """``status_table`` with a Dask client active whose only worker cannot see the store (before: the
     counts were computed on that worker: FileNotFoundError, or another copy's counts)."""
     from distributed import Client
+
     from geosweep.sweeps.summary import status_table
 
     (tmp_path / "long.toml").write_text(SMALL)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+
 from geosweep.kernels.s2 import integrate
 from geosweep.kernels.systems.lj_sphere import lj_sphere
 from geosweep.sweeps.engine import run_sweep
@@ -159,6 +160,7 @@ def test_a_store_of_another_format_is_refused_with_a_clear_message(store, tmp_pa
     import shutil
 
     import zarr
+
     from geosweep.flows.cli import main
 
     path = tmp_path / "old.zarr"

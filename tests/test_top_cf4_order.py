@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.registry import RunRequest
 from geosweep.kernels.top.family import run
 from geosweep.kernels.top.model import heavy_top

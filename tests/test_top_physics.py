@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.lie.se3 import exp_act, exp_matrix, generator
 from geosweep.kernels.registry import RunRequest
 from geosweep.kernels.status import Status

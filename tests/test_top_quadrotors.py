@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.quad import model as qm
 from geosweep.kernels.quad.family import collect, integrate, run, start, two_quadrotors
 from geosweep.kernels.quad.group import quad_act, quad_generator

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 from distributed import Client, LocalCluster
+
 from geosweep.kernels.registry import RunRequest
 from geosweep.kernels.top.family import STATE_LABELS, run
 from geosweep.kernels.top.model import heavy_top

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.status import Status
 from geosweep.kernels.torus.integrate import integrate
 from geosweep.kernels.torus.model import so3_pendulum, torus

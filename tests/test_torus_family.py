@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.registry import CellResult, RunRequest
 from geosweep.kernels.status import Status
 from geosweep.kernels.torus.family import FAMILY, INTEGRATORS, SYSTEMS

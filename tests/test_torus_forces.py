@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.torus.forces import P_KA, P_KM, P_KPP, P_KPW, P_KS
 from geosweep.kernels.torus.integrate import evaluate
 from geosweep.kernels.torus.model import SE3Model, so3_pendulum, torus

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.integrate import solve_ivp
+
 from geosweep.kernels.status import Status
 from geosweep.kernels.torus.integrate import evaluate, integrate
 from geosweep.kernels.torus.model import so3_pendulum, torus
 from geosweep.kernels.torus.rodrigues import alpha_to_quat, oplus, rot, theta_to_alpha
-from scipy.integrate import solve_ivp
 
 T_END = 10.0
 HS = 0.1 * 2.0 ** -np.arange(6)

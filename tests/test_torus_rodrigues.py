@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from geosweep.kernels.torus.rodrigues import (
     alpha_to_quat,
     alpha_to_theta,

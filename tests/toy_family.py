@@ -7,6 +7,7 @@ method records, declarations — and nothing else: the shared driver does the re
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.cells import BLOWUP, COMMON_DIAGNOSTICS, common_values, finish, make_run, start_trajectory
 from geosweep.kernels.core.driver import compile_driver

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.chain.model import ChainModel
 from geosweep.kernels.core.cells import start_trajectory

@@ -13,6 +13,7 @@ hit T (see :mod:`geosweep.kernels.core.driver` and :mod:`geosweep.kernels.lie.st
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels.chain.integrate import chain_stepper, integrate
 from geosweep.kernels.chain.model import ChainModel, build_chain, chain_params
 from geosweep.kernels.chain.rhs import chain_F_dense, work_size

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from geosweep.kernels.chain.model import ChainModel
 from geosweep.kernels.chain.rhs import N_DIAG, chain_diag, chain_F, chain_f, chain_F_dense, work_size
 from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from geosweep.kernels.chain.rhs import pack_params, work_size
 from geosweep.kernels.registry import Param
 

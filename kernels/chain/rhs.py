@@ -21,6 +21,7 @@ or a non-finite result.
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.lie.signatures import DIAG_SIG, FIELD_SIG
 from geosweep.kernels.linalg import lu_solve_inplace

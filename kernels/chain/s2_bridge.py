@@ -10,6 +10,7 @@ about e3 leave V invariant, so ``symmetry="axis"`` with ``axis = e3``: the VI co
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels.chain.model import ChainModel
 from geosweep.kernels.s2.model import S2System, s2_potential
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.registry import CellResult, Diagnostic, Param, RunRequest
 

@@ -34,6 +34,7 @@ uninterrupted run.
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.fastcall import register_driver
 from geosweep.kernels.core.layout import (

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from geosweep.kernels.core import fastcall
 from geosweep.kernels.core import layout as L
 from geosweep.kernels.status import Status

@@ -9,9 +9,10 @@ parent array is alive (always true inside a step).
 
 from __future__ import annotations
 
-from geosweep.kernels._jit import kjit
 from numba import carray, types
 from numba.extending import intrinsic
+
+from geosweep.kernels._jit import kjit
 
 
 @intrinsic

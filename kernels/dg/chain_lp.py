@@ -12,6 +12,7 @@ the dense LU solve :func:`omega_dense` is kept as its test oracle). Parameter ve
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.chain.model import ChainModel, build_chain, chain_params, dense_R
 from geosweep.kernels.dg.gradients import lu_factor, lu_solve

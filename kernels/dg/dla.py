@@ -53,6 +53,7 @@ Method record: kind, tol, maxit. The system's own state is mapped by its
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_VALUE

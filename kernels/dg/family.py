@@ -10,6 +10,7 @@ Lagrangian form (q, p) and hand back states in the system's own coordinates.
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,

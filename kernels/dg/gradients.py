@@ -21,6 +21,7 @@ Each discrete gradient ∇̄H(x, x') satisfies ∇̄H(x, x')·(x' − x) = H(x')
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 
 AVF, GONZALEZ, ITOH_ABE, MIDPOINT = 0, 1, 2, 3

@@ -21,9 +21,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import types
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.signatures import F1, F2
-from numba import types
 
 SKEW_SIG = types.void(F1, F1, F2)
 ENERGY_SIG = types.float64(F1, F1)

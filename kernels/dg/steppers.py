@@ -26,6 +26,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_ERR, S_FAIL_VALUE

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.dg.model import LagrangianForm, SkewSystem, dg_energy, dg_extra, dg_grad, dg_skew
 from geosweep.kernels.registry import Param, SystemDef

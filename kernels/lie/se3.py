@@ -14,6 +14,7 @@ for both).
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 
 #: dexp⁻¹ mode meaning "exact closed form" (other modes: number of ad-terms kept, 0..6).

@@ -33,6 +33,8 @@ from __future__ import annotations
 import weakref
 
 import numpy as np
+from numba import carray, types
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, S_ERR, S_FAIL_VALUE
@@ -44,7 +46,6 @@ from geosweep.kernels.lie.signatures import DiagType, FieldType
 from geosweep.kernels.lie.tableaux import AMBIENT, CF, RKMK, RKMK4_2COMM, Method
 from geosweep.kernels.linalg import all_finite as _finite
 from geosweep.kernels.status import Status
-from numba import carray, types
 
 _OK = int(Status.OK)
 _NONFINITE = int(Status.NONFINITE)

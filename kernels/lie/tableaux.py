@@ -24,6 +24,7 @@ from fractions import Fraction as Fr
 from typing import Any
 
 import numpy as np
+
 from geosweep.kernels.lie.se3 import DEXPINV_EXACT
 
 RKMK, CF, RKMK4_2COMM, AMBIENT = 0, 1, 2, 3

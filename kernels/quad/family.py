@@ -14,6 +14,7 @@ state: the spec's 42-vector ``[y, v, vec R1, Ω1, vec R2, Ω2, q1, ω1, q2, ω2]
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
     COMMON_DIAGNOSTICS,

@@ -13,6 +13,7 @@ and se(3) formulas elsewhere.
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.lie import se3
 from geosweep.kernels.lie.stepper import ACT_SIG, BRACKET_SIG, DEXPINV_SIG

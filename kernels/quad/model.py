@@ -24,6 +24,7 @@ decoupled from the translation, D9). Parameter vector (:data:`P_*` offsets)::
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 
 P_MY, P_M1, P_M2, P_L1, P_L2, P_J1, P_J2, P_G = 0, 1, 2, 3, 4, 5, 8, 11

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.layout import S_FAIL_INDEX, S_FAIL_VALUE
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
 from geosweep.kernels.s2.model import S2System, normalise_and_project
 from geosweep.kernels.s2.stepper import METHODS as _METHODS

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from geosweep.kernels._jit import kjit
 from numba import types
+
+from geosweep.kernels._jit import kjit
 
 #: Signature every (S²)ⁿ potential is compiled with: ``V = pot(q, p, g)``.
 POTENTIAL_SIG = types.float64(types.float64[:, ::1], types.float64[::1], types.float64[:, ::1])

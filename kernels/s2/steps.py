@@ -14,6 +14,7 @@ from the previous step — and writes (qn, wn, gn); it returns (status, index, v
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.linalg import all_finite as _all_finite
 from geosweep.kernels.linalg import lu_solve_inplace

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels.registry import Param, SystemDef
 from geosweep.kernels.s2.model import S2System, s2_potential
 from geosweep.kernels.systems import catalogue

@@ -9,6 +9,7 @@ projects ω once at t = 0.
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels.s2.model import S2System, s2_potential
 
 E1 = np.array([1.0, 0.0, 0.0])

@@ -12,12 +12,13 @@ import math
 
 import numba
 import numpy as np
-from geosweep.kernels.s2.model import S2System, s2_potential
-from geosweep.kernels.systems.icosphere import edges, icosphere
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 from scipy.optimize import brentq
+
+from geosweep.kernels.s2.model import S2System, s2_potential
+from geosweep.kernels.systems.icosphere import edges, icosphere
 
 SIGMA_RULES = ("mean_edge", "zero_mean_force", "mean_nn", "explicit")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,

@@ -15,6 +15,7 @@ max|C2 − C2(0)|, column 4 to mean/max and column 5 to max over every step.
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.lie.signatures import DIAG_SIG, FIELD_SIG
 from geosweep.kernels.status import Status

@@ -21,6 +21,7 @@ Method record ``meth = [θ, kk (0: A, 1: C), tol, maxit]``.
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+
 from geosweep.kernels.core.cells import (
     BLOWUP,
     COMMON_DIAGNOSTICS,

@@ -14,6 +14,7 @@ Pendulum ``p``: (m, g); ``ρ0 = e3``.
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.torus.rodrigues import compose, g_of, rot_all
 

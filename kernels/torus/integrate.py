@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
 from geosweep.kernels.status import Status
 from geosweep.kernels.torus.forces import N_AUX

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from geosweep.kernels.torus.forces import N_P_TORUS, P_KA, P_KM, P_KPP, P_KPW, P_KS, P_LITERAL, P_WALL, P_XW
 from geosweep.kernels.torus.neighbours import NBL_THRESHOLD
 

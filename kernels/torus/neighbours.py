@@ -10,6 +10,7 @@ contact forces are bitwise identical to the all-pairs loop.
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 
 #: Bodies above which the driver uses the neighbour list by default.

@@ -12,6 +12,7 @@ are for tests and output conversion only.
 from __future__ import annotations
 
 import numpy as np
+
 from geosweep.kernels._jit import kjit
 
 #: Threshold below which ``g(n) = 2 arctan(n/2)/n`` uses its series ``1 − n²/12``.

@@ -22,6 +22,8 @@ positions when a run resumes in a new process, so segments stay bitwise identica
 from __future__ import annotations
 
 import numpy as np
+from numba import types
+
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, I_EXTRA, S_FAIL_INDEX, S_FAIL_VALUE
@@ -34,7 +36,6 @@ from geosweep.kernels.torus.forces import N_AUX, pendulum_forces, torus_forces
 from geosweep.kernels.torus.model import SE3Model
 from geosweep.kernels.torus.neighbours import PAIRS_PER_BODY, build, needs_rebuild
 from geosweep.kernels.torus.rodrigues import ALPHA_MAX, compose, rot_into
-from numba import types
 
 METHODS: dict[str, int] = {"v2_exact": 0, "v2_newmark": 1, "v1": 2}
 #: the model arrays passed as ``cb``: (D, bonds, d0, L0, bpart)
