@@ -422,7 +422,7 @@ def test_dockerfile_builds_the_image_the_kubernetes_manifests_name():
     version = tuple(int(x) for x in base.split(":")[1].split("-")[0].split(".")[:2])
     assert version >= tuple(int(x) for x in pyproject["project"]["requires-python"].lstrip(">=").split("."))
     copied = {src for word, rest in instructions if word == "COPY" for src in rest.split()[:-1]}
-    packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    packages = set(pyproject["tool"]["setuptools"]["package-dir"].values())  # geosweep and its mapped folders
     assert packages | {"pyproject.toml", "README.md"} <= copied
     runs = " ".join(rest for word, rest in instructions if word == "RUN")
     assert 'pip install ".[cluster]"' in runs and " -e " not in runs  # a package, not an editable checkout
