@@ -73,7 +73,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "import numpy as np"): "python: my_systems.py of `geosweep run my_sweep.toml --import`",
     ("README.md", "# your package's pyproject.toml"): "toml: parsed, group checked",
     ("README.md", "import math"): "python: executed, then a short sweep",
-    ("README.md", "kernels/    Numba models"): "not code: the folder layout",
+    ("README.md", "kernels/    geosweep.kernels"): "layout: folders and packages match pyproject",
     ("deploy/README.md", "export NUMBA_CACHE_DIR="): "shell: validate run, Slurm run parsed",
     (
         "deploy/README.md",
@@ -471,3 +471,18 @@ def test_readme_gearbox_forms_are_accepted():
     spec = {"name": "g", "system": "gearbox", "integrators": ["dg_gonzalez"], "h": [0.1], "T": 0.2, "dt_out": 0.1}
     plan = make_plan(spec | {"params": {"form": forms}})
     assert plan.grid.shape == (1, 1, 3)
+
+
+def test_readme_layout_block_matches_the_package_mapping():
+    """The README's layout names each folder with the package it is installed as (pyproject's package-dir)."""
+    import tomllib
+
+    block = next(t for _l, t in code_blocks("README.md") if t.startswith("kernels/    geosweep.kernels"))
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    listed = {}
+    for line in block.splitlines():
+        folder, package = line.split()[:2]
+        if package.startswith("geosweep"):
+            listed[package] = folder.rstrip("/")
+            assert (ROOT / folder).is_dir(), folder
+    assert listed == mapping
