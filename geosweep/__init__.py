@@ -26,6 +26,9 @@ _here = pathlib.Path(__file__).resolve().parent
 if not (_here / "kernels").is_dir() and (_here.parent / "kernels" / "__init__.py").is_file():
     __path__.append(str(_here.parent))  # noqa: F821 - the package's own search path
 
+# Before the heavy imports below: a worker process of ``geosweep run --processes`` (a multiprocessing
+# child, which imports this package first) ignores SIGINT at once (geosweep.flows.output: stdlib only).
+from geosweep.flows import output as _output  # noqa: E402, F401, I001
 from geosweep.analysis import accessor as _accessor  # noqa: E402, F401 - registers ds.geosweep
 
 try:
