@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from analysis.fits import linear_fit, loglog_fit
+from geosweep.analysis.fits import linear_fit, loglog_fit
 
 METHOD_DIMS = ("integrator", "h", "tol")
 #: Default error variable for convergence orders, per family (first one present wins).
@@ -118,7 +118,7 @@ def declared_selection(system: str) -> dict[str, Any]:
     """The default report slice a system declares: its ``SystemDef.report_sel`` over the declared
     parameter defaults (the papers' values); {} for an unknown (e.g. plugin) system."""
     try:
-        from kernels.registry import SYSTEMS, load_for
+        from geosweep.kernels.registry import SYSTEMS, load_for
 
         if system not in SYSTEMS:
             load_for(system)
@@ -173,7 +173,7 @@ def state_part(da: xr.DataArray, part: str) -> xr.DataArray:
 
 @xr.register_dataset_accessor("geosweep")
 class GeosweepAccessor:
-    """Analysis of one geosweep results Dataset (``import analysis`` registers it)."""
+    """Analysis of one geosweep results Dataset (``import geosweep`` registers it)."""
 
     def __init__(self, ds: xr.Dataset):
         self._ds = ds

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-import analysis  # noqa: F401 - registers ds.geosweep
-from analysis.accessor import EPS, EVAL_VAR, status_label
+import geosweep  # noqa: F401 - registers ds.geosweep
+from geosweep.analysis.accessor import EPS, EVAL_VAR, status_label
 
 STEP_DIMS = ("h", "tol")
 STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)))
@@ -190,7 +190,7 @@ def key_legend(fig, colors: dict[str, Any], styles: dict[str, dict[str, Any]], f
     len(colors) + len(styles) entries instead of their product."""
     from matplotlib.lines import Line2D
 
-    from sweeps.compact import MAX_LISTED, spread
+    from geosweep.sweeps.compact import MAX_LISTED, spread
 
     handles = [Line2D([], [], color=c, lw=2.2, label=n) for n, c in colors.items()]
     labels = list(styles)
@@ -449,7 +449,7 @@ def error_vs_step(ds: xr.Dataset, error_var: str | None = None, desc: str = ""):
     drawn = False
     import warnings
 
-    from analysis.accessor import CellsDroppedWarning
+    from geosweep.analysis.accessor import CellsDroppedWarning
 
     for ax, dim in zip(axes, dims):
         with warnings.catch_warnings():
@@ -803,7 +803,7 @@ def status_map(ds: xr.Dataset):
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
-    from sweeps.compact import spread
+    from geosweep.sweeps.compact import spread
 
     st = ds["status"]
     other = [d for d in st.dims if d != "integrator"]

@@ -22,7 +22,7 @@ FACE_TOL = 1e-12
 @lru_cache(maxsize=4)
 def mesh(level: int = 4) -> tuple[np.ndarray, np.ndarray]:
     """(vertices (V, 3), faces (F, 3) int) of the icosphere of ``level`` (spec §3.2)."""
-    from kernels.systems.icosphere import icosphere
+    from geosweep.kernels.systems.icosphere import icosphere
 
     verts, faces = icosphere(level)
     return np.asarray(verts, dtype=np.float64), np.asarray(faces, dtype=np.int64)

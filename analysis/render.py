@@ -1,6 +1,6 @@
 """Render a report's ``index.html`` in a real headless browser and save a screenshot beside it.
 
-    python3 -m analysis.render results/sphere-demo.zarr.report     # → …/index_screenshot.png
+    python3 -m geosweep.analysis.render results/sphere-demo.zarr.report     # → …/index_screenshot.png
 
 Uses Chromium (``apt-get install -y chromium``; also ``chromium-browser`` or Google Chrome) in
 headless mode. The screenshot shows what a reader sees, the whole page (its height measured in the
@@ -96,7 +96,7 @@ def screenshot(report_dir: str | os.PathLike, out: str | os.PathLike | None = No
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python3 -m analysis.render REPORT_DIR", file=sys.stderr)
+        print("usage: python3 -m geosweep.analysis.render REPORT_DIR", file=sys.stderr)
         return 2
     print(screenshot(args[0]))
     return 0

@@ -22,10 +22,10 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-import analysis  # noqa: F401 - registers ds.geosweep
-from analysis import figures as F
-from analysis import system_figures as S
-from analysis.accessor import ROUNDOFF_ULPS, CellsDroppedWarning
+import geosweep  # noqa: F401 - registers ds.geosweep
+from geosweep.analysis import figures as F
+from geosweep.analysis import system_figures as S
+from geosweep.analysis.accessor import ROUNDOFF_ULPS, CellsDroppedWarning
 
 MAX_FAILURE_ROWS = 50
 
@@ -102,7 +102,7 @@ def make_report(
     if isinstance(store, xr.Dataset):
         ds, where = store, "(in-memory Dataset)"
     else:
-        from sweeps.store import open_results  # refuses a store of another format (StoreFormatError)
+        from geosweep.sweeps.store import open_results  # refuses a store of another format (StoreFormatError)
 
         ds, where = open_results(os.fspath(store), storage_options), os.fspath(store)
     rep = Report(Path(out), keep_figures=keep_figures)
@@ -320,10 +320,10 @@ MAX_TABLE_ROWS = 40
 
 def _bounded(df: pd.DataFrame, dims: list[str], principal: str) -> tuple[pd.DataFrame, str]:
     """``df`` (one row per fit or cell over ``dims``) as it is when it has at most :data:`MAX_TABLE_ROWS`
-    rows, else one row per value of the small axes (at most :data:`sweeps.compact.MAX_LISTED` values; the
+    rows, else one row per value of the small axes (at most :data:`geosweep.sweeps.compact.MAX_LISTED` values; the
     integrator and step always kept): ``rows`` aggregated, the ``principal`` column's min, median and
     max, other numbers' medians, and the most common text with its count. Also the caption's note."""
-    from sweeps.compact import MAX_LISTED, axis_values_text
+    from geosweep.sweeps.compact import MAX_LISTED, axis_values_text
 
     dims = [d for d in dims if d in df.columns]
     if len(df) <= MAX_TABLE_ROWS or not dims:
@@ -611,7 +611,7 @@ def compare_stores(
     """
     import numpy as np
 
-    from sweeps.store import open_results
+    from geosweep.sweeps.store import open_results
 
     def load(s):
         return s if isinstance(s, xr.Dataset) else open_results(os.fspath(s), storage_options)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from analysis.figures import (
+from geosweep.analysis.figures import (
     MARKERS,
     STEP_DIMS,
     axis_label,
@@ -42,7 +42,7 @@ def ke_map(ds: xr.Dataset, times: tuple[float, ...] | None = None, n_max: int = 
     (default: up to ``n_max`` evenly spaced stored snapshots), one colour scale (viridis)."""
     import matplotlib.pyplot as plt
 
-    from analysis.kemap import ke_face, plot_face_field
+    from geosweep.analysis.kemap import ke_face, plot_face_field
 
     pick = _pick_cell(ds, ("explicit_vi", "implicit_vi"))
     if pick is None:
@@ -220,7 +220,7 @@ def _per_run_lines(ds: xr.Dataset, panels: list[tuple[str, str]], title: str, lo
     (and, for a ``link`` dim, solid quadrotor 1 / dashed quadrotor 2 in the legend label)."""
     import matplotlib.pyplot as plt
 
-    from analysis.figures import EPS, LOG_FLOOR_ULPS, STYLES, key_legend, log_values, note_zeros
+    from geosweep.analysis.figures import EPS, LOG_FLOOR_ULPS, STYLES, key_legend, log_values, note_zeros
 
     runs = list(cells(ds))
     panels = [(v, lab) for v, lab in panels if v in ds and bool(np.isfinite(ds[v].where(ds.status == 0)).any())]
@@ -300,7 +300,7 @@ def top_invariants(ds: xr.Dataset):
 
 def _desired_path(t: np.ndarray) -> np.ndarray:
     """The quadrotors' load reference y_d(t) = (t − 2.5, 0, (t − 2.5)² − 7) [m] (spec heavy_top_quadrotors §5,
-    the same curve as ``kernels.quad.model.desired``), shape (len(t), 3)."""
+    the same curve as ``geosweep.kernels.quad.model.desired``), shape (len(t), 3)."""
     s = np.asarray(t, dtype=np.float64) - 2.5
     return np.stack([s, np.zeros_like(s), s * s - 7.0], axis=-1)
 
@@ -312,7 +312,7 @@ def quad_trajectory(ds: xr.Dataset):
     path panel is left out (and the notes say so) rather than drawn as two points."""
     import matplotlib.pyplot as plt
 
-    from analysis.figures import STYLES, key_legend
+    from geosweep.analysis.figures import STYLES, key_legend
 
     runs = list(cells(ds))
     if not runs or "e_y" not in ds:

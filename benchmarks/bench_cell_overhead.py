@@ -12,7 +12,7 @@ the ratios of neighbouring runs are what counts; medians printed):
   cell (models, requests built beforehand; no store) — as ``benchmarks/bench_scale.py``;
 * ``serial``: ``run_sweep(serial=True)`` into a fresh store;
 * ``2 workers``: ``run_sweep(client=…)`` on a ``LocalCluster`` of 2 geosweep workers
-  (:data:`sweeps.engine.LOCAL_WORKER`, worker processes; ``--threads`` for threads) made
+  (:data:`geosweep.sweeps.engine.LOCAL_WORKER`, worker processes; ``--threads`` for threads) made
   once beforehand, so its start-up is not counted.
 
 Wall times are whole ``run_sweep`` calls into fresh stores (store creation included).
@@ -35,8 +35,8 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 warnings.filterwarnings("ignore")
 
-from sweeps.engine import run_sweep, warm_plan  # noqa: E402
-from sweeps.plan import make_plan  # noqa: E402
+from geosweep.sweeps.engine import run_sweep, warm_plan  # noqa: E402
+from geosweep.sweeps.plan import make_plan  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_scale import kernel_loop as bare  # noqa: E402  (the same bare loop as bench_scale.py)
@@ -74,10 +74,10 @@ def measure(plan, repeats: int, client, tmp: str) -> dict[str, list[float]]:
 
 
 def local_client(processes: bool):
-    """A client of 2 local geosweep workers (:data:`sweeps.engine.LOCAL_WORKER`), made once."""
+    """A client of 2 local geosweep workers (:data:`geosweep.sweeps.engine.LOCAL_WORKER`), made once."""
     from distributed import Client, LocalCluster
 
-    from sweeps.engine import LOCAL_WORKER
+    from geosweep.sweeps.engine import LOCAL_WORKER
 
     cluster = LocalCluster(n_workers=2, processes=processes, dashboard_address=None, **LOCAL_WORKER)
     return Client(cluster)

@@ -32,10 +32,10 @@ from scipy.integrate import solve_ivp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels.chain.family import reference_solution
-from kernels.chain.integrate import integrate
-from kernels.chain.model import build_chain
-from kernels.chain.rhs import chain_F, work_size
+from geosweep.kernels.chain.family import reference_solution
+from geosweep.kernels.chain.integrate import integrate
+from geosweep.kernels.chain.model import build_chain
+from geosweep.kernels.chain.rhs import chain_F, work_size
 
 
 def _best_of(fn, repeat: int = 5) -> float:
@@ -159,14 +159,14 @@ def _constraints(y: np.ndarray, n: int) -> tuple[float, float]:
 def fixed_cost(n: int = 20, calls: int = 300, rounds: int = 9) -> None:
     """Fixed cost of one driver call: many ``Trajectory.advance(0)`` (no step) and
     ``advance(1)`` (one rkmk853 step) calls, through the fast call (functions typed once per
-    stepper, :mod:`kernels.core.fastcall`) and through the Numba dispatcher
+    stepper, :mod:`geosweep.kernels.core.fastcall`) and through the Numba dispatcher
     (``GEOSWEEP_CHECKED_CALLS=1``), alternating; medians over rounds of the mean per call."""
     import os
 
-    from kernels.chain.integrate import chain_stepper
-    from kernels.core.fastcall import CHECKED_ENV
-    from kernels.core.trajectory import Trajectory
-    from kernels.lie.stepper import initial_state
+    from geosweep.kernels.chain.integrate import chain_stepper
+    from geosweep.kernels.core.fastcall import CHECKED_ENV
+    from geosweep.kernels.core.trajectory import Trajectory
+    from geosweep.kernels.lie.stepper import initial_state
 
     print(f"\n== fixed cost per Trajectory.advance() (rkmk853, N = {n}, {calls} calls per round) ==")
     model = build_chain(n)
@@ -194,7 +194,7 @@ def fixed_cost(n: int = 20, calls: int = 300, rounds: int = 9) -> None:
 def order8_vs_scipy(n: int = 20, T: float = 3.0, repeats: int = 7, ic: str = "paper") -> None:
     """``ic = "paper"`` (the E3 setting) moves in a vertical plane, so q_i·ω_i vanishes
     identically for every method; ``ic = "twisted"`` is a 3-D motion where it does not."""
-    from kernels.lie import tableaux
+    from geosweep.kernels.lie import tableaux
 
     print(f"\n== order 8: rkmk853 vs scipy DOP853 (compiled O(N) RHS), N = {n}, T = {T}, ic = {ic} ==")
     model = build_chain(n, ic=ic)

@@ -36,8 +36,8 @@ def best(fn, k=3):
     return min(fn() for _ in range(k))
 
 if case == "sphere":
-    from kernels.s2.integrate import integrate
-    from kernels.systems.lj_sphere import lj_sphere
+    from geosweep.kernels.s2.integrate import integrate
+    from geosweep.kernels.systems.lj_sphere import lj_sphere
     m = lj_sphere()
     integrate(m, "explicit_vi", 0.005, 2, 1)
     def run():
@@ -45,8 +45,8 @@ if case == "sphere":
         t = integrate(m, "explicit_vi", 0.005, 400, 400).wall_time
         return (t - t0) / 400 * 1e3
 elif case == "torus":
-    from kernels.torus.integrate import integrate
-    from kernels.torus.model import torus
+    from geosweep.kernels.torus.integrate import integrate
+    from geosweep.kernels.torus.model import torus
     m = torus(N_p=80, g0=0.05, tilt=0.3)
     integrate(m, "v2_newmark", 1e-3, 10, 10)
     def run():
@@ -54,8 +54,8 @@ elif case == "torus":
         integrate(m, "v2_newmark", 1e-3, 4000, 100)
         return (time.perf_counter() - t0) / 4000 * 1e6
 else:
-    from kernels.chain.integrate import integrate
-    from kernels.chain.model import build_chain
+    from geosweep.kernels.chain.integrate import integrate
+    from geosweep.kernels.chain.model import build_chain
     m = build_chain(20)
     if case == "rkmk4":
         integrate(m, "rkmk4", 1e-3, 10, 10)

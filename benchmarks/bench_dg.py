@@ -26,10 +26,10 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 from scipy.integrate import solve_ivp  # noqa: E402
 
-from kernels.dg import family as F  # noqa: E402
-from kernels.dg.chain_lp import chain_lp  # noqa: E402
-from kernels.dg.systems import quartic  # noqa: E402
-from kernels.registry import RunRequest  # noqa: E402
+from geosweep.kernels.dg import family as F  # noqa: E402
+from geosweep.kernels.dg.chain_lp import chain_lp  # noqa: E402
+from geosweep.kernels.dg.systems import quartic  # noqa: E402
+from geosweep.kernels.registry import RunRequest  # noqa: E402
 
 REPEATS = 3  # best of
 

@@ -4,7 +4,7 @@ Run: ``python benchmarks/bench_long_cell.py [--steps N] [--segment-seconds S]``.
 (``NUMBA_NUM_THREADS=1``), ``lj_sphere`` (n = 642), explicit VI, h = 0.005, samples every 200
 steps. Rows, measured one after the other in this process:
 
-* ``kernel``: ``kernels.s2.integrate`` alone (steps/s of the bare driver);
+* ``kernel``: ``geosweep.kernels.s2.integrate`` alone (steps/s of the bare driver);
 * ``service, one segment``: ``run_sweep(serial=True)`` into a fresh local zarr store with
   ``checkpoint_every = T`` (store template, planning, warm-up and the cell write included);
 * ``service, default checkpoint interval``: the same with no ``checkpoint_every`` (the engine's
@@ -32,9 +32,9 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 warnings.filterwarnings("ignore")
 
-from kernels.s2.integrate import integrate  # noqa: E402
-from kernels.systems.lj_sphere import lj_sphere  # noqa: E402
-from sweeps.engine import run_sweep  # noqa: E402
+from geosweep.kernels.s2.integrate import integrate  # noqa: E402
+from geosweep.kernels.systems.lj_sphere import lj_sphere  # noqa: E402
+from geosweep.sweeps.engine import run_sweep  # noqa: E402
 
 H = 0.005
 DT_OUT = 1.0

@@ -7,8 +7,8 @@ The store is the issue 21 ensemble of ``benchmarks/bench_scale.py`` (``pendulum_
 ``/tmp/geosweep-readback-<cells>.zarr``), so that classify/order see real values. Then each call
 is timed once on a fresh ``xr.open_zarr`` (calls that are lazy today are computed):
 ``open_zarr(s).load()``, ``ok()``, ``classify()``, ``order()``, ``work_precision()``,
-``geosweep report`` (``analysis.report.write_report``) and ``geosweep verify``
-(``sweeps.store.verify``). ``--profile NAME`` runs one call under cProfile and prints the top.
+``geosweep report`` (``geosweep.analysis.report.write_report``) and ``geosweep verify``
+(``geosweep.sweeps.store.verify``). ``--profile NAME`` runs one call under cProfile and prints the top.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ warnings.filterwarnings("ignore")
 
 import xarray as xr  # noqa: E402
 
-import analysis  # noqa: E402, F401  (registers ds.geosweep)
+import geosweep  # noqa: E402, F401  (registers ds.geosweep)
 
 
 def spec(cells: int) -> dict:
@@ -46,7 +46,7 @@ def spec(cells: int) -> dict:
 
 def build(cells: int, path: Path) -> float:
     """Compute the store for real (serial, in-process); seconds."""
-    from sweeps.engine import run_sweep
+    from geosweep.sweeps.engine import run_sweep
 
     t0 = time.perf_counter()
     res = run_sweep(spec(cells), path, serial=True)
@@ -56,8 +56,8 @@ def build(cells: int, path: Path) -> float:
 
 def calls(path: Path, out: Path) -> dict:
     """Name → zero-argument callable doing that read/analysis on a fresh ``open_zarr``."""
-    from analysis.report import write_report
-    from sweeps.store import StoreRef, verify
+    from geosweep.analysis.report import write_report
+    from geosweep.sweeps.store import StoreRef, verify
 
     def ds():
         return xr.open_zarr(path)

@@ -18,7 +18,7 @@ measured in a fresh process (so its peak memory is its own):
   ``make_plan``, the ``geosweep validate`` estimate, store creation (``ensure_store``), and
   ``done_mask`` + the status table of the empty store;
 * ``synthetic`` (``--synthetic N``): a store of N cells made without computing them: the template,
-  then every shard filled with one computed cell's values through :func:`sweeps.store.write_shard`
+  then every shard filled with one computed cell's values through :func:`geosweep.sweeps.store.write_shard`
   — for read-back and status times of stores too large to compute here.
 
 Columns: wall s, cells/s, overhead per cell (wall − kernel loop, per cell), driver peak memory (peak
@@ -102,8 +102,8 @@ def read_times(path: Path, repeats: int = 3) -> dict[str, float]:
     status table; dask chunks per variable along the seed axis."""
     import xarray as xr
 
-    from sweeps.store import StoreRef, done_mask
-    from sweeps.summary import status_table
+    from geosweep.sweeps.store import StoreRef, done_mask
+    from geosweep.sweeps.summary import status_table
 
     def status() -> None:
         done_mask(StoreRef.of(path))
@@ -129,8 +129,8 @@ def synthetic_store(plan, path: Path) -> float:
     """Create the store of ``plan`` and fill every shard with copies of one computed cell; seconds."""
     import numpy as np
 
-    from sweeps.engine import compute_slice
-    from sweeps.store import ArrayCache, StoreRef, ensure_store, shard_region, sweep_shards, write_shard
+    from geosweep.sweeps.engine import compute_slice
+    from geosweep.sweeps.store import ArrayCache, StoreRef, ensure_store, shard_region, sweep_shards, write_shard
 
     ref = StoreRef.of(path)
     t0 = time.perf_counter()
@@ -152,14 +152,14 @@ def synthetic_store(plan, path: Path) -> float:
 # ---------------------------------------------------------------------------------------
 def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
     """What one row measures (run inside a fresh process: ``--one``)."""
-    from sweeps.engine import run_sweep, warm_plan
-    from sweeps.plan import make_plan
+    from geosweep.sweeps.engine import run_sweep, warm_plan
+    from geosweep.sweeps.plan import make_plan
 
     out: dict = {"row": row, "cells": n, "cell_ms": cell_ms}
     if row == "cli":
         path = tmp / "cli.zarr"
         spec_file = spec_toml(spec(n, cell_ms), tmp / "spec.toml")
-        exe = [sys.executable, "-m", "flows.cli"]
+        exe = [sys.executable, "-m", "geosweep.flows.cli"]
         cmd = [*exe, "run", str(spec_file), "--store", str(path), "--no-prefect", "--workers", "2", "--quiet"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         t0 = time.perf_counter()
@@ -167,9 +167,9 @@ def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
         out["wall"] = time.perf_counter() - t0
         out["peak_mb"] = peak_mb(resource.RUSAGE_CHILDREN)
     elif row == "driver":
-        from sweeps.estimate import estimate
-        from sweeps.store import StoreRef, done_mask, ensure_store
-        from sweeps.summary import status_table
+        from geosweep.sweeps.estimate import estimate
+        from geosweep.sweeps.store import StoreRef, done_mask, ensure_store
+        from geosweep.sweeps.summary import status_table
 
         spec_file = spec_toml(spec(n, cell_ms), tmp / "spec.toml")
         t0 = time.perf_counter()
@@ -206,7 +206,7 @@ def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
             if row == "workers":
                 from distributed import Client, LocalCluster
 
-                from sweeps.engine import LOCAL_WORKER
+                from geosweep.sweeps.engine import LOCAL_WORKER
 
                 cluster = LocalCluster(n_workers=2, processes=False, dashboard_address=None, **LOCAL_WORKER)
                 client = Client(cluster)

@@ -45,10 +45,10 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 from llvmlite import binding as llvm_binding  # noqa: E402
 
-from kernels._jit import JIT_OPTIONS  # noqa: E402
-from kernels.s2.integrate import integrate  # noqa: E402
-from kernels.s2.model import POTENTIAL_SIG  # noqa: E402
-from kernels.systems.lj_sphere import lj_potential, lj_sphere  # noqa: E402
+from geosweep.kernels._jit import JIT_OPTIONS  # noqa: E402
+from geosweep.kernels.s2.integrate import integrate  # noqa: E402
+from geosweep.kernels.s2.model import POTENTIAL_SIG  # noqa: E402
+from geosweep.kernels.systems.lj_sphere import lj_potential, lj_sphere  # noqa: E402
 
 
 def _lj_third_law_scalar(q, p, g):

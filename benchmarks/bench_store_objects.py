@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_store_objects.py [SPEC ...]`` (default: the ``chain_e3`` and
 ``sphere_demo`` examples). Each spec is run twice on 2 local Dask workers into fresh local
-stores — with the default layout (:func:`sweeps.store.shard_shape`) and with one cell per shard
+stores — with the default layout (:func:`geosweep.sweeps.store.shard_shape`) and with one cell per shard
 (the layout before shards: one object per variable per cell) — and the files are counted:
 chunk/shard objects, metadata (``zarr.json``) and all; checkpoints are gone once a store is
 complete. Both stores are compared bitwise (the layout changes no value).
@@ -22,9 +22,9 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 warnings.filterwarnings("ignore")
 
-import sweeps.store as store_mod  # noqa: E402
-from sweeps.engine import run_sweep  # noqa: E402
-from sweeps.plan import make_plan  # noqa: E402
+import geosweep.sweeps.store as store_mod  # noqa: E402
+from geosweep.sweeps.engine import run_sweep  # noqa: E402
+from geosweep.sweeps.plan import make_plan  # noqa: E402
 
 
 def count(path: Path) -> tuple[int, int, int]:
@@ -40,7 +40,7 @@ def main() -> None:
     names = ap.parse_args().specs or ["chain_e3.toml", "sphere_demo.toml"]
     rows = []
     for name in names:
-        spec = name if os.path.exists(name) else str(resources.files("sweeps").joinpath("examples", name))
+        spec = name if os.path.exists(name) else str(resources.files("geosweep.sweeps").joinpath("examples", name))
         plan = make_plan(spec)
         runnable = sum(1 for c in plan.grid.cells() if plan.grid.applicable(c))
         with tempfile.TemporaryDirectory() as tmp:

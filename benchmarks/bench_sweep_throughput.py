@@ -34,8 +34,8 @@ def main() -> None:
     single_threaded = ap.parse_args().single_threaded
     from distributed import Client, LocalCluster
 
-    from sweeps.engine import LOCAL_WORKER, run_sweep
-    from sweeps.plan import make_plan
+    from geosweep.sweeps.engine import LOCAL_WORKER, run_sweep
+    from geosweep.sweeps.plan import make_plan
 
     tmp = Path(tempfile.mkdtemp(prefix="geosweep-bench-"))
     try:
@@ -44,7 +44,7 @@ def main() -> None:
         serial = run_sweep(SPEC, tmp / "serial.zarr", serial=True)
         t_serial = time.perf_counter() - t
 
-        from sweeps.engine import warm_worker
+        from geosweep.sweeps.engine import warm_worker
 
         timings = {}
         for processes in (False, True):
@@ -63,14 +63,14 @@ def main() -> None:
             client.close()
             cluster.close()
 
-        from sweeps.store import StoreRef, ensure_store
+        from geosweep.sweeps.store import StoreRef, ensure_store
 
         plan = make_plan(SPEC)
         t = time.perf_counter()
         ensure_store(plan, StoreRef.of(tmp / "template-only.zarr"))
         t_template = time.perf_counter() - t
 
-        from flows.sweep_flow import sweep_flow
+        from geosweep.flows.sweep_flow import sweep_flow
 
         t = time.perf_counter()
         sweep_flow(SPEC, store=str(tmp / "serial.zarr"))  # complete store: pure flow overhead

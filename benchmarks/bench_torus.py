@@ -16,8 +16,8 @@ import time
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from kernels.torus.integrate import integrate  # noqa: E402
-from kernels.torus.model import torus  # noqa: E402
+from geosweep.kernels.torus.integrate import integrate  # noqa: E402
+from geosweep.kernels.torus.model import torus  # noqa: E402
 
 
 def bench(N_p: int, steps: int, repeat: int, neighbour_list: str = "auto") -> tuple[float, int]:

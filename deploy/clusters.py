@@ -3,7 +3,7 @@
 Every Dask worker is a process on one core that runs one slice at a time (the Dask resource
 ``geosweep-slice``; the kernels are single-threaded Numba code, so one process per core avoids
 the GIL and keeps results bitwise identical to a serial run) and has a second thread that
-writes finished store shards meanwhile (:data:`sweeps.engine.WORKER_ARGS`). Batch jobs export
+writes finished store shards meanwhile (:data:`geosweep.sweeps.engine.WORKER_ARGS`). Batch jobs export
 ``NUMBA_NUM_THREADS=1`` (and the BLAS thread counts) and put the Numba cache on shared storage
 (``NUMBA_CACHE_DIR``) so a kernel compiled once is loaded by every worker.
 
@@ -234,7 +234,7 @@ def make_cluster(kind: str, **options: Any):
 def _local(o: LocalOptions):
     from distributed import LocalCluster
 
-    from sweeps.engine import LOCAL_WORKER
+    from geosweep.sweeps.engine import LOCAL_WORKER
 
     return LocalCluster(
         n_workers=o.n_workers or os.cpu_count() or 1,
@@ -249,7 +249,7 @@ def _local(o: LocalOptions):
 def import_jobqueue():
     """``dask_jobqueue``, imported without its side effect on the driver: importing it sets a SIGINT
     handler that calls ``sys.exit()`` (Ctrl-C would end a run with exit 0 and no message). The handler
-    in place before (geosweep's :class:`flows.output.Interrupts`) is put back."""
+    in place before (geosweep's :class:`geosweep.flows.output.Interrupts`) is put back."""
     main = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGINT) if main else None
     import dask_jobqueue
@@ -309,7 +309,7 @@ def batch_prologue(o: _BatchOptions) -> list[str]:
 def _batch_kwargs(o: _BatchOptions) -> dict[str, Any]:
     """Keyword arguments of the dask-jobqueue cluster. Keys left None are read by dask-jobqueue from
     the dask configuration (the site's jobqueue.yaml) itself."""
-    from sweeps.engine import WORKER_ARGS
+    from geosweep.sweeps.engine import WORKER_ARGS
 
     extra = list(batch_setting(o, "worker-extra-args", o.worker_extra_args) or [])
     if not {"--nthreads", "--resources"} & set(extra):
@@ -381,7 +381,7 @@ def _pbs(o: PBSOptions):
 def _kubernetes(o: KubernetesOptions):
     from dask_kubernetes.operator import KubeCluster
 
-    from sweeps.engine import WORKER_ARGS
+    from geosweep.sweeps.engine import WORKER_ARGS
 
     if o.manifest:
         cluster = KubeCluster(custom_cluster_spec=o.manifest, namespace=o.namespace)
@@ -394,7 +394,7 @@ def _kubernetes(o: KubernetesOptions):
             n_workers=o.n_workers,
             resources={"requests": dict(limits), "limits": dict(limits)},
             env={**WORKER_ENV, **o.env},  # NUMBA_CACHE_DIR: the image's, compiled at build (deploy/Dockerfile)
-            # one slice at a time (sweeps.engine.SLICE_RESOURCE), a spare thread for shard writers
+            # one slice at a time (geosweep.sweeps.engine.SLICE_RESOURCE), a spare thread for shard writers
             worker_command=" ".join(["dask", "worker", *WORKER_ARGS]),
         )
     if o.adapt_max_workers:
@@ -406,7 +406,7 @@ _BUILDERS = {"local": _local, "slurm": _slurm, "pbs": _pbs, "kubernetes": _kuber
 
 
 # ---------------------------------------------------------------------------------------
-# what the batch system says about a cluster's jobs (sweeps.first_worker)
+# what the batch system says about a cluster's jobs (geosweep.sweeps.first_worker)
 # ---------------------------------------------------------------------------------------
 #: Slurm job states of a job that may still start a worker
 _SLURM_ALIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"}
@@ -430,7 +430,7 @@ def slurm_jobs_state(cluster):
     """The cluster's jobs as ``squeue`` sees them (state and reason) with their log paths."""
     import subprocess
 
-    from sweeps.first_worker import JobsState
+    from geosweep.sweeps.first_worker import JobsState
 
     ids = _job_ids(cluster)
     if not ids:
@@ -455,7 +455,7 @@ def batch_jobs_state(cluster):
     if name == "SLURMCluster":
         return slurm_jobs_state(cluster)
     if name == "PBSCluster":
-        from sweeps.first_worker import JobsState
+        from geosweep.sweeps.first_worker import JobsState
 
         ids = _job_ids(cluster)
         return JobsState(f"jobs {', '.join(ids) or 'none yet'} (see qstat -f for why they wait)", True)

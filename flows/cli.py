@@ -8,12 +8,12 @@ continues a finished store to a later T (:mod:`sweeps.extension`); ``serve`` ser
 nightly Prefect deployment of a spec (see :mod:`flows.deployments`).
 
 Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom systems; the
-``geosweep.plugins`` entry points are always loaded, see :mod:`flows.plugins`).
+``geosweep.plugins`` entry points are always loaded, see :mod:`geosweep.flows.plugins`).
 
 Exit codes: 0 success (cells whose integration failed are results, not errors), 1 some
-slices raised or no Dask worker answered (:mod:`sweeps.liveness`) or connected
-(:mod:`sweeps.first_worker`), 2 the spec, cluster file, options, a plugin, the scheduler address
-or the store location were refused, a worker does not see the store (:mod:`sweeps.visibility`), the store is
+slices raised or no Dask worker answered (:mod:`geosweep.sweeps.liveness`) or connected
+(:mod:`geosweep.sweeps.first_worker`), 2 the spec, cluster file, options, a plugin, the scheduler address
+or the store location were refused, a worker does not see the store (:mod:`geosweep.sweeps.visibility`), the store is
 damaged, cannot be written (disk full, read-only) or its ``<store>.lease`` is not a lease file
 (one line each), 3 the store belongs to another spec or has
 another store format, or another run holds its lease (also ``verify --repair``; a run that lost
@@ -33,13 +33,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from flows.output import LEVELS, LOG, Interrupts, configure, progress_reporter, store_problem
+from geosweep.flows.output import LEVELS, LOG, Interrupts, configure, progress_reporter, store_problem
 
 DEMO_SPEC = "sphere_demo.toml"
 
 
 def _demo_spec_path() -> str:
-    return str(resources.files("sweeps").joinpath("examples", DEMO_SPEC))
+    return str(resources.files("geosweep.sweeps").joinpath("examples", DEMO_SPEC))
 
 
 def _version() -> str:
@@ -56,7 +56,7 @@ def _how_to_open(store: str, storage_options=None) -> str:
     extra = ", storage_options=STORAGE_OPTIONS)  # the dict given to --storage-options" if storage_options else ")"
     if getattr(storage_options, "reference", None):
         ref = storage_options.reference
-        extra = f", storage_options=resolve({ref!r}))  # from sweeps.credentials import resolve"
+        extra = f", storage_options=resolve({ref!r}))  # from geosweep.sweeps.credentials import resolve"
     return (
         f"\nresults: {store}\n"
         "open them with:\n"
@@ -68,8 +68,8 @@ def _how_to_open(store: str, storage_options=None) -> str:
 
 def _storage_options(text: str):
     """``--storage-options``: a reference (``env:NAME``, ``@file.json``, ``profile:NAME``) or a JSON
-    object of fsspec options (see :mod:`sweeps.credentials`); resolved now, refused in one line."""
-    from sweeps.credentials import StorageOptions, StorageOptionsError
+    object of fsspec options (see :mod:`geosweep.sweeps.credentials`); resolved now, refused in one line."""
+    from geosweep.sweeps.credentials import StorageOptions, StorageOptionsError
 
     try:
         return StorageOptions.of(text)
@@ -100,10 +100,10 @@ class ClusterFileError(ValueError):
 
 
 def _cluster_config(path: str):
-    """Read and check a :class:`deploy.clusters.ClusterConfig` file (refused before any work)."""
+    """Read and check a :class:`geosweep.deploy.clusters.ClusterConfig` file (refused before any work)."""
     from pydantic import ValidationError
 
-    from deploy.clusters import ClusterConfig, check_dependencies
+    from geosweep.deploy.clusters import ClusterConfig, check_dependencies
 
     try:
         cfg = ClusterConfig.from_file(path)
@@ -137,7 +137,7 @@ class StoreProblem(RuntimeError):
 def _check_store(store: str, storage_options: dict | None, write: bool = False) -> None:
     """Refuse (one line, exit 2) a URL store that cannot be reached or a local path that cannot
     hold a store: a file, under a file, a non-zarr directory, damaged root metadata, or (``write``) read-only."""
-    from sweeps.store import StoreRef
+    from geosweep.sweeps.store import StoreRef
 
     problem = store_problem(store, storage_options) or StoreRef.of(store).problem(write)
     if problem:
@@ -181,11 +181,11 @@ def _execution(args: argparse.Namespace, stack: ExitStack) -> tuple[str | None, 
         return None, None
     from distributed import Client, LocalCluster
 
-    from sweeps.engine import LOCAL_WORKER
+    from geosweep.sweeps.engine import LOCAL_WORKER
 
     if args.cluster:
-        from deploy.clusters import batch_jobs_state
-        from sweeps.first_worker import describing
+        from geosweep.deploy.clusters import batch_jobs_state
+        from geosweep.sweeps.first_worker import describing
 
         cluster = stack.enter_context(_start_cluster(args.cluster))
         stack.enter_context(describing(lambda: batch_jobs_state(cluster)))  # while waiting for a worker
@@ -232,13 +232,13 @@ def _has_bokeh() -> bool:
 
 
 def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
-    from flows import firstrun
-    from sweeps.engine import default_store_path, run_sweep, warm_plan
-    from sweeps.first_worker import first_worker_seconds
-    from sweeps.liveness import unresponsive_seconds
-    from sweeps.plan import make_plan
-    from sweeps.spec import read_spec_file
-    from sweeps.summary import status_table
+    from geosweep.flows import firstrun
+    from geosweep.sweeps.engine import default_store_path, run_sweep, warm_plan
+    from geosweep.sweeps.first_worker import first_worker_seconds
+    from geosweep.sweeps.liveness import unresponsive_seconds
+    from geosweep.sweeps.plan import make_plan
+    from geosweep.sweeps.spec import read_spec_file
+    from geosweep.sweeps.summary import status_table
 
     on_prefect = not (args.no_prefect or args.serial)
     # what can be refused at once is refused before Prefect's server starts (one line, no server noise)
@@ -295,8 +295,8 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 LOG.error(f"slice failed: {err[:300]}")
             summary = status_table(store, args.storage_options)
         else:
-            from flows.output import RunFailureFilter
-            from flows.sweep_flow import SlicesFailed, sweep_flow
+            from geosweep.flows.output import RunFailureFilter
+            from geosweep.flows.sweep_flow import SlicesFailed, sweep_flow
 
             if server is not None:
                 # what the flow imports anyway (≈ 1.3 s), here while Prefect's server finishes starting
@@ -367,9 +367,9 @@ def cmd_extend(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from flows import firstrun
-    from flows.deployments import prefect_api_url, serve_nightly
-    from sweeps.credentials import deployment_parameter
+    from geosweep.flows import firstrun
+    from geosweep.flows.deployments import prefect_api_url, serve_nightly
+    from geosweep.sweeps.credentials import deployment_parameter
 
     cluster = _cluster_config(args.cluster).model_dump(mode="json") if args.cluster else None
     if not args.temporary and prefect_api_url() is None:
@@ -404,10 +404,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from flows import firstrun
-    from sweeps.engine import warm_plan
-    from sweeps.estimate import estimate
-    from sweeps.plan import make_plan
+    from geosweep.flows import firstrun
+    from geosweep.sweeps.engine import warm_plan
+    from geosweep.sweeps.estimate import estimate
+    from geosweep.sweeps.plan import make_plan
 
     t0 = time.perf_counter()
     cold = firstrun.prepare(args.spec)
@@ -419,7 +419,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     grid = plan.grid
     dims = ", ".join(f"{d}={n}" for d, n in zip(grid.dims, grid.shape))
     print(f"{args.spec}: valid. {grid.size} cells ({dims}); time samples {plan.spec.n_time}")
-    from sweeps.compact import axis_text
+    from geosweep.sweeps.compact import axis_text
 
     print("axes: " + "; ".join(axis_text(axis.name, axis.values) for axis in grid.axes))
     est = estimate(
@@ -439,8 +439,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from sweeps.store import StoreRef
-    from sweeps.summary import status_table
+    from geosweep.sweeps.store import StoreRef
+    from geosweep.sweeps.summary import status_table
 
     ref = StoreRef.of(args.store, args.storage_options)
     _check_store(ref.url, args.storage_options)
@@ -457,8 +457,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _read_damaged(ref, read):
     """``read()``, or None after one line naming the damage of a store it cannot read (flag arrays
     missing, undecodable chunks or metadata) and the command that repairs it."""
-    from sweeps.repair import missing_flags
-    from sweeps.store import StoreMismatchError
+    from geosweep.sweeps.repair import missing_flags
+    from geosweep.sweeps.store import StoreMismatchError
 
     try:
         missing = missing_flags(ref)
@@ -478,7 +478,7 @@ def _read_damaged(ref, read):
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``geosweep verify STORE [--repair]``: check every finished cell against its checksum."""
-    from sweeps.store import StoreRef, mark_for_rerun, verify
+    from geosweep.sweeps.store import StoreRef, mark_for_rerun, verify
 
     ref = StoreRef.of(args.store, args.storage_options)
     _check_store(ref.url, args.storage_options)
@@ -486,7 +486,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         LOG.error(f"no store at {ref.url}")
         return 2
     if args.repair:  # a repair writes: under the store's lease (exit 3 while a run writes the store)
-        from sweeps.lease import Lease
+        from geosweep.sweeps.lease import Lease
 
         with Lease(ref) as lease:
             return _verify(lease.ref, args, mark_for_rerun, verify)
@@ -494,7 +494,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
-    from sweeps.repair import missing_flags, repair_flags
+    from geosweep.sweeps.repair import missing_flags, repair_flags
 
     if missing := missing_flags(ref):
         print(f"{ref.url}: flag array(s) {', '.join(missing)} missing")
@@ -509,7 +509,7 @@ def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
         print(f"{ref.url}: every finished cell matches its checksum")
         return 0
     print(f"{ref.url}: {len(found['damaged'])} damaged cell(s), {len(found['flags'])} unreadable flag(s)")
-    from sweeps.compact import MAX_ITEMS, capped
+    from geosweep.sweeps.compact import MAX_ITEMS, capped
 
     for line in capped(_cell_labels(ref, bad[:MAX_ITEMS]), total=len(bad), indent="  "):
         print(line)
@@ -541,9 +541,9 @@ def _cell_labels(ref, cells: list) -> list[str]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """``geosweep report STORE [--out DIR]``: figures and index.md/index.html (see analysis.report)."""
-    from analysis.report import main_report
-    from sweeps.store import StoreRef, open_results
+    """``geosweep report STORE [--out DIR]``: figures and index.md/index.html (see geosweep.analysis.report)."""
+    from geosweep.analysis.report import main_report
+    from geosweep.sweeps.store import StoreRef, open_results
 
     ref = StoreRef.of(args.store, args.storage_options)
     _check_store(ref.url, args.storage_options)
@@ -572,8 +572,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_systems(args: argparse.Namespace) -> int:
-    from flows import firstrun
-    from kernels.registry import INTEGRATORS, SYSTEMS, integrators_for
+    from geosweep.flows import firstrun
+    from geosweep.kernels.registry import INTEGRATORS, SYSTEMS, integrators_for
 
     firstrun.load_families()  # says "compiling kernels" when a cold Numba cache makes importing compile
     for sysdef in SYSTEMS.values():
@@ -782,7 +782,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     if argv is None:  # the console script: every Python process it starts (Dask's spawned workers too)
         # keeps the working directory off sys.path, like firstrun.SAFE_PATH (a multiprocessing.py there
-        # must not run in a worker); --import still finds modules there (flows.plugins puts it on sys.path)
+        # must not run in a worker); --import still finds modules there (geosweep.flows.plugins puts it on sys.path)
         os.environ.setdefault("PYTHONSAFEPATH", "1")
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -9,7 +9,7 @@ heartbeat nor a final state within ``grace`` seconds. Rerunning the flow then re
 (the dead run's lease is taken over, finished cells are kept, partial cells continue from their
 checkpoints).
 
-``geosweep serve`` calls it; with ``prefect deploy`` run ``python -m flows.crash_detection`` once
+``geosweep serve`` calls it; with ``prefect deploy`` run ``python -m geosweep.flows.crash_detection`` once
 per server (deploy/README.md), and set ``PREFECT_FLOWS_HEARTBEAT_FREQUENCY`` for the workers.
 """
 
@@ -85,11 +85,11 @@ def ensure_crash_detection(heartbeat: int = DEFAULT_HEARTBEAT, grace: float | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m flows.crash_detection [--heartbeat S] [--crash-after S]``: create the automation on
+    """``python -m geosweep.flows.crash_detection [--heartbeat S] [--crash-after S]``: create the automation on
     the server of ``PREFECT_API_URL`` (for deployments made with ``prefect deploy``)."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m flows.crash_detection", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m geosweep.flows.crash_detection", description=main.__doc__)
     p.add_argument("--heartbeat", type=int, default=DEFAULT_HEARTBEAT, help="heartbeat interval of the runs (s)")
     p.add_argument("--crash-after", type=float, help="silence (s) after which a run is marked Crashed")
     args = p.parse_args(argv)

@@ -21,9 +21,9 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.sweep_flow import sweep_flow
-from sweeps.credentials import StorageOptions, resolve
-from sweeps.plan import make_plan
+from geosweep.flows.sweep_flow import sweep_flow
+from geosweep.sweeps.credentials import StorageOptions, resolve
+from geosweep.sweeps.plan import make_plan
 
 DEFAULT_CRON = "0 2 * * *"
 DEFAULT_TIMEZONE = "UTC"
@@ -101,7 +101,7 @@ def previous_night(
 
 def failed_cells(store: str, storage_options: dict | None = None) -> tuple[int, int]:
     """(cells with status > 0, runnable cells) of a store."""
-    from sweeps.store import open_results
+    from geosweep.sweeps.store import open_results
 
     status = open_results(store, storage_options)["status"].values
     return int((status > 0).sum()), int((status != -2).sum())
@@ -165,7 +165,7 @@ def nightly_report(
     """Write the night's report beside its store, with the comparison against ``previous``."""
     from prefect.artifacts import create_markdown_artifact
 
-    from analysis.report import compare_stores, write_report
+    from geosweep.analysis.report import compare_stores, write_report
 
     storage_options = resolve(storage_options)  # a task input: passed as StorageOptions, never as secrets
     logger = get_run_logger()
@@ -214,7 +214,7 @@ def nightly_flow(
     ``max_failed_share`` of the runnable cells have a failure status. ``imports`` are modules
     imported first (custom systems), after the ``geosweep.plugins`` entry points.
     """
-    from flows.plugins import load_plugins
+    from geosweep.flows.plugins import load_plugins
 
     load_plugins(imports)  # a deployment run is a fresh process: custom systems register here
     # a reference (env:NAME, @file) is resolved here, in the flow's process; the subflow records it redacted
@@ -232,7 +232,7 @@ def nightly_flow(
     logger.info(f"nightly store {store}")
     own = None
     if cluster is not None:
-        from deploy.clusters import ClusterConfig
+        from geosweep.deploy.clusters import ClusterConfig
 
         own = ClusterConfig.model_validate(cluster).make()
         address = own.scheduler_address
@@ -288,8 +288,8 @@ def nightly_deployment(
     """
     from prefect.schedules import Cron
 
-    from flows.plugins import load_plugins
-    from sweeps.credentials import deployment_parameter
+    from geosweep.flows.plugins import load_plugins
+    from geosweep.sweeps.credentials import deployment_parameter
 
     load_plugins(imports)
     sweep = make_plan(spec).spec
@@ -341,11 +341,11 @@ def serve_nightly(
     Needs a Prefect server that outlives this process (``PREFECT_API_URL``); ``temporary=True``
     accepts Prefect's temporary server instead, whose schedule dies with this process. Flow runs
     send a heartbeat every ``heartbeat`` seconds (default
-    :data:`flows.crash_detection.DEFAULT_HEARTBEAT`), and unless ``crash_detection=False`` the
+    :data:`geosweep.flows.crash_detection.DEFAULT_HEARTBEAT`), and unless ``crash_detection=False`` the
     server gets the automation that marks a run silent for ``crash_after`` seconds (default two
-    heartbeats + 30 s) ``Crashed`` (:mod:`flows.crash_detection`).
+    heartbeats + 30 s) ``Crashed`` (:mod:`geosweep.flows.crash_detection`).
     """
-    from flows.crash_detection import DEFAULT_HEARTBEAT, ensure_crash_detection
+    from geosweep.flows.crash_detection import DEFAULT_HEARTBEAT, ensure_crash_detection
 
     if not temporary and prefect_api_url() is None:
         raise NoPrefectServerError(

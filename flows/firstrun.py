@@ -3,7 +3,7 @@
 A cold Numba cache means compiling what a spec runs: for the demo (the (S²)ⁿ family, its
 Lennard-Jones potential, the explicit VI and RK step kinds) about 10 s on one core, a third of it
 the shared driver. The family compiles lazily — only the potentials and method kinds of the
-spec (:func:`sweeps.engine.warm_plan`), not every built-in system's potential or the implicit
+spec (:func:`geosweep.sweeps.engine.warm_plan`), not every built-in system's potential or the implicit
 VI's LU solve. :func:`prepare` says so once ("compiling kernels", only after the helper found the
 spec valid and only when Numba really compiles, not when it loads its cache) and, for ``geosweep run``,
 compiles in a helper process while Prefect's temporary server starts
@@ -27,7 +27,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from flows.output import LOG
+from geosweep.flows.output import LOG
 
 #: cold compile on 2 cores (AMD EPYC, 2026-11-24): one spec's kernels (the demo's helper: 9.4 s; 11.5 s
 #: on the slower VM of 2026-11-23, the driver 4.4 s of it), and every built-in family with the helpers
@@ -65,7 +65,7 @@ DETACHED: dict = {"start_new_session": True, "preexec_fn": _die_with_parent if _
 def _stamp(key: str = "all") -> Path:
     import numba
 
-    import kernels
+    import geosweep.kernels as kernels
 
     root = Path(kernels.__file__).resolve().parent
     h = hashlib.sha256()
@@ -150,7 +150,7 @@ def _watch(helper: subprocess.Popen, what: str, need_valid: bool) -> threading.T
 
 def _helper(code: str, *args: str, what: str, need_valid: bool) -> tuple[subprocess.Popen, threading.Thread]:
     env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
-    code = f"from flows.firstrun import report_compiles; report_compiles(); {code}"
+    code = f"from geosweep.flows.firstrun import report_compiles; report_compiles(); {code}"
     proc = subprocess.Popen(
         [sys.executable, *SAFE_PATH, "-c", code, *args],
         env=env,
@@ -164,7 +164,7 @@ def _helper(code: str, *args: str, what: str, need_valid: bool) -> tuple[subproc
 
 def compile_families(modules: list[str] | None = None) -> None:
     """Compile built-in families (default: every one) into the on-disk cache in parallel helpers."""
-    from kernels.registry import BUILTIN_FAMILIES
+    from geosweep.kernels.registry import BUILTIN_FAMILIES
 
     helpers = [_helper(f"import {m}", what="all", need_valid=False) for m in modules or BUILTIN_FAMILIES]
     for proc, reader in helpers:
@@ -176,8 +176,8 @@ def load_families() -> None:
     """Import every built-in family (``geosweep systems``, ``serve``). Importing compiles a family's
     fixed-signature kernels where the Numba cache is cold: once the first family starts compiling,
     the others compile in parallel helpers; "compiling kernels" is said only if something compiles."""
-    from kernels._jit import watch_compiles
-    from kernels.registry import BUILTIN_FAMILIES, load_builtins
+    from geosweep.kernels._jit import watch_compiles
+    from geosweep.kernels.registry import BUILTIN_FAMILIES, load_builtins
 
     first, *rest = BUILTIN_FAMILIES
     helpers: list[tuple[subprocess.Popen, threading.Thread]] = []
@@ -295,7 +295,7 @@ def start_prefect_server() -> threading.Thread | None:
         return None
     if configured is False:
         return _TemporaryServer()
-    from flows.deployments import prefect_api_url
+    from geosweep.flows.deployments import prefect_api_url
 
     if prefect_api_url() is not None:
         return None
@@ -321,7 +321,7 @@ def start_prefect_server() -> threading.Thread | None:
 
 def _spec_names(spec_path: str | os.PathLike) -> tuple[str, list[str]] | None:
     """(system, integrators) of a spec file, read without validation (None if it names none)."""
-    from sweeps.spec import SpecError, read_spec_file
+    from geosweep.sweeps.spec import SpecError, read_spec_file
 
     try:
         data = read_spec_file(spec_path)
@@ -335,7 +335,7 @@ def _spec_names(spec_path: str | os.PathLike) -> tuple[str, list[str]] | None:
 
 #: what a compile helper runs: the spec's plan (importing its family; validated) and the kernels its cells run
 _COMPILE = (
-    "import sys; from sweeps.plan import make_plan; from sweeps.engine import warm_plan; "
+    "import sys; from geosweep.sweeps.plan import make_plan; from geosweep.sweeps.engine import warm_plan; "
     f"plan = make_plan(sys.argv[1]); print({_VALID!r}, flush=True); warm_plan(plan)"
 )
 _pending: list[tuple[tuple[subprocess.Popen, threading.Thread] | None, tuple[str, list[str]]]] = []
@@ -351,7 +351,7 @@ def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, w
     Prefect's server), and :func:`finish` waits for it and loads them from the filled cache. The
     caller must not import the family in between.
     """
-    from kernels.registry import BUILTIN_SYSTEMS
+    from geosweep.kernels.registry import BUILTIN_SYSTEMS
 
     _prepared.clear()
     if not families:
@@ -376,8 +376,8 @@ def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, w
 
 def finish() -> None:
     """Wait for the compile helper of :func:`prepare` and load its family (now from the cache)."""
-    from kernels._jit import watch_compiles
-    from kernels.registry import load_for
+    from geosweep.kernels._jit import watch_compiles
+    from geosweep.kernels.registry import load_for
 
     while _pending:
         helper, names = _pending.pop()

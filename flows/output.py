@@ -39,14 +39,14 @@ def quiet_distributed(level: int = logging.WARNING) -> None:
 
 class _Stderr(logging.StreamHandler):
     """Writes to the current ``sys.stderr`` (which may be replaced, e.g. under pytest), with the
-    credentials of any URL in a line removed (``https://***@host``: :func:`sweeps.credentials.scrub`)."""
+    credentials of any URL in a line removed (``https://***@host``: :func:`geosweep.sweeps.credentials.scrub`)."""
 
     def emit(self, record: logging.LogRecord) -> None:
         self.stream = sys.stderr
         super().emit(record)
 
     def format(self, record: logging.LogRecord) -> str:
-        from sweeps.credentials import scrub
+        from geosweep.sweeps.credentials import scrub
 
         return scrub(super().format(record))
 
@@ -269,7 +269,7 @@ def _endpoint_problem(endpoint: str, timeout: float = 5.0) -> str | None:
 def store_problem(url: str, storage_options: dict | None = None) -> str | None:
     """Why a URL store cannot be used (unreachable endpoint, missing bucket), or None if it can; the
     credentials of a URL in the reason (an ``endpoint_url`` with ``user:password@``) are removed."""
-    from sweeps.credentials import scrub
+    from geosweep.sweeps.credentials import scrub
 
     if scrub(url) != url:  # Prefect would record it (the flow's store parameter) and every line print it
         return (

@@ -1,10 +1,10 @@
 """The Prefect flow that runs a sweep: plan → execute (Dask futures) → finalise.
 
 Prefect adds scheduling, retries and run history; the science runs in
-:func:`sweeps.engine.run_sweep`, which fans out one plain Dask future per slice of cells
+:func:`geosweep.sweeps.engine.run_sweep`, which fans out one plain Dask future per slice of cells
 (not one Prefect task per cell: a Prefect task costs tens of ms plus API traffic).
 
-In-process objects as flow parameters: the CLI builds the :class:`sweeps.plan.Plan` (the spec
+In-process objects as flow parameters: the CLI builds the :class:`geosweep.sweeps.plan.Plan` (the spec
 validated and the models built, once) and passes it, with its progress callback, straight into
 :func:`sweep_flow`. Prefect hands parameters of a flow called in this process to the function
 unchanged (a ``Plan`` passes pydantic validation as itself, a callable as itself); for the
@@ -26,12 +26,12 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
-from flows.output import quiet_distributed
-from sweeps.credentials import StorageOptions, resolve
-from sweeps.engine import Progress, run_sweep
-from sweeps.liveness import WorkersUnresponsive
-from sweeps.plan import Plan, make_plan
-from sweeps.summary import status_table
+from geosweep.flows.output import quiet_distributed
+from geosweep.sweeps.credentials import StorageOptions, resolve
+from geosweep.sweeps.engine import Progress, run_sweep
+from geosweep.sweeps.liveness import WorkersUnresponsive
+from geosweep.sweeps.plan import Plan, make_plan
+from geosweep.sweeps.summary import status_table
 
 
 class SlicesFailed(RuntimeError):
@@ -149,13 +149,13 @@ def sweep_flow(
     adds values at the end of its sweep axes, :mod:`sweeps.grow`, or has a larger T,
     :mod:`sweeps.extension`).
 
-    ``plan`` is a :class:`~sweeps.plan.Plan` (from :func:`~sweeps.plan.make_plan`; used as is)
+    ``plan`` is a :class:`~geosweep.sweeps.plan.Plan` (from :func:`~geosweep.sweeps.plan.make_plan`; used as is)
     or a spec path/mapping (planned once here). ``progress`` is called with every
-    :class:`~sweeps.engine.Progress` update (in-process callers only; see the module doc).
+    :class:`~geosweep.sweeps.engine.Progress` update (in-process callers only; see the module doc).
     Without ``address`` a local Dask cluster of ``n_workers`` workers (one slice at a time each) runs the
     cells (threads by default, worker processes with ``processes=True``). ``storage_options``
     are fsspec options, best a reference (``env:NAME``, ``@file.json``, ``profile:NAME``) or a
-    :class:`~sweeps.credentials.StorageOptions`: resolved here, in the flow's process, and
+    :class:`~geosweep.sweeps.credentials.StorageOptions`: resolved here, in the flow's process, and
     recorded by Prefect as the reference or redacted, never with a secret value.
     """
     storage_options = StorageOptions.of(storage_options)

@@ -7,10 +7,10 @@ Conventions
 -----------
 * Time, lengths, masses are in the units of each system (dimensionless for the sphere MD).
 * Arrays of per-body vectors have shape ``(n, 3)``, C-contiguous float64.
-* A failing integration stops with a status code from :mod:`kernels.status`; kernels never
+* A failing integration stops with a status code from :mod:`geosweep.kernels.status`; kernels never
   clamp, renormalise silently or return NaN for steps they completed.
 """
 
-from kernels.status import Status
+from geosweep.kernels.status import Status
 
 __all__ = ["Status"]

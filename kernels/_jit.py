@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from numba import njit
 from numba.core.errors import NumbaExperimentalFeatureWarning
 
-# first-class function types carry the family contract (kernels.core.signatures); they work
+# first-class function types carry the family contract (geosweep.kernels.core.signatures); they work
 # and are cached, so the "experimental" notice is noise for users
 warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
 

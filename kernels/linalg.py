@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernels._jit import kjit
+from geosweep.kernels._jit import kjit
 
 
 @kjit

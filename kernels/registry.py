@@ -218,7 +218,7 @@ class FamilyDef:
     ``state_labels`` names the entries of the ``state`` dim (``final_state``,
     ``snapshot_state``); ``run(model, integrator, request, options)`` integrates one cell
     (:class:`RunRequest`) and returns a :class:`CellResult`; ``start`` (same arguments)
-    returns a resumable :class:`kernels.core.trajectory.Trajectory` instead and ``collect``
+    returns a resumable :class:`geosweep.kernels.core.trajectory.Trajectory` instead and ``collect``
     turns a finished one into the :class:`CellResult`; ``warmup()``
     compiles the kernels on a tiny model so workers never compile concurrently inside a sweep;
     ``cost_per_step(model, integrator)`` estimates single-core seconds per step (slicing only).
@@ -264,12 +264,12 @@ def register_family(defn: FamilyDef) -> FamilyDef:
 #: The built-in families: modules exporting ``FAMILY``, ``INTEGRATORS`` and ``SYSTEMS``. Adding a
 #: family is one line here (the registry imports them by name, so it depends on none of them).
 BUILTIN_FAMILIES: tuple[str, ...] = (
-    "kernels.s2.family",
-    "kernels.torus.family",
-    "kernels.chain.family",
-    "kernels.top.family",
-    "kernels.quad.family",
-    "kernels.dg.family",
+    "geosweep.kernels.s2.family",
+    "geosweep.kernels.torus.family",
+    "geosweep.kernels.chain.family",
+    "geosweep.kernels.top.family",
+    "geosweep.kernels.quad.family",
+    "geosweep.kernels.dg.family",
 )
 
 
@@ -288,15 +288,15 @@ def register_module(module: Any) -> None:
 BUILTIN_SYSTEMS: dict[str, str] = {
     **dict.fromkeys(
         ("lj_sphere", "double_pendulum", "spring_pendula", "elastic_rod", "sphere_three_body", "dipole_array"),
-        "kernels.s2.family",
+        "geosweep.kernels.s2.family",
     ),
-    **dict.fromkeys(("torus", "so3_pendulum"), "kernels.torus.family"),
-    "pendulum_chain": "kernels.chain.family",
-    "heavy_top": "kernels.top.family",
-    "two_quadrotors": "kernels.quad.family",
+    **dict.fromkeys(("torus", "so3_pendulum"), "geosweep.kernels.torus.family"),
+    "pendulum_chain": "geosweep.kernels.chain.family",
+    "heavy_top": "geosweep.kernels.top.family",
+    "two_quadrotors": "geosweep.kernels.quad.family",
     **dict.fromkeys(
         ("nh_quartic", "chaplygin_sleigh", "suslov", "gearbox", "rolling_disk", "rigid_body_lp", "pendulum_chain_lp"),
-        "kernels.dg.family",
+        "geosweep.kernels.dg.family",
     ),
 }
 

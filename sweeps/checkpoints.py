@@ -2,7 +2,7 @@
 
 A long cell runs in segments of ``checkpoint_every`` (time). After each segment the worker
 saves the trajectory's checkpoint (state, accumulators, counters, samples and snapshots so far,
-controller state — :meth:`kernels.core.trajectory.Trajectory.checkpoint`) as one ``.npz``
+controller state — :meth:`geosweep.kernels.core.trajectory.Trajectory.checkpoint`) as one ``.npz``
 object ``<store>/_checkpoints/<cell>.npz`` (with the fraction of the cell done, which
 ``geosweep status`` shows). A cell that needed checkpoints also saves its *complete* trajectory
 when it finishes, kept until its shard of the store is written (a lost shard write then costs no
@@ -13,7 +13,7 @@ flag are written.
 Each cell owns its object (parallel writers never share one). A checkpoint is replaced
 atomically: on a local file system it is written under a temporary name and renamed; on an
 object store a single PUT replaces it whole. An unreadable checkpoint is ignored (the cell
-restarts from t = 0) and reported. Writes under a lease are fenced (:func:`sweeps.lease.fence`).
+restarts from t = 0) and reported. Writes under a lease are fenced (:func:`geosweep.sweeps.lease.fence`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from sweeps.grid import Cell
-from sweeps.lease import fence
+from geosweep.sweeps.grid import Cell
+from geosweep.sweeps.lease import fence
 
 DIRNAME = "_checkpoints"
 

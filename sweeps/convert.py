@@ -1,7 +1,8 @@
 """Copy a store of an older readable format (format 2) into a new store of the current layout.
 
-``python -m sweeps.convert OLD NEW``: NEW is created from OLD's spec (:func:`sweeps.store.ensure_store`,
-so one chunk per shard, :data:`sweeps.store.FORMAT_VERSION`), then every per-cell array is copied
+``python -m geosweep.sweeps.convert OLD NEW``: NEW is created from OLD's spec
+(:func:`~geosweep.sweeps.store.ensure_store`,
+so one chunk per shard, :data:`geosweep.sweeps.store.FORMAT_VERSION`), then every per-cell array is copied
 shard by shard of the new layout (values, flags and checksums unchanged, bit for bit), and the
 old store's run records and checkpoints of partial cells come along. OLD is only read. Format-2
 stores need no conversion to be read or resumed; a large one reads much faster converted (one
@@ -15,14 +16,14 @@ import sys
 
 import numpy as np
 
-from sweeps.lease import Lease, fence
-from sweeps.store import FORMAT_VERSION, StoreRef, check_format, ensure_store, shard_region, sweep_shards
+from geosweep.sweeps.lease import Lease, fence
+from geosweep.sweeps.store import FORMAT_VERSION, StoreRef, check_format, ensure_store, shard_region, sweep_shards
 
 
 def _spec_of(text: str) -> dict:
     """The spec of a store's canonical ``spec`` attribute, integer parameters as integers again (the
     canonical text writes an integer as the float equal to it)."""
-    from kernels.registry import SYSTEMS
+    from geosweep.kernels.registry import SYSTEMS
 
     spec = json.loads(text)
     sysdef = SYSTEMS[spec["system"]]
@@ -39,8 +40,8 @@ def _spec_of(text: str) -> dict:
 
 def convert_store(source: str, target: str) -> int:
     """Copy the store ``source`` into a new store ``target`` (see the module doc); returns the cells copied."""
-    from sweeps import checkpoints
-    from sweeps.plan import make_plan
+    from geosweep.sweeps import checkpoints
+    from geosweep.sweeps.plan import make_plan
 
     src = StoreRef.of(source)
     old = src.open_group("r")
@@ -73,7 +74,7 @@ def convert_store(source: str, target: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 2:
-        print("usage: python -m sweeps.convert OLD_STORE NEW_STORE", file=sys.stderr)
+        print("usage: python -m geosweep.sweeps.convert OLD_STORE NEW_STORE", file=sys.stderr)
         return 2
     cells = convert_store(*args)
     print(f"{args[1]}: {cells} cells copied from {args[0]} (store format {FORMAT_VERSION})")

@@ -1,12 +1,12 @@
 """Running a sweep on a ``distributed.Client`` (or serially in-process).
 
-Flow: plan (spec validated and models built once, :mod:`sweeps.plan`) → create/check the
+Flow: plan (spec validated and models built once, :mod:`geosweep.sweeps.plan`) → create/check the
 store → pending cells (``done == 0``) → slices of ~``slice_seconds`` of work that never cross a
 store shard → one plain Dask future per slice, and one writer future per shard that depends on
 the shard's slices. Each shard's models go to the cluster once, as a tiny task of their own (not scattered
 data: the scheduler can recompute them when the worker holding them dies or retires); a slice receives the plan part
 its cells need and runs the kernels cell by cell (long cells in checkpointed segments); the
-shard's writer writes all its cells at once, one object per variable (:mod:`sweeps.store`), on a
+shard's writer writes all its cells at once, one object per variable (:mod:`geosweep.sweeps.store`), on a
 worker's spare thread where workers declare :data:`SLICE_RESOURCE` (local clusters do), so a
 finished shard is written while the next shard's slices run.
 Numba caches are warmed in the driver first (which writes the on-disk cache), then on every
@@ -281,7 +281,7 @@ def _done_flags(group, cells: list[Cell]) -> dict[Cell, bool]:
 
 
 def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
-    """Write computed cells shard by shard (:func:`sweeps.store.write_shard`; the caller is the
+    """Write computed cells shard by shard (:func:`geosweep.sweeps.store.write_shard`; the caller is the
     only writer of those shards), then drop their checkpoints. Returns ``(cell, status, wall
     time, segments, resumed, ran)`` per cell, ``ran`` False for a cell found already done."""
     group = group if group is not None else run_arrays(ref, "r+")
@@ -428,7 +428,7 @@ def warm_plan(plan: Plan, cells: Sequence[Cell] | None = None) -> None:
 def warm_worker(plan: Plan, cells: Sequence[Cell] | None = None) -> str:
     """Compile or load the kernels of ``cells`` in this process (call once per worker); what it
     compiled, as a line to log, or "" when everything came from the cache."""
-    from kernels._jit import watch_compiles
+    from geosweep.kernels._jit import watch_compiles
 
     t0 = time.perf_counter()
     with watch_compiles() as compiles:
@@ -567,7 +567,7 @@ def _run_locked(
     if not pending:
         return SweepResult(ref.url, total, skipped, 0, 0, 0.0, 0)
 
-    from kernels._jit import watch_compiles
+    from geosweep.kernels._jit import watch_compiles
 
     t0 = time.perf_counter()
     with watch_compiles() as compiles:

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from sweeps.compact import per_value_text
-from sweeps.grid import Cell, slice_bounds, slice_target
-from sweeps.plan import Plan, make_plan
+from geosweep.sweeps.compact import per_value_text
+from geosweep.sweeps.grid import Cell, slice_bounds, slice_target
+from geosweep.sweeps.plan import Plan, make_plan
 
 #: seconds of probing per (integrator, tolerance, combination): batches enough for a stable fastest one
 #: (two consecutive ``geosweep validate`` agree within a few per cent; tests/test_estimate.py)
@@ -235,10 +235,10 @@ def cell_costs(plan: Plan, probes: Probes | None = None) -> dict[Cell, float]:
 # store
 # ---------------------------------------------------------------------------------------
 def store_objects(plan: Plan) -> int:
-    """Objects of the finished store: ``sweeps.store.objects_estimate`` when the store module has it,
+    """Objects of the finished store: ``geosweep.sweeps.store.objects_estimate`` when the store module has it,
     else one object per variable per cell plus metadata (the layout with one cell per chunk).
     The one place to adjust when the store layout changes."""
-    from sweeps import store
+    from geosweep.sweeps import store
 
     if hasattr(store, "objects_estimate"):
         return int(store.objects_estimate(plan)["objects"])
@@ -249,7 +249,7 @@ def store_objects(plan: Plan) -> int:
 
 def _cell_bytes(plan: Plan) -> dict[str, tuple[int, str]]:
     """(uncompressed bytes, dtype) per cell of each stored variable."""
-    from sweeps.store import SWEEP_FLAGS
+    from geosweep.sweeps.store import SWEEP_FLAGS
 
     sizes = plan.sizes
     out = {}
@@ -294,7 +294,7 @@ def sampled_bytes(plan: Plan) -> dict[str, float]:
     Summed per integrator and per combination, never per cell."""
     from numcodecs import Zstd
 
-    from sweeps.store import _fill
+    from geosweep.sweeps.store import _fill
 
     grid, famdef, sizes = plan.grid, plan.famdef, plan.sizes
     zstd = Zstd(level=0)
@@ -348,7 +348,7 @@ def _shared_first_snapshot(plan: Plan) -> float:
     """Fraction of ``snapshot_state`` bytes stored: the state at t = 0 is the same in every cell of a
     shard along the method axes (one model, one initial state), and zstd stores it once per chunk
     (store format 3: one chunk per shard)."""
-    from sweeps.store import shard_shape
+    from geosweep.sweeps.store import shard_shape
 
     n = plan.sizes.get("snapshot", 1)
     k = int(np.prod(shard_shape(plan)[: plan.grid.n_method_axes]))

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from sweeps.liveness import WorkersUnresponsive
+from geosweep.sweeps.liveness import WorkersUnresponsive
 
 ENV = "GEOSWEEP_FIRST_WORKER_TIMEOUT"
 #: default seconds to wait for a first worker

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from kernels.registry import IntegratorDef, RunRequest, SystemDef
-from sweeps.spec import SweepSpec
+from geosweep.kernels.registry import IntegratorDef, RunRequest, SystemDef
+from geosweep.sweeps.spec import SweepSpec
 
 Cell = tuple[int, ...]
 

@@ -47,7 +47,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sweeps.store import StoreMismatchError, StoreRef
+from geosweep.sweeps.store import StoreMismatchError, StoreRef
 
 #: environment variable: lease timeout in seconds (heartbeat every sixth of it)
 TIMEOUT_ENV = "GEOSWEEP_LEASE_TIMEOUT"

@@ -2,7 +2,7 @@
 
 :func:`make_plan` is the only place a spec is validated against the registry and the only
 place ``SystemDef.build`` runs during a sweep. The :class:`Plan` then travels on: CLI →
-Prefect flow → :func:`sweeps.engine.run_sweep` → Dask workers. Workers receive a plan (or
+Prefect flow → :func:`geosweep.sweeps.engine.run_sweep` → Dask workers. Workers receive a plan (or
 the :meth:`Plan.part` their cells need) and never parse a spec, build a model or touch the
 global registries ``SYSTEMS``/``INTEGRATORS``/``FAMILIES``.
 
@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, InstanceOf, PrivateAttr, model_serializer
 
-from kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, FamilyDef, IntegratorDef, RunRequest, SystemDef
-from sweeps.grid import Cell, Grid
-from sweeps.spec import SpecError, SweepSpec, build_models, check_size_limits, parse_spec
+from geosweep.kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, FamilyDef, IntegratorDef, RunRequest, SystemDef
+from geosweep.sweeps.grid import Cell, Grid
+from geosweep.sweeps.spec import SpecError, SweepSpec, build_models, check_size_limits, parse_spec
 
 
 class Plan(BaseModel):
@@ -113,7 +113,7 @@ class Plan(BaseModel):
         """``shard → slices`` of ``cells``: slices never cross a store shard (so one task writes
         each shard), of about ``target_seconds`` each, and at least ``4 × n_workers`` in all
         when there are enough cells."""
-        from sweeps.store import group_by_shard
+        from geosweep.sweeps.store import group_by_shard
 
         costs = self._costs_of(cells)
         total = float(sum(float(costs[c]) for c in cells))
@@ -131,7 +131,7 @@ class Plan(BaseModel):
         writes, whichever is more (the models are not counted)."""
         import math
 
-        from sweeps import store
+        from geosweep.sweeps import store
 
         per_cell = float(sum(store.cell_bytes(self).values()))
         shard = getattr(store, "shard_shape", None)
@@ -158,7 +158,7 @@ class Plan(BaseModel):
 def make_plan(source: Plan | SweepSpec | str | os.PathLike | dict) -> Plan:
     """Validate a spec and build its models, once. A :class:`Plan` is returned unchanged.
 
-    Raises :class:`sweeps.spec.SpecError` (every problem, with its field) before any work.
+    Raises :class:`geosweep.sweeps.spec.SpecError` (every problem, with its field) before any work.
     """
     if isinstance(source, Plan):
         return source
@@ -176,7 +176,7 @@ def make_plan(source: Plan | SweepSpec | str | os.PathLike | dict) -> Plan:
         for dim, n in famdef.sizes(model).items():
             sizes[dim] = max(sizes.get(dim, 0), int(n))
     plan = Plan(spec=spec, sysdef=sysdef, famdef=famdef, idefs=idefs, grid=grid, models=models, sizes=sizes)
-    from sweeps.store import name_clash, state_layout_clash
+    from geosweep.sweeps.store import name_clash, state_layout_clash
 
     clash = name_clash(sysdef, famdef, plan.first_model) or state_layout_clash(plan)
     if clash:  # xarray would refuse the store's template only once the run starts

@@ -15,9 +15,9 @@ follows whatever layout the template chose), then rebuilds what it held, cell by
 * ``wall_time``, ``completed_at``: fill values (NaN; run stamps, not results); ``progress``: 1
   for done cells.
 
-Then the metadata is consolidated again. Runs call it (via :func:`sweeps.store.done_mask`)
+Then the metadata is consolidated again. Runs call it (via :func:`geosweep.sweeps.store.done_mask`)
 under their lease; ``geosweep verify --repair`` calls it too, under the lease as well. Every write
-here is fenced by the caller's lease (:func:`sweeps.lease.fence`).
+here is fenced by the caller's lease (:func:`geosweep.sweeps.lease.fence`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from kernels.status import STATUS_MEANINGS, Status
-from sweeps.lease import fence
-from sweeps.store import (
+from geosweep.kernels.status import STATUS_MEANINGS, Status
+from geosweep.sweeps.lease import fence
+from geosweep.sweeps.store import (
     SWEEP_FLAGS,
     ArrayCache,
     StoreRef,
@@ -40,13 +40,17 @@ from sweeps.store import (
     sweep_shards,
 )
 
-#: dtype, fill value and long name of each flag array (as :func:`sweeps.store.template` writes them)
+#: dtype, fill value and long name of each flag array (as :func:`geosweep.sweeps.store.template` writes them)
 FLAG_LAYOUT: dict[str, tuple[str, Any, str]] = {
     "status": ("int8", -1, "integration status"),
     "wall_time": ("float64", np.nan, "wall-clock time of the cell"),
     "completed_at": ("float64", np.nan, "time the cell was written (provenance stamp)"),
     "progress": ("float64", 0.0, "fraction of the cell's time span integrated (1 once complete)"),
-    "checksum": ("int64", 0, "checksum of the cell's stored values (sweeps.store.cell_checksum; geosweep verify)"),
+    "checksum": (
+        "int64",
+        0,
+        "checksum of the cell's stored values (geosweep.sweeps.store.cell_checksum; geosweep verify)",
+    ),
     "done": ("int8", 0, "1 once every value of the cell is written"),
 }
 
@@ -66,7 +70,7 @@ def _open(ref: StoreRef, mode: str = "r"):
 
 
 def missing_flags(ref: StoreRef) -> list[str]:
-    """The flag arrays (:data:`sweeps.store.SWEEP_FLAGS`) whose metadata is missing or unreadable."""
+    """The flag arrays (:data:`geosweep.sweeps.store.SWEEP_FLAGS`) whose metadata is missing or unreadable."""
     group = _open(ref)
     out = []
     for name in SWEEP_FLAGS:
@@ -148,7 +152,7 @@ def _restore_lost_done(ref: StoreRef, log=None) -> int:
     try:
         group = _open(ref, "r")
         done, checksum, status = (np.asarray(group[n][...]) for n in ("done", "checksum", "status"))
-    except Exception:  # noqa: BLE001 - an unreadable flag chunk: sweeps.store.done_mask handles it
+    except Exception:  # noqa: BLE001 - an unreadable flag chunk: geosweep.sweeps.store.done_mask handles it
         return 0
     orphans = (done != 1) & (checksum != 0) & (status >= 0)
     if not orphans.any():
@@ -220,7 +224,7 @@ def _recheck_cells(group, names: list[str], flags: dict[str, np.ndarray], missin
 def stored_checksums(
     group, names: list[str], cells: np.ndarray, statuses: list[np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`sweeps.store.cell_checksum` of the stored values of the ``cells`` (boolean mask over the
+    """:func:`geosweep.sweeps.store.cell_checksum` of the stored values of the ``cells`` (boolean mask over the
     sweep grid) for each array of status codes in ``statuses``, read shard by shard (a shard's
     variables at once); returns (checksums ``(len(statuses), *grid)``, readable mask). A shard with an
     undecodable object is read cell by cell; a cell whose values cannot be read is not readable."""

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kernels.registry import INTEGRATORS, SYSTEMS, IntegratorDef, SystemDef, load_for
+from geosweep.kernels.registry import INTEGRATORS, SYSTEMS, IntegratorDef, SystemDef, load_for
 
 Scalar = bool | int | float | str
 
@@ -360,7 +360,7 @@ def parse_spec(source: str | Path | dict | SweepSpec) -> SweepSpec:
 def load_spec(source: str | Path | dict | SweepSpec) -> SweepSpec:
     """Load and fully validate a spec (models are built to check them, then dropped).
 
-    To run a sweep use :func:`sweeps.plan.make_plan`, which validates once and keeps the models.
+    To run a sweep use :func:`geosweep.sweeps.plan.make_plan`, which validates once and keeps the models.
     """
     spec = parse_spec(source)
     build_models(spec, SYSTEMS[spec.system], {n: INTEGRATORS[n] for n in spec.integrators})

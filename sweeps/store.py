@@ -43,12 +43,12 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 
-from kernels.status import STATUS_MEANINGS, Status
-from sweeps.grid import Cell
-from sweeps.spec import SweepSpec
+from geosweep.kernels.status import STATUS_MEANINGS, Status
+from geosweep.sweeps.grid import Cell
+from geosweep.sweeps.spec import SweepSpec
 
 if TYPE_CHECKING:
-    from sweeps.plan import Plan
+    from geosweep.sweeps.plan import Plan
 
 SWEEP_FLAGS = ("status", "wall_time", "completed_at", "progress", "checksum", "done")
 #: Store format written by this geosweep. 2: the family contract's stored names
@@ -60,7 +60,7 @@ READ_FORMATS = (2, 3)
 
 warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
 warnings.filterwarnings("ignore", message=".*Consolidated metadata is currently not part.*")
-# the per-cell checkpoint objects (sweeps.checkpoints) live under _checkpoints/, outside the zarr hierarchy
+# the per-cell checkpoint objects (geosweep.sweeps.checkpoints) live under _checkpoints/, outside the zarr hierarchy
 warnings.filterwarnings("ignore", message=".*_checkpoints is not recognized as a component.*")
 
 
@@ -77,9 +77,9 @@ class StoreRef:
     """Where a store lives: a local path or an fsspec URL (``s3://…``) with options.
 
     ``storage_options`` may be given as a reference (``env:NAME``, ``@file.json``,
-    ``profile:NAME``; :mod:`sweeps.credentials`), resolved here; they are left out of the repr.
-    ``lease`` is the token of the run writing the store (:class:`sweeps.lease.Lease`): writes
-    through a ref with a token are fenced by that lease (:func:`sweeps.lease.fence`).
+    ``profile:NAME``; :mod:`geosweep.sweeps.credentials`), resolved here; they are left out of the repr.
+    ``lease`` is the token of the run writing the store (:class:`geosweep.sweeps.lease.Lease`): writes
+    through a ref with a token are fenced by that lease (:func:`geosweep.sweeps.lease.fence`).
     """
 
     url: str
@@ -92,7 +92,7 @@ class StoreRef:
         if isinstance(store, StoreRef):
             return store
         if storage_options is not None and not isinstance(storage_options, dict):
-            from sweeps.credentials import resolve
+            from geosweep.sweeps.credentials import resolve
 
             storage_options = resolve(storage_options)
         s = os.fspath(store)
@@ -114,7 +114,7 @@ class StoreRef:
     def problem(self, write: bool = True) -> str | None:
         """Why this local store cannot be used (one line), or None: a path that is a file, lies
         under a file, is a non-empty directory that is not a zarr store, has unreadable root
-        metadata, or (``write``) is read-only. URL stores: see ``flows.output.store_problem``."""
+        metadata, or (``write``) is read-only. URL stores: see ``geosweep.flows.output.store_problem``."""
         if not self.is_local:
             return None
         path = Path(self.url)
@@ -390,7 +390,7 @@ def objects_estimate(plan: Plan) -> dict[str, float]:
 
 #: coordinates the store adds besides the sweep axes and the per-cell dims (see :func:`template`)
 LAYOUT_COORDS = ("integrator_family", "integrator_order", "integrator_adaptive", "time", "snapshot", "snapshot_time")
-#: the method axes of every grid (:class:`sweeps.grid.Grid`)
+#: the method axes of every grid (:class:`geosweep.sweeps.grid.Grid`)
 METHOD_AXES = ("integrator", "h", "tol")
 
 
@@ -496,7 +496,7 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         "checksum",
         (),
         "int64",
-        {"long_name": "checksum of the cell's stored values (sweeps.store.cell_checksum; geosweep verify)"},
+        {"long_name": "checksum of the cell's stored values (geosweep.sweeps.store.cell_checksum; geosweep verify)"},
         0,
     )
     add("done", (), "int8", {"long_name": "1 once every value of the cell is written"}, 0)
@@ -656,9 +656,9 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None, grow: bool = False) -> boo
     first, then the not-applicable fillers, and the marker attr ``geosweep_created`` last. A
     store of ours without the marker holds no result (creation was interrupted, or failed): it
     is deleted and created again. A failed creation removes what it wrote — only that, and only
-    while the run still holds the lease; every write is fenced by it (:func:`sweeps.lease.fence`).
+    while the run still holds the lease; every write is fenced by it (:func:`geosweep.sweeps.lease.fence`).
     """
-    from sweeps.lease import fence
+    from geosweep.sweeps.lease import fence
 
     with fence(ref):  # no takeover of the lease while this run creates or removes the store
         return _create_or_check(plan, ref, log, grow)
@@ -702,7 +702,7 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) ->
         group.attrs[CREATED_ATTR] = 1
         _consolidate(ref)
     except (ContainsGroupError, ContainsArrayError, FileExistsError) as e:  # made meanwhile by another: not ours
-        from sweeps.lease import StoreBusyError
+        from geosweep.sweeps.lease import StoreBusyError
 
         raise StoreBusyError(f"store {ref.url} was created by another process while this run created it") from e
     except BaseException:
@@ -713,7 +713,7 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) ->
 
 def _remove_ours(ref: StoreRef) -> None:
     """Remove a store this run was creating, only while it still holds the store's lease."""
-    from sweeps.lease import LeaseLost, fence
+    from geosweep.sweeps.lease import LeaseLost, fence
 
     try:
         with fence(ref):
@@ -724,7 +724,7 @@ def _remove_ours(ref: StoreRef) -> None:
 
 def mark_fillers(plan: Plan, ref: StoreRef) -> int:
     """Re-mark not-applicable filler cells whose flags were lost (e.g. a rebuilt ``status``
-    array, :mod:`sweeps.repair`); returns how many were re-marked. Call as the store's writer."""
+    array, :mod:`geosweep.sweeps.repair`); returns how many were re-marked. Call as the store's writer."""
     filler = ~plan.grid.applicable_mask()
     if not filler.any():
         return 0
@@ -733,7 +733,7 @@ def mark_fillers(plan: Plan, ref: StoreRef) -> int:
     lost = filler & ((status != int(Status.NOT_APPLICABLE)) | (done != 1))
     if not lost.any():
         return 0
-    from sweeps.lease import fence
+    from geosweep.sweeps.lease import fence
 
     status[filler], done[filler] = np.int8(Status.NOT_APPLICABLE), np.int8(1)
     with fence(ref):
@@ -788,7 +788,7 @@ def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
             f"{_echo(old_text)}); refusing to mix results. Use a new --store path (or delete the old store)."
         )
     new = json.loads(spec.canonical_json())
-    from sweeps.compact import MAX_ITEMS, joined
+    from geosweep.sweeps.compact import MAX_ITEMS, joined
 
     details = joined(_differences("", old, new), most=MAX_ITEMS, sep="; ")
     from sweeps.grow import grow_hint
@@ -819,7 +819,7 @@ def _differences(key: str, old: Any, new: Any) -> list[str]:
 def _spec_value(value: Any) -> str:
     """A spec value in a message: a short list in full, a long one by its count and first and last
     values (exact, as ``repr``), anything else as :func:`_echo`."""
-    from sweeps.compact import is_large
+    from geosweep.sweeps.compact import is_large
 
     if isinstance(value, list) and is_large(value):
         return f"{len(value)} values, {_echo(value[0], 40)} … {_echo(value[-1], 40)}"
@@ -834,9 +834,9 @@ def done_mask(ref: StoreRef, log=None) -> np.ndarray:
 
     A ``done`` chunk that cannot be read (damaged) counts as not done and is reset, so the
     cell is recomputed instead of the store becoming unusable; a flag array that is missing
-    altogether is rebuilt first (:func:`sweeps.repair.repair_flags`: cells whose checksum
+    altogether is rebuilt first (:func:`geosweep.sweeps.repair.repair_flags`: cells whose checksum
     verifies stay done). Call it as the store's writer (under its lease)."""
-    from sweeps.repair import repair_flags
+    from geosweep.sweeps.repair import repair_flags
 
     repair_flags(ref, log)
     group = ref.open_group("r")
@@ -1254,10 +1254,10 @@ def _cell_ok(group, value_names: list[str], region: tuple[slice, ...], local: Ce
 def mark_for_rerun(ref: StoreRef, cells: list[Cell]) -> None:
     """Clear ``done`` (and the checksum) of ``cells`` so that a resume recomputes exactly them.
 
-    Objects holding them that cannot be decoded are deleted first (:func:`sweeps.repair.drop_undecodable`),
+    Objects holding them that cannot be decoded are deleted first (:func:`geosweep.sweeps.repair.drop_undecodable`),
     so that they can be written again."""
-    from sweeps.lease import fence
-    from sweeps.repair import drop_undecodable
+    from geosweep.sweeps.lease import fence
+    from geosweep.sweeps.repair import drop_undecodable
 
     with fence(ref):
         drop_undecodable(ref, cells)
@@ -1270,7 +1270,7 @@ def mark_for_rerun(ref: StoreRef, cells: list[Cell]) -> None:
 
 def record_run(ref: StoreRef, entry: dict[str, Any]) -> None:
     """Append a run record (who, when, how many cells) to the store's ``runs`` attribute."""
-    from sweeps.lease import fence
+    from geosweep.sweeps.lease import fence
 
     with fence(ref):
         group = ref.open_group("r+")

@@ -7,8 +7,8 @@ import warnings
 
 import numpy as np
 
-from sweeps.compact import axis_text, spread
-from sweeps.store import StoreRef, open_results
+from geosweep.sweeps.compact import axis_text, spread
+from geosweep.sweeps.store import StoreRef, open_results
 
 
 def status_counts(ds) -> dict[str, int]:
@@ -21,8 +21,8 @@ def status_counts(ds) -> dict[str, int]:
 
 def partial_lines(ds, ref: StoreRef, most: int = 10) -> list[str]:
     """Lines naming the partial cells (checkpointed, not complete) with their percentage done
-    (read from their checkpoints, :func:`sweeps.checkpoints.progress`)."""
-    from sweeps import checkpoints
+    (read from their checkpoints, :func:`geosweep.sweeps.checkpoints.progress`)."""
+    from geosweep.sweeps import checkpoints
 
     done = np.asarray(ds["done"].values)
     part = {c: f for c, f in sorted(checkpoints.progress(ref).items()) if len(c) == done.ndim and done[c] != 1}

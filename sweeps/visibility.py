@@ -7,7 +7,7 @@ left on a node's scratch disk by an earlier attempt: the results land there, and
 store stays empty) or not at all (no credentials in the workers' environment).
 
 The proof is the run's token: the lease the driver holds while it writes the store
-(``<store>.lease``, :class:`sweeps.lease.Lease`) names a token unique to the run, and each worker
+(``<store>.lease``, :class:`geosweep.sweeps.lease.Lease`) names a token unique to the run, and each worker
 reads it back through the same path or URL (:func:`probe`, read-only: nothing is created). The
 driver asks every worker before it submits any slice (:func:`check_workers`), and every slice
 asks again on a worker that joined later (:func:`ensure_visible`, once per worker process and
@@ -19,8 +19,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sweeps.lease import StoreWriteError, _fs, _parse, _raw
-from sweeps.store import StoreRef
+from geosweep.sweeps.lease import StoreWriteError, _fs, _parse, _raw
+from geosweep.sweeps.store import StoreRef
 
 #: where the rules for a store that every worker must see are explained
 README = "deploy/README.md, 'The store'"
@@ -54,7 +54,7 @@ def probe(ref: StoreRef, taken_over_ok: bool = False) -> str | None:
     problem in a few words. Reads only; a ref without a token (no lease) is not checked.
 
     ``taken_over_ok``: a lease naming another run is left to the fenced writes (None): in a task
-    that may be an orphan of a run whose lease a newer run took over (:class:`sweeps.lease.LeaseLost`)."""
+    that may be an orphan of a run whose lease a newer run took over (:class:`geosweep.sweeps.lease.LeaseLost`)."""
     if ref.lease is None:
         return None
     try:

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from kernels.registry import Param, SystemDef, register_system
-from kernels.s2 import S2System, s2_potential
+from geosweep.kernels.registry import Param, SystemDef, register_system
+from geosweep.kernels.s2 import S2System, s2_potential
 
 
 @s2_potential

@@ -15,8 +15,8 @@ from pathlib import Path
 
 
 def geosweep(*args: str) -> list[str]:
-    """The command line of ``geosweep ARGS`` run from this checkout (``python -m flows.cli``)."""
-    return [sys.executable, "-m", "flows.cli", *args]
+    """The command line of ``geosweep ARGS`` run from this checkout (``python -m geosweep.flows.cli``)."""
+    return [sys.executable, "-m", "geosweep.flows.cli", *args]
 
 
 def wait_until(

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import analysis  # noqa: F401 - registers ds.geosweep
-from analysis.accessor import CellsDroppedWarning
-from kernels.status import STATUS_MEANINGS
-from sweeps.engine import run_sweep
+import geosweep  # noqa: F401 - registers ds.geosweep
+from geosweep.analysis.accessor import CellsDroppedWarning
+from geosweep.kernels.status import STATUS_MEANINGS
+from geosweep.sweeps.engine import run_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(20240605)
@@ -105,7 +105,7 @@ def test_ok_failed_report_and_drop():
 
 def test_labels_and_integrator_facts_come_from_the_data():
     """Status labels from flag_meanings (renamed labels follow the data), orders/adaptivity from coords."""
-    from analysis.figures import cells, status_map
+    from geosweep.analysis.figures import cells, status_map
 
     ds = _synthetic_drift()
     ds["status"][2, 0] = 5
@@ -178,8 +178,8 @@ def test_lazy_on_open_zarr(tmp_path):
 
 # ----------------------------------------------------------------------------- KE map
 def test_ke_map_pure_function():
-    from analysis.kemap import face_membership, ke_face, mesh, patch_matrix
-    from kernels.systems.lj_sphere import lj_sphere
+    from geosweep.analysis.kemap import face_membership, ke_face, mesh, patch_matrix
+    from geosweep.kernels.systems.lj_sphere import lj_sphere
 
     verts, faces = mesh(4)
     assert faces.shape == (5120, 3)
@@ -279,7 +279,7 @@ def _check_png(path: Path) -> None:
 
 
 def test_report_every_figure(stores, tmp_path):
-    from analysis.report import make_report
+    from geosweep.analysis.report import make_report
 
     for key, store in stores.items():
         rep = make_report(store, tmp_path / key)
@@ -301,7 +301,7 @@ def test_report_every_figure(stores, tmp_path):
 
 
 def test_cli_report(stores, tmp_path, capsys):
-    from flows.cli import main
+    from geosweep.flows.cli import main
 
     assert main(["report", stores["sphere"], "--out", str(tmp_path / "r")]) == 0
     assert "8 figures; omega = 3.25" in capsys.readouterr().out and (tmp_path / "r" / "ke_map.png").exists()
@@ -313,8 +313,8 @@ def test_cli_report(stores, tmp_path, capsys):
 
 def test_ke_map_uses_snapshots(stores):
     """The map reads q_* and w_* of ``snapshot_state`` by their ``state`` labels, at the stored times."""
-    from analysis.system_figures import ke_map
-    from kernels.systems.lj_sphere import lj_sphere
+    from geosweep.analysis.system_figures import ke_map
+    from geosweep.kernels.systems.lj_sphere import lj_sphere
 
     ds = xr.open_zarr(stores["sphere"]).load()
     assert [str(s) for s in ds.state.values] == ["q_x", "q_y", "q_z", "w_x", "w_y", "w_z"]
@@ -352,8 +352,8 @@ BLOWUP = {
 
 def test_report_labels_an_energy_blowup_cell(tmp_path, capsys):
     """A real store with a status-5 cell: status map legend, counts and failure table say energy_blowup."""
-    from analysis.figures import status_map
-    from flows.cli import main
+    from geosweep.analysis.figures import status_map
+    from geosweep.flows.cli import main
 
     store = tmp_path / "blow.zarr"
     assert run_sweep(BLOWUP, store, serial=True).complete
@@ -376,9 +376,9 @@ def test_report_labels_an_energy_blowup_cell(tmp_path, capsys):
 
 
 def test_report_refuses_another_store_format(tmp_path, capsys):
-    from analysis.report import make_report
-    from flows.cli import main
-    from sweeps.store import StoreFormatError
+    from geosweep.analysis.report import make_report
+    from geosweep.flows.cli import main
+    from geosweep.sweeps.store import StoreFormatError
 
     for fmt, found in ((1, "store format 1"), (None, "unversioned store format")):
         path = tmp_path / f"old{fmt}.zarr"
@@ -414,8 +414,8 @@ def test_notebook_runs(stores, tmp_path):
 
 def test_chain_step_size_figure_in_a_mixed_h_tol_store(tmp_path):
     """A store mixing fixed-step (h) and adaptive (tol) methods, h axis of length 1."""
-    from analysis.report import make_report
-    from sweeps.engine import run_sweep
+    from geosweep.analysis.report import make_report
+    from geosweep.sweeps.engine import run_sweep
 
     spec = {
         "name": "mixed",

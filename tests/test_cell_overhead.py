@@ -3,7 +3,7 @@
 A sweep of many cheap cells must not probe the store once per cell: the checkpoint folder is
 listed once per slice and once per shard write (no per-cell ``checkpoints.load``/``delete``),
 and a worker opens the store (which reads every array's metadata) once per run, not once per
-task. The shard write's vectorised checksums are those of :func:`sweeps.store.cell_checksum`.
+task. The shard write's vectorised checksums are those of :func:`geosweep.sweeps.store.cell_checksum`.
 Real stores, a real ``LocalCluster``.
 """
 
@@ -14,11 +14,19 @@ import sys
 import numpy as np
 from distributed import Client, LocalCluster
 
-from sweeps import checkpoints
-from sweeps import store as store_mod
-from sweeps.engine import LOCAL_WORKER, compute_slice, run_sweep
-from sweeps.plan import make_plan
-from sweeps.store import StoreRef, cell_checksum, ensure_store, group_by_shard, sweep_shards, verify, write_shard
+from geosweep.sweeps import checkpoints
+from geosweep.sweeps import store as store_mod
+from geosweep.sweeps.engine import LOCAL_WORKER, compute_slice, run_sweep
+from geosweep.sweeps.plan import make_plan
+from geosweep.sweeps.store import (
+    StoreRef,
+    cell_checksum,
+    ensure_store,
+    group_by_shard,
+    sweep_shards,
+    verify,
+    write_shard,
+)
 
 #: 64 cheap cells (about 0.1 ms each): 16 seeds × 2 integrators × 2 step sizes, two store shards
 SPEC = {

@@ -1,5 +1,5 @@
 """Discrete gradients (paper 004) side by side with the Lie group methods on pendulum_chain (ts2):
-one store, the chain's names and shapes (kernels.chain.dg_bridge)."""
+one store, the chain's names and shapes (geosweep.kernels.chain.dg_bridge)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from kernels.chain import family as F
-from kernels.chain.model import build_chain
-from kernels.core.trajectory import Trajectory
-from kernels.registry import RunRequest
-from kernels.status import Status
-from sweeps.engine import run_sweep
-from sweeps.spec import SpecError, load_spec
+from geosweep.kernels.chain import family as F
+from geosweep.kernels.chain.model import build_chain
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.status import Status
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.spec import SpecError, load_spec
 
 SPEC = {
     "name": "chain-dg",
@@ -107,6 +107,6 @@ def test_dg_on_a_long_chain_is_refused_with_a_reason():
 
 
 def test_the_bridged_names_are_the_dg_integrators_that_serve_ts2():
-    from kernels.dg import family as DG
+    from geosweep.kernels.dg import family as DG
 
     assert {i.name for i in DG.INTEGRATORS if i.serves("ts2")} == set(F.DG_ON_CHAIN)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.chain import family
-from kernels.chain.family import FAMILY, INTEGRATORS, SYSTEMS
-from kernels.chain.model import ChainModel
-from kernels.registry import RunRequest
-from kernels.status import Status
+from geosweep.kernels.chain import family
+from geosweep.kernels.chain.family import FAMILY, INTEGRATORS, SYSTEMS
+from geosweep.kernels.chain.model import ChainModel
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.status import Status
 
 SYS = SYSTEMS[0]
 
@@ -143,8 +143,8 @@ def test_system_param_validation() -> None:
 
 def test_both_forms_of_the_chain_share_one_parameter_declaration() -> None:
     """pendulum_chain and pendulum_chain_lp (dg) take the same parameters, declared once
-    (kernels.chain.model.chain_params); only N's default and bound differ."""
-    from kernels.dg.chain_lp import SYSTEM as LP
+    (geosweep.kernels.chain.model.chain_params); only N's default and bound differ."""
+    from geosweep.kernels.dg.chain_lp import SYSTEM as LP
 
     assert [p.name for p in SYS.params] == [p.name for p in LP.params]
     assert SYS.params[1:] == LP.params[1:]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.chain.family import reference_solution
-from kernels.chain.model import (
+from geosweep.kernels.chain.family import reference_solution
+from geosweep.kernels.chain.model import (
     ChainModel,
     build_chain,
     dense_energy,
@@ -15,8 +15,8 @@ from kernels.chain.model import (
     dense_R,
     initial_state,
 )
-from kernels.chain.rhs import chain_diag, chain_F, chain_f, chain_F_dense, rmult, rsolve, work_size
-from kernels.lie.se3 import generator
+from geosweep.kernels.chain.rhs import chain_diag, chain_F, chain_f, chain_F_dense, rmult, rsolve, work_size
+from geosweep.kernels.lie.se3 import generator
 
 
 def _random_chain(n: int, seed: int) -> ChainModel:

@@ -1,15 +1,15 @@
-"""The implicit variational integrator of kernels.s2 applied to the chain (spec §7, §9)."""
+"""The implicit variational integrator of geosweep.kernels.s2 applied to the chain (spec §7, §9)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernels.chain.integrate import integrate as integrate_lie
-from kernels.chain.model import ChainModel, build_chain
-from kernels.chain.s2_bridge import chain_as_s2
-from kernels.s2.integrate import integrate as integrate_s2
-from kernels.status import Status
+from geosweep.kernels.chain.integrate import integrate as integrate_lie
+from geosweep.kernels.chain.model import ChainModel, build_chain
+from geosweep.kernels.chain.s2_bridge import chain_as_s2
+from geosweep.kernels.s2.integrate import integrate as integrate_s2
+from geosweep.kernels.status import Status
 
 
 def _low_energy_chain(n: int = 3) -> ChainModel:

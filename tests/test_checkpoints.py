@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 import zarr
 
-from kernels.core.layout import A_T
-from sweeps import checkpoints
-from sweeps.engine import run_sweep
-from sweeps.store import StoreRef
-from sweeps.summary import status_table
+from geosweep.kernels.core.layout import A_T
+from geosweep.sweeps import checkpoints
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.store import StoreRef
+from geosweep.sweeps.summary import status_table
 from tests.sweep_util import assert_stores_bitwise_equal
 
 
@@ -83,7 +83,7 @@ def test_interrupted_cell_resumes_from_its_checkpoint_bitwise(tmp_path, referenc
 
 
 def _cli(spec_path, store, *extra):
-    return [sys.executable, "-m", "flows.cli", "run", str(spec_path), "--store", str(store), *extra]
+    return [sys.executable, "-m", "geosweep.flows.cli", "run", str(spec_path), "--store", str(store), *extra]
 
 
 def _write_toml(path: Path, spec: dict) -> Path:

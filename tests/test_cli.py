@@ -8,7 +8,7 @@ from importlib.metadata import version
 
 import pytest
 
-from flows.cli import main
+from geosweep.flows.cli import main
 
 SPEC = """
 name = "cli-test"
@@ -57,7 +57,7 @@ def test_run_status_and_mismatch(tmp_path, capsys):
 
 
 def test_console_script_is_installed():
-    """The ``geosweep`` entry point that ``pip install`` put on PATH (not ``python -m flows.cli``)."""
+    """The ``geosweep`` entry point that ``pip install`` put on PATH (not ``python -m geosweep.flows.cli``)."""
     exe = shutil.which("geosweep")
     assert exe, "geosweep is not on PATH: pip install -e ."
     out = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=60)

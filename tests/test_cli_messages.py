@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _cmd() -> list[str]:
     exe = shutil.which("geosweep")
-    return [exe] if exe else [sys.executable, "-m", "flows.cli"]
+    return [exe] if exe else [sys.executable, "-m", "geosweep.flows.cli"]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -27,7 +27,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def test_top_level_help_names_every_command():
-    from flows.cli import build_parser
+    from geosweep.flows.cli import build_parser
 
     parser = build_parser()
     (sub,) = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
@@ -37,7 +37,7 @@ def test_top_level_help_names_every_command():
 
 
 def test_status_prints_its_name_and_keeps_its_code():
-    from kernels.status import STATUS_MEANINGS, Status
+    from geosweep.kernels.status import STATUS_MEANINGS, Status
 
     assert str(Status.OK) == "ok" and repr(Status.NONCONVERGED) == "Status.NONCONVERGED"
     assert int(Status.NOT_APPLICABLE) == -2 and f"{Status.ENERGY_BLOWUP:d}" == "5" and Status.OK == 0
@@ -59,9 +59,9 @@ def test_systems_on_a_cold_cache_says_it_compiles_and_a_warm_one_does_not(tmp_pa
 
 
 def test_verify_names_damaged_cells_by_their_labels(tmp_path, monkeypatch, capsys):
-    import sweeps.store
-    from flows.cli import main
-    from sweeps.engine import run_sweep
+    import geosweep.sweeps.store
+    from geosweep.flows.cli import main
+    from geosweep.sweeps.engine import run_sweep
 
     monkeypatch.setattr(sweeps.store, "SHARD_CELLS", 1)  # one file per cell: damage exactly one
     monkeypatch.setattr(sweeps.store, "MIN_SHARD_SECONDS", 0.0)
@@ -88,8 +88,8 @@ def test_verify_names_damaged_cells_by_their_labels(tmp_path, monkeypatch, capsy
 def test_a_quadrotor_run_summary_has_its_table(tmp_path):
     """The quadrotors store no energy error (the inputs do work): the summary tabulates the load's
     tracking error instead of printing a heading without a table."""
-    from sweeps.engine import run_sweep
-    from sweeps.summary import status_table
+    from geosweep.sweeps.engine import run_sweep
+    from geosweep.sweeps.summary import status_table
 
     spec = {
         "name": "quad-summary",

@@ -17,9 +17,9 @@ import pytest
 import xarray as xr
 import zarr
 
-from flows.cli import main
-from flows.output import progress_line, progress_reporter
-from sweeps.engine import Progress
+from geosweep.flows.cli import main
+from geosweep.flows.output import progress_line, progress_reporter
+from geosweep.sweeps.engine import Progress
 
 SPEC = """
 name = "out-test"
@@ -48,7 +48,7 @@ N_LONG = 16
 
 def _cmd() -> list[str]:
     exe = shutil.which("geosweep")
-    return [exe] if exe else [sys.executable, "-m", "flows.cli"]
+    return [exe] if exe else [sys.executable, "-m", "geosweep.flows.cli"]
 
 
 def test_quiet_and_log_level(tmp_path, capsys):

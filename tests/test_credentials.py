@@ -10,8 +10,15 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from flows.cli import build_parser, main
-from sweeps.credentials import REDACTED, StorageOptions, StorageOptionsError, deployment_parameter, redact, resolve
+from geosweep.flows.cli import build_parser, main
+from geosweep.sweeps.credentials import (
+    REDACTED,
+    StorageOptions,
+    StorageOptionsError,
+    deployment_parameter,
+    redact,
+    resolve,
+)
 
 moto_server = pytest.importorskip("moto.server")
 
@@ -105,9 +112,9 @@ def test_prefect_flow_runs_hold_no_credentials(s3, prefect_server, tmp_path, mon
     """The CLI's path (a StorageOptions from literal JSON, passed in process) and a deployment's path
     (an ``env:`` reference resolved in the flow) both write the S3 store; neither flow run's stored
     parameters, nor any task run, holds the secret."""
-    from flows.deployments import nightly_deployment, nightly_flow
-    from flows.sweep_flow import sweep_flow
-    from sweeps.plan import make_plan
+    from geosweep.flows.deployments import nightly_deployment, nightly_flow
+    from geosweep.flows.sweep_flow import sweep_flow
+    from geosweep.sweeps.plan import make_plan
 
     monkeypatch.setenv("GEOSWEEP_TEST_S3", json.dumps(s3))
     url = f"s3://{BUCKET}/cli.zarr"
@@ -147,8 +154,8 @@ def test_no_value_of_literal_options_is_recorded():
 def test_prefect_records_no_value_of_literal_options(prefect_server, tmp_path):
     """The CLI's Prefect path with literal options (a local store: the options travel as the flow's
     parameter but reach no filesystem): neither the customer key nor the URL's password is stored."""
-    from flows.sweep_flow import sweep_flow
-    from sweeps.plan import make_plan
+    from geosweep.flows.sweep_flow import sweep_flow
+    from geosweep.sweeps.plan import make_plan
 
     out = sweep_flow(make_plan(SPEC), store=str(tmp_path / "s.zarr"), n_workers=1,
                      storage_options=StorageOptions.of(json.dumps(HIDDEN)))  # fmt: skip
@@ -167,7 +174,7 @@ def test_credentials_of_an_endpoint_url_are_not_printed(tmp_path):
     repo = Path(__file__).resolve().parent.parent
     (tmp_path / "s.toml").write_text("\n".join(f"{k} = {json.dumps(v)}" for k, v in SPEC.items()))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(repo), os.environ.get("PYTHONPATH")]))}
-    p = subprocess.run([sys.executable, "-m", "flows.cli", "run", "s.toml", "--store", f"s3://{BUCKET}/x.zarr",
+    p = subprocess.run([sys.executable, "-m", "geosweep.flows.cli", "run", "s.toml", "--store", f"s3://{BUCKET}/x.zarr",
                         "--storage-options", json.dumps(HIDDEN), "--serial", "--no-prefect"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert p.returncode == 2, p.stderr[-3000:]

@@ -9,10 +9,10 @@ import pytest
 import xarray as xr
 from distributed import Client, LocalCluster
 
-from kernels.registry import SYSTEMS, register_system
-from kernels.s2 import integrate
-from kernels.s2.model import gradient_fd_error
-from sweeps.engine import run_sweep
+from geosweep.kernels.registry import SYSTEMS, register_system
+from geosweep.kernels.s2 import integrate
+from geosweep.kernels.s2.model import gradient_fd_error
+from geosweep.sweeps.engine import run_sweep
 from tests.custom_rotors import rotor_ring
 
 SPEC = {
@@ -85,7 +85,7 @@ def test_plan_is_built_once_and_workers_build_nothing(tmp_path, processes):
     if processes:
         assert set(on_workers.values()) == {0}
     # the CLI (serial) plans once too
-    from flows.cli import main
+    from geosweep.flows.cli import main
 
     spec = tmp_path / "counted.toml"
     spec.write_text(

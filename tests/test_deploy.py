@@ -25,14 +25,14 @@ import yaml
 s3fs = pytest.importorskip("s3fs")
 moto_server = pytest.importorskip("moto.server")
 
-from deploy.clusters import (  # noqa: E402
+from geosweep.deploy.clusters import (  # noqa: E402
     WORKER_ENV,
     ClusterConfig,
     MissingDependencyError,
     make_cluster,
 )
-from sweeps.engine import SLICE_RESOURCE, run_sweep  # noqa: E402
-from sweeps.store import StoreRef, mark_for_rerun  # noqa: E402
+from geosweep.sweeps.engine import SLICE_RESOURCE, run_sweep  # noqa: E402
+from geosweep.sweeps.store import StoreRef, mark_for_rerun  # noqa: E402
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 BUCKET = "geosweep-test"
@@ -407,7 +407,7 @@ def test_dockerfile_builds_the_image_the_kubernetes_manifests_name():
     """deploy/Dockerfile (not built here: no Docker daemon on CI) against the manifests and the package."""
     import tomllib
 
-    from deploy.clusters import KubernetesOptions
+    from geosweep.deploy.clusters import KubernetesOptions
 
     text, instructions = _dockerfile()
     assert "docker build -t geosweep:latest -f deploy/Dockerfile ." in text
@@ -422,7 +422,7 @@ def test_dockerfile_builds_the_image_the_kubernetes_manifests_name():
     version = tuple(int(x) for x in base.split(":")[1].split("-")[0].split(".")[:2])
     assert version >= tuple(int(x) for x in pyproject["project"]["requires-python"].lstrip(">=").split("."))
     copied = {src for word, rest in instructions if word == "COPY" for src in rest.split()[:-1]}
-    packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    packages = set(pyproject["tool"]["setuptools"]["package-dir"].values())  # geosweep and its mapped folders
     assert packages | {"pyproject.toml", "README.md"} <= copied
     runs = " ".join(rest for word, rest in instructions if word == "RUN")
     assert 'pip install ".[cluster]"' in runs and " -e " not in runs  # a package, not an editable checkout
@@ -451,7 +451,7 @@ def test_local_cluster_workers_run_one_slice_at_a_time(cluster):
 # (c) the nightly schedule
 # ---------------------------------------------------------------------------------------
 def test_nightly_deployment_has_cron_schedule_and_dated_stores(tmp_path):
-    from flows.deployments import dated_store, nightly_deployment
+    from geosweep.flows.deployments import dated_store, nightly_deployment
 
     dep = nightly_deployment(SPEC, str(tmp_path / "nightly"), n_workers=2)
     assert dep.name == "nightly-deploy-springs"
@@ -470,7 +470,7 @@ def test_nightly_deployment_has_cron_schedule_and_dated_stores(tmp_path):
 
 
 def test_nightly_flow_writes_and_resumes_todays_store(prefect_server, cluster, tmp_path):
-    from flows.deployments import nightly_flow
+    from geosweep.flows.deployments import nightly_flow
 
     lc, _ = cluster
     root = tmp_path / "nightly"
@@ -489,7 +489,7 @@ def test_nightly_flow_writes_and_resumes_todays_store(prefect_server, cluster, t
 # ---------------------------------------------------------------------------------------
 def _geosweep(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     exe = shutil.which("geosweep")
-    cmd = [exe, *args] if exe else [sys.executable, "-m", "flows.cli", *args]
+    cmd = [exe, *args] if exe else [sys.executable, "-m", "geosweep.flows.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 

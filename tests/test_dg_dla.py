@@ -1,4 +1,4 @@
-"""The discrete Lagrange–d'Alembert comparison methods of paper 004 (SI-DLA, I-DLA; kernels.dg.dla)
+"""The discrete Lagrange–d'Alembert comparison methods of paper 004 (SI-DLA, I-DLA; geosweep.kernels.dg.dla)
 on the quartic system (§4.1) and the gearbox (§4.4): order 2, constraint at round-off, energy not kept."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from kernels.core.trajectory import Trajectory
-from kernels.dg import dla
-from kernels.dg import family as F
-from kernels.dg.steppers import make_stepper
-from kernels.dg.systems import gearbox, quartic
-from kernels.registry import RunRequest
-from kernels.status import Status
-from sweeps.engine import run_sweep
-from sweeps.spec import SpecError, load_spec
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.dg import dla
+from geosweep.kernels.dg import family as F
+from geosweep.kernels.dg.steppers import make_stepper
+from geosweep.kernels.dg.systems import gearbox, quartic
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.status import Status
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.spec import SpecError, load_spec
 
 DLA = ("si_dla", "i_dla")
 SYSTEMS = {"quartic": lambda: quartic(), "gearbox": lambda: gearbox("reduced")}

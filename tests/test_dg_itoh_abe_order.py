@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.dg import family as F
-from kernels.dg import systems as S
-from kernels.registry import INTEGRATORS, RunRequest, load_builtins
-from sweeps.plan import make_plan
-from sweeps.store import template
+from geosweep.kernels.dg import family as F
+from geosweep.kernels.dg import systems as S
+from geosweep.kernels.registry import INTEGRATORS, RunRequest, load_builtins
+from geosweep.sweeps.plan import make_plan
+from geosweep.sweeps.store import template
 
 T = 2.0
 

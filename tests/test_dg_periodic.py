@@ -11,11 +11,11 @@ import math
 import numpy as np
 import pytest
 
-from kernels.core.trajectory import Trajectory
-from kernels.dg import family as F
-from kernels.dg import systems as S
-from kernels.registry import RunRequest
-from kernels.status import Status
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.dg import family as F
+from geosweep.kernels.dg import systems as S
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.status import Status
 
 SHIFT = 2 * math.pi * 12732  # q3 ≈ 8·10⁴, as reached by seed 2 at t = 5·10⁴
 

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from kernels.dg import family as F
-from kernels.dg import systems as S
-from kernels.dg.gradients import AVF, GONZALEZ, ITOH_ABE, MIDPOINT, discrete_gradient, gauss_legendre
-from kernels.registry import RunRequest
-from kernels.status import Status
+from geosweep.kernels.dg import family as F
+from geosweep.kernels.dg import systems as S
+from geosweep.kernels.dg.gradients import AVF, GONZALEZ, ITOH_ABE, MIDPOINT, discrete_gradient, gauss_legendre
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.status import Status
 
 
 def _run(model, name, T, h=None, tol=None, dt_out=None, **options):
@@ -216,8 +216,8 @@ def test_pendulum_chain_in_lie_poisson_form():
     """Spec pendulum_chain §4 / §6 (N = 3, random masses, T = 1, h = 0.01): the (q, π) form has the
     chain's energy and velocities; Gonzalez keeps H (≤ 1.7e-12 in the spec) and both Casimirs
     (≤ 2e-14), Itoh–Abe too; order 2; the 20-link chain starts at E0 = 2891.71067992 (spec §5)."""
-    from kernels.chain.model import dense_energy, dense_F
-    from kernels.dg.chain_lp import chain_lp
+    from geosweep.kernels.chain.model import dense_energy, dense_F
+    from geosweep.kernels.dg.chain_lp import chain_lp
 
     m = chain_lp(3, masses="random", ic="random")
     ch = m.info["chain"]
@@ -232,7 +232,7 @@ def test_pendulum_chain_in_lie_poisson_form():
     assert abs(np.log2(e[0] / e[1]) - 2.0) < 0.1
     assert abs(chain_lp(20).H(chain_lp(20).x0) - 2891.71067992) < 1e-7
     # the O(N) solve of R̃ω = π against the dense LU, off the sphere (|q_i| in [0.3, 1.7])
-    from kernels.dg.chain_lp import _omega, omega_dense
+    from geosweep.kernels.dg.chain_lp import _omega, omega_dense
 
     m20 = chain_lp(20, masses="random", ic="random")
     rng = np.random.default_rng(7)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from sweeps.engine import run_sweep
-from sweeps.plan import make_plan
-from sweeps.spec import SpecError
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.plan import make_plan
+from geosweep.sweeps.spec import SpecError
 
 LAYOUT = ["q1", "q2", "q3", "rho1", "rho2", "p1", "p2", "p3"]
 

@@ -7,12 +7,12 @@ import pytest
 import xarray as xr
 from distributed import Client, LocalCluster
 
-from kernels.core.trajectory import Trajectory
-from kernels.dg import family as F
-from kernels.dg import systems as S
-from kernels.registry import RunRequest
-from kernels.status import Status
-from sweeps.engine import run_sweep
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.dg import family as F
+from geosweep.kernels.dg import systems as S
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.status import Status
+from geosweep.sweeps.engine import run_sweep
 
 GEARBOX = {
     "name": "gearbox-sweep",

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import xarray as xr
 
-from kernels.dg import SkewSystem, dg_energy, dg_grad, dg_skew
-from kernels.registry import SYSTEMS, Param, SystemDef, register_system
-from sweeps.engine import run_sweep
+from geosweep.kernels.dg import SkewSystem, dg_energy, dg_grad, dg_skew
+from geosweep.kernels.registry import SYSTEMS, Param, SystemDef, register_system
+from geosweep.sweeps.engine import run_sweep
 
 
 # Lotka–Volterra: u̇ = u(v − 2), v̇ = v(1 − u) = S(x)∇H with S = [[0, uv], [−uv, 0]],

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.lie.se3 import DEXPINV_EXACT, dexpinv, dexpinv_kept, exp_act, exp_act_keep
+from geosweep.kernels.lie.se3 import DEXPINV_EXACT, dexpinv, dexpinv_kept, exp_act, exp_act_keep
 
 
 @pytest.mark.parametrize("alpha", [1e-6, 0.03, 0.0999, 0.1001, 0.3, 0.4999, 0.5001, 1.5, 3.0, 6.0])

@@ -1,5 +1,5 @@
 """The shared driver rejects a non-finite adaptive trial step instead of failing (issue 15, item 3),
-and calls the compiled driver with its functions typed once per stepper (kernels.core.fastcall).
+and calls the compiled driver with its functions typed once per stepper (geosweep.kernels.core.fastcall).
 
 A toy family on x' = −x: an explicit Euler / Heun pair whose step declares itself non-finite
 above a step size ``h_bad`` (as a method leaving its domain does), or writes NaN into the new
@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels._jit import kjit
-from kernels.core import fastcall
-from kernels.core.driver import MAX_NONFINITE_REJECTS, compile_driver
-from kernels.core.layout import I_EVALS, S_ERR
-from kernels.core.signatures import F1, contract_types
-from kernels.core.trajectory import Reductions, StepperSpec, Trajectory
-from kernels.status import Status
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core import fastcall
+from geosweep.kernels.core.driver import MAX_NONFINITE_REJECTS, compile_driver
+from geosweep.kernels.core.layout import I_EVALS, S_ERR
+from geosweep.kernels.core.signatures import F1, contract_types
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec, Trajectory
+from geosweep.kernels.status import Status
 
 _STEP, _OBS, _DENSE, _ = contract_types(F1)
 _NONFIN = int(Status.NONFINITE)
@@ -126,10 +126,10 @@ def test_fast_call_matches_the_dispatcher_bitwise(monkeypatch):
 
 
 def test_heavy_top_survives_a_first_step_outside_the_dexpinv_domain():
-    from kernels.registry import SYSTEMS, RunRequest, load_for
+    from geosweep.kernels.registry import SYSTEMS, RunRequest, load_for
 
     load_for("heavy_top", ["lp_rkmk45"])
-    from kernels.top import family as top
+    from geosweep.kernels.top import family as top
 
     sd = SYSTEMS["heavy_top"]
     model = sd.build(**{p.name: p.default for p in sd.params})

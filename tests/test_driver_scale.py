@@ -10,9 +10,9 @@ import tracemalloc
 
 import numpy as np
 
-from sweeps import estimate as est_mod
-from sweeps import store as store_mod
-from sweeps.plan import make_plan
+from geosweep.sweeps import estimate as est_mod
+from geosweep.sweeps import store as store_mod
+from geosweep.sweeps.plan import make_plan
 
 #: bytes per cell the driver may allocate at its peak (cost arrays of 8 bytes, masks, an ordered copy)
 BYTES_PER_CELL = 64

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.engine import run_sweep
+from geosweep.sweeps.engine import run_sweep
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC = """name = "errs"
@@ -32,7 +32,7 @@ def geosweep(*args: str, cwd: Path, timeout: float = 120) -> tuple[subprocess.Co
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.pop("PREFECT_API_URL", None)  # the default path would start Prefect's temporary server
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=cwd, env=env, capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "geosweep.flows.cli", *args], cwd=cwd, env=env, capture_output=True,
                        text=True, timeout=timeout)  # fmt: skip
     return p, time.monotonic() - t0
 
@@ -178,8 +178,8 @@ BIG = {"name": "big", "system": "lj_sphere", "integrators": ["explicit_vi"], "h"
 def test_estimated_store_bytes_and_task_memory_are_bounded():
     """642 bodies, a full state every 0.01 up to T: ≈ 0.62 GB per cell (snapshots) — 200 step sizes make a
     124 GB store (limit 100 GB); T = 400 makes one cell need ≈ 3.7 GB in its task (limit 2 GB)."""
-    from sweeps.plan import make_plan
-    from sweeps.spec import LIMITS, SpecError
+    from geosweep.sweeps.plan import make_plan
+    from geosweep.sweeps.spec import LIMITS, SpecError
 
     many_h = {**BIG, "h": [0.01 / k for k in range(1, 201)]}
     with pytest.raises(SpecError) as e:
@@ -213,7 +213,7 @@ def test_size_limit_through_the_cli(tmp_path):
 
 @pytest.mark.parametrize("workers", ["-1", "0", "two"])
 def test_workers_must_be_at_least_one(workers, capsys):
-    from flows.cli import main
+    from geosweep.flows.cli import main
 
     with pytest.raises(SystemExit) as e:
         main(["run", "s.toml", "--workers", workers])

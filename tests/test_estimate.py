@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import xarray as xr
 
-from sweeps.estimate import cell_costs, estimate, makespan
-from sweeps.plan import make_plan
+from geosweep.sweeps.estimate import cell_costs, estimate, makespan
+from geosweep.sweeps.plan import make_plan
 
 DEMO_SHORT = """name = "demo-short"
 system = "lj_sphere"
@@ -40,7 +40,7 @@ FACTOR = 1.5
 
 def _cmd() -> list[str]:
     exe = shutil.which("geosweep")
-    return [exe] if exe else [sys.executable, "-m", "flows.cli"]
+    return [exe] if exe else [sys.executable, "-m", "geosweep.flows.cli"]
 
 
 def _store_size(path: Path) -> tuple[int, int]:
@@ -193,8 +193,8 @@ SIZE_SPECS = {
 @pytest.mark.parametrize("name", sorted(SIZE_SPECS))
 def test_store_size_estimate_matches_real_stores(tmp_path, name):
     """What ``validate`` says the store will take is within a factor 1.5 of what the run writes."""
-    from sweeps.engine import run_sweep
-    from sweeps.estimate import store_bytes
+    from geosweep.sweeps.engine import run_sweep
+    from geosweep.sweeps.estimate import store_bytes
 
     plan = make_plan(SIZE_SPECS[name])
     store = tmp_path / "s.zarr"

@@ -9,9 +9,9 @@ import pytest
 import xarray as xr
 import zarr
 
-from sweeps.engine import run_sweep
-from sweeps.spec import SpecError, load_spec
-from sweeps.store import StoreRef, mark_for_rerun
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.spec import SpecError, load_spec
+from geosweep.sweeps.store import StoreRef, mark_for_rerun
 
 TORUS = {
     "name": "torus-sweep",

@@ -29,9 +29,9 @@ import numpy as np
 import pytest
 import zarr
 
-from flows.cli import main
-from sweeps.engine import run_sweep
-from sweeps.store import CREATED_ATTR
+from geosweep.flows.cli import main
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.store import CREATED_ATTR
 from tests.sweep_util import assert_stores_bitwise_equal
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def resume_and_check(store: Path, reference: Path, before: dict[str, np.ndarray]
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "flows.cli", *args]
+    return [sys.executable, "-m", "geosweep.flows.cli", *args]
 
 
 def kill_at(spec: Path, store: Path, phase: str | int, delay: float) -> None:

@@ -9,9 +9,9 @@ import xarray as xr
 from distributed import Client, LocalCluster
 from prefect.testing.utilities import prefect_test_harness
 
-from flows.sweep_flow import sweep_flow
-from sweeps.engine import run_sweep
-from sweeps.plan import make_plan
+from geosweep.flows.sweep_flow import sweep_flow
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.plan import make_plan
 from tests.sweep_util import assert_stores_bitwise_equal
 from tests.test_family_sweeps import CHAIN as CHAIN_SPEC
 from tests.test_family_sweeps import TORUS as TORUS_SPEC
@@ -79,7 +79,7 @@ def test_flow_on_local_cluster_equals_serial_bitwise(spec, prefect_server, clust
 def test_flow_refuses_a_bad_spec_before_work(prefect_server, tmp_path):
     from prefect.exceptions import FailedRun  # noqa: F401  (import check: Prefect API present)
 
-    from sweeps.spec import SpecError
+    from geosweep.sweeps.spec import SpecError
 
     with pytest.raises(SpecError, match=r"h\[0\]"):
         sweep_flow(dict(SPRINGS, h=[-0.01]), store=str(tmp_path / "bad.zarr"))

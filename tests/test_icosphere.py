@@ -11,9 +11,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from kernels.s2.model import kinetic_energy, momentum_map
-from kernels.systems.icosphere import edges, icosphere
-from kernels.systems.lj_sphere import lj_sphere, pair_force, sigma_for, vortex_velocities
+from geosweep.kernels.s2.model import kinetic_energy, momentum_map
+from geosweep.kernels.systems.icosphere import edges, icosphere
+from geosweep.kernels.systems.lj_sphere import lj_sphere, pair_force, sigma_for, vortex_velocities
 
 SPEC_SHA256 = {
     3: "83604a57a881d8c132e07ceee51f64e4d3af26b66b32e1ded316ecabd2b9b896",

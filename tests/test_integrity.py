@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import zarr
 
-from sweeps.engine import run_sweep
-from sweeps.store import StoreRef, verify
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.store import StoreRef, verify
 from tests.sweep_util import assert_stores_bitwise_equal
 
 SPEC = {
@@ -28,7 +28,7 @@ SPEC = {
 def one_cell_per_shard(monkeypatch):
     """One cell per shard object here, so that damaging one file damages exactly one cell (with
     shards of several cells every cell of a damaged shard is found and recomputed the same way)."""
-    import sweeps.store
+    import geosweep.sweeps.store
 
     monkeypatch.setattr(sweeps.store, "SHARD_CELLS", 1)
     monkeypatch.setattr(sweeps.store, "MIN_SHARD_SECONDS", 0.0)
@@ -52,7 +52,7 @@ def test_checksums_find_damage_and_resume_recomputes_exactly_it(tmp_path):
     final[2].write_bytes(b"\\x00garbage")  # a corrupted one
     damaged = verify(ref)["damaged"]
     assert len(damaged) == 2
-    from flows.cli import main
+    from geosweep.flows.cli import main
 
     assert main(["verify", str(store)]) == 1  # reports, changes nothing
     assert verify(ref)["damaged"] == damaged

@@ -1,4 +1,4 @@
-"""A spec imports (and on a cold Numba cache compiles) only its own family: kernels.registry.load_for.
+"""A spec imports (and on a cold Numba cache compiles) only its own family: geosweep.kernels.registry.load_for.
 
 Each check runs in a fresh interpreter: the test process itself has imported every family.
 """
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kernels.registry import BUILTIN_FAMILIES, BUILTIN_SYSTEMS
+from geosweep.kernels.registry import BUILTIN_FAMILIES, BUILTIN_SYSTEMS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,13 +29,15 @@ def _families_after(code: str) -> list[str]:
 
 def test_a_spec_loads_only_its_family():
     demo = ROOT / "sweeps" / "examples" / "sphere_demo.toml"
-    assert _families_after(f"from sweeps.plan import make_plan; make_plan({str(demo)!r})") == ["kernels.s2.family"]
+    assert _families_after(f"from geosweep.sweeps.plan import make_plan; make_plan({str(demo)!r})") == [
+        "geosweep.kernels.s2.family"
+    ]
     # the chain's (S²)ⁿ variational integrator is declared by the s2 family: both, nothing else
-    chain = "from kernels.registry import load_for; load_for('pendulum_chain', ['rkmk4', 'implicit_vi'])"
-    assert _families_after(chain) == sorted(["kernels.chain.family", "kernels.s2.family"])
+    chain = "from geosweep.kernels.registry import load_for; load_for('pendulum_chain', ['rkmk4', 'implicit_vi'])"
+    assert _families_after(chain) == sorted(["geosweep.kernels.chain.family", "geosweep.kernels.s2.family"])
     # an unknown name loads every family, so that the error lists every known one
     unknown = (
-        "from sweeps.spec import SpecError, parse_spec\n"
+        "from geosweep.sweeps.spec import SpecError, parse_spec\n"
         "try:\n    parse_spec({'name': 'x', 'system': 'nope', 'integrators': ['rk4'], 'h': [0.1], 'T': 1.0,"
         " 'dt_out': 0.1})\nexcept SpecError as e:\n    assert 'pendulum_chain' in str(e) and 'torus' in str(e)"
     )

@@ -10,9 +10,9 @@ import subprocess
 import sys
 import time
 
-from sweeps.engine import run_sweep
-from sweeps.lease import Lease, StoreBusyError
-from sweeps.store import StoreRef
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.lease import Lease, StoreBusyError
+from geosweep.sweeps.store import StoreRef
 
 SPEC = """
 name = "lease"
@@ -29,7 +29,7 @@ omega = [3.25, 2.0]
 
 
 def _cli(spec, store):
-    return [sys.executable, "-m", "flows.cli", "run", str(spec), "--store", str(store), "--serial"]
+    return [sys.executable, "-m", "geosweep.flows.cli", "run", str(spec), "--store", str(store), "--serial"]
 
 
 def test_second_run_is_refused_then_resumes(tmp_path):

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.chain.family import reference_solution
-from kernels.chain.integrate import integrate
-from kernels.chain.model import build_chain
-from kernels.status import Status
+from geosweep.kernels.chain.family import reference_solution
+from geosweep.kernels.chain.integrate import integrate
+from geosweep.kernels.chain.model import build_chain
+from geosweep.kernels.status import Status
 
 T = 3.0
 # N, length mode, accepted steps, rejected, h_min, h_max, error adaptive, error constant RKMK5

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.chain.integrate import integrate
-from kernels.chain.model import build_chain
-from kernels.status import Status
+from geosweep.kernels.chain.integrate import integrate
+from geosweep.kernels.chain.model import build_chain
+from geosweep.kernels.status import Status
 
 LIE = ("lie_euler", "lie_euler_heun", "rkmk3", "rkmk4", "rkmk4_2comm", "cf4", "cf3", "cf43", "rkmk5")
 

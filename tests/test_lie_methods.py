@@ -1,6 +1,6 @@
 """Lie group integrators come from the tableaux (issue 24 item 2): every family with a group action
-(a ``LIE`` :class:`kernels.lie.methods.LieAction`) offers every method of
-:data:`kernels.lie.tableaux.METHODS` its action supports, with the record's order, adaptivity,
+(a ``LIE`` :class:`geosweep.kernels.lie.methods.LieAction`) offers every method of
+:data:`geosweep.kernels.lie.tableaux.METHODS` its action supports, with the record's order, adaptivity,
 controller defaults and evaluations per step; a method added to the tableaux is one edit."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import importlib
 import numpy as np
 import pytest
 
-from kernels.chain.family import reference_solution
-from kernels.chain.integrate import integrate
-from kernels.chain.model import build_chain
-from kernels.lie import tableaux
-from kernels.lie.methods import LieAction
-from kernels.registry import BUILTIN_FAMILIES, FAMILIES, INTEGRATORS, SYSTEMS, load_builtins
+from geosweep.kernels.chain.family import reference_solution
+from geosweep.kernels.chain.integrate import integrate
+from geosweep.kernels.chain.model import build_chain
+from geosweep.kernels.lie import tableaux
+from geosweep.kernels.lie.methods import LieAction
+from geosweep.kernels.registry import BUILTIN_FAMILIES, FAMILIES, INTEGRATORS, SYSTEMS, load_builtins
 
 load_builtins()
 ACTIONS: list[LieAction] = [

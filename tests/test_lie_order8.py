@@ -18,15 +18,15 @@ from functools import cache
 import numpy as np
 import pytest
 
-from kernels.chain import family as chain_family
-from kernels.chain.family import INTEGRATORS, reference_solution
-from kernels.chain.integrate import chain_stepper, integrate
-from kernels.chain.model import build_chain
-from kernels.core.trajectory import Trajectory
-from kernels.lie import tableaux
-from kernels.lie.stepper import dense_evals, initial_state
-from kernels.registry import RunRequest
-from kernels.status import Status
+from geosweep.kernels.chain import family as chain_family
+from geosweep.kernels.chain.family import INTEGRATORS, reference_solution
+from geosweep.kernels.chain.integrate import chain_stepper, integrate
+from geosweep.kernels.chain.model import build_chain
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.lie import tableaux
+from geosweep.kernels.lie.stepper import dense_evals, initial_state
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.status import Status
 
 ALPHA = 0.125  # the controller exponent for DOP853's O(h⁸) estimate
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.chain.family import reference_solution
-from kernels.chain.integrate import integrate
-from kernels.chain.model import build_chain
-from kernels.lie import tableaux
+from geosweep.kernels.chain.family import reference_solution
+from geosweep.kernels.chain.integrate import integrate
+from geosweep.kernels.chain.model import build_chain
+from geosweep.kernels.lie import tableaux
 
 T = 0.5
 STEPS = (10, 20, 40, 80)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.linalg import expm
 
-from kernels.lie.se3 import DEXPINV_EXACT, bracket, dexpinv, exp_act, exp_matrix, generator
+from geosweep.kernels.lie.se3 import DEXPINV_EXACT, bracket, dexpinv, exp_act, exp_matrix, generator
 
 RNG = np.random.default_rng(42)
 

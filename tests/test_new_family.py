@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.core.trajectory import Trajectory
-from kernels.registry import FAMILIES, RunRequest, register_module
-from kernels.status import Status
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.registry import FAMILIES, RunRequest, register_module
+from geosweep.kernels.status import Status
 from tests import toy_family
 
 
@@ -40,7 +40,7 @@ def test_toy_family_is_resumable():
 
 
 def test_toy_family_registers_with_one_line():
-    from kernels.registry import INTEGRATORS, SYSTEMS
+    from geosweep.kernels.registry import INTEGRATORS, SYSTEMS
 
     try:
         register_module(toy_family)

@@ -23,7 +23,7 @@ import psutil
 import pytest
 import zarr
 
-from sweeps.engine import run_sweep
+from geosweep.sweeps.engine import run_sweep
 
 SPEC = {
     "name": "nightly-e2e",
@@ -61,7 +61,7 @@ def _geosweep_cmd() -> list[str]:
     import shutil
 
     exe = shutil.which("geosweep")
-    return [exe] if exe else [sys.executable, "-m", "flows.cli"]
+    return [exe] if exe else [sys.executable, "-m", "geosweep.flows.cli"]
 
 
 def _stop(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
@@ -178,7 +178,7 @@ def test_a_night_with_too_many_failed_cells_fails_in_prefect(server, tmp_path):
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.deployments import nightly_flow
+    from geosweep.flows.deployments import nightly_flow
 
     url, _ = server
     with temporary_settings(updates={PREFECT_API_URL: url}):
@@ -247,7 +247,7 @@ def test_prefect_yaml_parameters_are_nightly_flow_parameters():
 
     import yaml
 
-    from flows.deployments import nightly_flow
+    from geosweep.flows.deployments import nightly_flow
 
     doc = yaml.safe_load((Path(__file__).resolve().parent.parent / "deploy" / "prefect.yaml").read_text())
     (dep,) = doc["deployments"]

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from flows.cli import main
-from sweeps.engine import _run_part, write_runs
-from sweeps.lease import Lease, StoreBusyError, fence
-from sweeps.store import StoreRef, open_results
+from geosweep.flows.cli import main
+from geosweep.sweeps.engine import _run_part, write_runs
+from geosweep.sweeps.lease import Lease, StoreBusyError, fence
+from geosweep.sweeps.store import StoreRef, open_results
 from tests.proc_util import geosweep as _geosweep
 from tests.proc_util import stopped as _stopped
 from tests.proc_util import wait_until as _wait
@@ -58,13 +58,13 @@ def _env(timeout: float = 3.0) -> dict[str, str]:
 
 def _driver(patch: str, *args: str) -> list[str]:
     """A ``python -c`` driver: ``patch`` (code run first: where the process stops itself), then the CLI."""
-    code = f"import os, signal, sys\n{patch}\nfrom flows.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    code = f"import os, signal, sys\n{patch}\nfrom geosweep.flows.cli import main\nsys.exit(main(sys.argv[1:]))\n"
     return [sys.executable, "-c", code, *args]
 
 
 #: stop right before the store is created or checked (the lease held, nothing written yet)
 STOP_BEFORE_CREATION = """
-import sweeps.engine as _e
+import geosweep.sweeps.engine as _e
 _orig = _e.ensure_store
 def _stop_then_create(*a, **k):
     os.kill(os.getpid(), signal.SIGSTOP)
@@ -239,7 +239,7 @@ def test_orphaned_task_of_a_lost_lease_writes_nothing(tmp_path):
     spec = {"name": "orph", "system": "spring_pendula", "integrators": ["explicit_vi"], "h": [0.01], "T": 0.2,
             "dt_out": 0.1}  # fmt: skip
     store = tmp_path / "o.zarr"
-    from sweeps.plan import make_plan
+    from geosweep.sweeps.plan import make_plan
 
     plan = make_plan(spec)
     old = Lease(StoreRef.of(store), stale_after=0.05, heartbeat=60).acquire()
@@ -248,7 +248,7 @@ def test_orphaned_task_of_a_lost_lease_writes_nothing(tmp_path):
     time.sleep(0.1)
     new = Lease(StoreRef.of(store), stale_after=0.05).acquire()  # the next run takes the stale lease over
     try:
-        from sweeps.store import ensure_store
+        from geosweep.sweeps.store import ensure_store
 
         ensure_store(plan, new.ref)
         cell = next(iter(plan.grid.cells()))
@@ -438,8 +438,8 @@ def test_full_disk_gives_one_line_and_resumes_bitwise(tmp_path, capsys):
 
 def test_read_only_folder_in_a_store_gives_one_line(tmp_path, capsys):
     spec, store = _spec_file(tmp_path), tmp_path / "r.zarr"
-    from sweeps.plan import make_plan
-    from sweeps.store import ensure_store
+    from geosweep.sweeps.plan import make_plan
+    from geosweep.sweeps.store import ensure_store
 
     ensure_store(make_plan(str(spec)), StoreRef.of(store))
     folder = store / "done"
@@ -489,9 +489,9 @@ def test_object_store_writes_are_fenced_by_the_lease_object(tmp_path):
         opts = {"key": "k", "secret": "s", "client_kwargs": {"endpoint_url": endpoint}, "skip_instance_cache": True}
         spec = {"name": "s3f", "system": "spring_pendula", "integrators": ["explicit_vi"], "h": [0.01, 0.02],
                 "T": 0.2, "dt_out": 0.1}  # fmt: skip
-        from sweeps.engine import run_sweep
-        from sweeps.plan import make_plan
-        from sweeps.store import ensure_store
+        from geosweep.sweeps.engine import run_sweep
+        from geosweep.sweeps.plan import make_plan
+        from geosweep.sweeps.store import ensure_store
 
         url = "s3://fence/s.zarr/"  # one store, one lease object, whatever the spelling
         old = Lease(StoreRef.of(url, opts), stale_after=0.05, heartbeat=60).acquire()
@@ -526,8 +526,8 @@ def test_lock_file_that_is_not_a_file_is_refused(tmp_path, capsys):
 def test_prefect_task_does_not_retry_a_store_that_refuses_the_run():
     from prefect.states import Failed
 
-    from flows.sweep_flow import _retry_unless_refused
-    from sweeps.lease import LeaseLost, StoreWriteError
+    from geosweep.flows.sweep_flow import _retry_unless_refused
+    from geosweep.sweeps.lease import LeaseLost, StoreWriteError
 
     for exc in (LeaseLost("lost"), StoreBusyError("busy"), StoreWriteError("full")):
         assert not _retry_unless_refused(None, None, Failed(data=exc))

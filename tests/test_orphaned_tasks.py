@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sweeps.store import open_results
+from geosweep.sweeps.store import open_results
 from tests.proc_util import dask_cluster as _cluster
 from tests.proc_util import geosweep as _geosweep
 from tests.proc_util import stopped as _stopped
@@ -48,7 +48,7 @@ TIMING = ("wall_time", "completed_at", "steps_per_second")
 #: after taking the lease, before it creates or checks the store (it writes nothing while stopped)
 RERUN = """
 import os, signal, sys, time
-import distributed, flows.cli, sweeps.engine as _e
+import distributed, geosweep.flows.cli, geosweep.sweeps.engine as _e
 _orig = _e.ensure_store
 def _stop_then_create(*a, **k):
     os.kill(os.getpid(), signal.SIGSTOP)
@@ -56,7 +56,7 @@ def _stop_then_create(*a, **k):
 _e.ensure_store = _stop_then_create
 while not os.path.exists(sys.argv[1]):
     time.sleep(0.005)
-sys.exit(flows.cli.main(sys.argv[2:]))
+sys.exit(geosweep.flows.cli.main(sys.argv[2:]))
 """
 LEASE_TIMEOUT = "3"
 

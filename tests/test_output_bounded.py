@@ -11,7 +11,7 @@ from pathlib import Path
 
 import zarr
 
-from sweeps.compact import MAX_ITEMS, MAX_LISTED, axis_values_text, capped, per_value_text, spread
+from geosweep.sweeps.compact import MAX_ITEMS, MAX_LISTED, axis_values_text, capped, per_value_text, spread
 
 #: lines a command may print, and characters in a line (a store path and a few words)
 MAX_LINES, MAX_CHARS = 60, 200
@@ -35,7 +35,7 @@ seed = [{seeds}]
 
 def _cmd() -> list[str]:
     exe = shutil.which("geosweep")
-    return [exe] if exe else [sys.executable, "-m", "flows.cli"]
+    return [exe] if exe else [sys.executable, "-m", "geosweep.flows.cli"]
 
 
 def _geosweep(*args: str, cwd: Path, code: int = 0) -> list[str]:
@@ -86,7 +86,7 @@ def test_compact_axis_text():
 
 def test_validate_line_bounded_on_the_issue_spec(tmp_path):
     """The issue's spec (2 500 seeds, 10 000 cells): ``validate`` printed a 2 500-entry line."""
-    from sweeps.estimate import Estimate
+    from geosweep.sweeps.estimate import Estimate
 
     est = Estimate(
         cells=10_000, runnable=10_000, not_applicable=0, core_seconds=2.6, compile_seconds=25, overhead_seconds=257,
@@ -127,8 +127,8 @@ def test_many_valued_axis_bounded_and_short_axis_in_full(tmp_path):
 def test_a_store_of_another_spec_is_named_compactly_per_axis():
     """The refusal of a store made by another spec names each differing field, a long axis by its
     count, first and last values and how many values differ — one line however long the axes."""
-    from sweeps.spec import parse_spec
-    from sweeps.store import _mismatch_message
+    from geosweep.sweeps.spec import parse_spec
+    from geosweep.sweeps.store import _mismatch_message
 
     base = {
         "name": "ens",

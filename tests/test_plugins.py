@@ -25,7 +25,7 @@ k = [0.5, 2.0]
 
 def _geosweep(*args: str, cwd, env: dict | None = None) -> subprocess.CompletedProcess:
     exe = shutil.which("geosweep")
-    cmd = [exe] if exe else [sys.executable, "-m", "flows.cli"]
+    cmd = [exe] if exe else [sys.executable, "-m", "geosweep.flows.cli"]
     return subprocess.run([*cmd, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -74,8 +74,8 @@ def test_entry_point_plugin_is_loaded_by_every_command(tmp_path):
 
 def test_nightly_deployment_carries_the_imports(tmp_path, monkeypatch):
     """``serve --import``: the module is imported to validate the spec and again in each night's flow run."""
-    from flows.deployments import nightly_deployment
-    from kernels.registry import SYSTEMS
+    from geosweep.flows.deployments import nightly_deployment
+    from geosweep.kernels.registry import SYSTEMS
 
     shutil.copy(ROTORS, tmp_path / "nightly_rotors.py")
     monkeypatch.chdir(tmp_path)

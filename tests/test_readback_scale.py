@@ -3,7 +3,7 @@ figures and ``geosweep verify`` cost what the data costs, not a Python call per 
 
 Counts, never seconds: the Python function calls a call makes (``cProfile``'s total, builtins
 included) at two store sizes; the artists of a figure as the number of parameter sets grows;
-the checksums :func:`sweeps.store.shard_checksums` gives, bit for bit those of ``cell_checksum``."""
+the checksums :func:`geosweep.sweeps.store.shard_checksums` gives, bit for bit those of ``cell_checksum``."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import pytest
 import xarray as xr
 import zarr
 
-import analysis  # noqa: F401 - registers ds.geosweep
-from analysis.fits import linear_fit, loglog_fit
-from kernels.status import STATUS_MEANINGS
-from sweeps.store import CHECKSUM_SKIP, StoreRef, cell_checksum, shard_checksums, verify
+import geosweep  # noqa: F401 - registers ds.geosweep
+from geosweep.analysis.fits import linear_fit, loglog_fit
+from geosweep.kernels.status import STATUS_MEANINGS
+from geosweep.sweeps.store import CHECKSUM_SKIP, StoreRef, cell_checksum, shard_checksums, verify
 
 FLAGS = {"flag_values": list(STATUS_MEANINGS), "flag_meanings": " ".join(STATUS_MEANINGS.values())}
 
@@ -158,7 +158,7 @@ def test_work_precision_figure_bounded_as_parameter_sets_grow():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from analysis.figures import MAX_CURVES, work_precision
+    from geosweep.analysis.figures import MAX_CURVES, work_precision
 
     def artists(seeds: int) -> int:
         fig = work_precision(ensemble(seeds))
@@ -175,7 +175,7 @@ def test_work_precision_figure_bounded_as_parameter_sets_grow():
 
 
 def test_status_map_column_labels_match_every_combination():
-    from analysis.figures import _column_labels
+    from geosweep.analysis.figures import _column_labels
 
     ds = ensemble(3).assign_coords(seed=[0.5, 1.0, 2.0])
     assert _column_labels(ds, ["h", "seed"]) == [f"h={h:g}, seed={s:g}" for h in (0.01, 0.005) for s in (0.5, 1, 2)]
@@ -216,7 +216,7 @@ SPEC = {
 def test_verify_checks_a_shard_at_once_and_finds_a_changed_value(tmp_path):
     """256 cells: verify's Python calls per checked cell are a handful (one hash per cell, not one
     per variable per cell); a value changed on disk is found in its shard, and only that cell."""
-    from sweeps.engine import run_sweep
+    from geosweep.sweeps.engine import run_sweep
 
     store = tmp_path / "s.zarr"
     assert run_sweep(SPEC, store, serial=True).complete
@@ -237,7 +237,7 @@ def test_verify_checks_a_shard_at_once_and_finds_a_changed_value(tmp_path):
 def test_verify_an_undecodable_shard_object_without_reading_cell_by_cell(tmp_path):
     """Store format 3: a variable's shard is one object; when it cannot be decoded every finished
     cell of that shard is damaged — found from the shard, not by one read per cell per variable."""
-    from sweeps.engine import run_sweep
+    from geosweep.sweeps.engine import run_sweep
 
     store = tmp_path / "s.zarr"
     assert run_sweep(SPEC, store, serial=True).complete
@@ -257,8 +257,8 @@ def test_repair_verifies_lost_done_flags_shard_by_shard(tmp_path):
     """Every cell written in full but its ``done`` flag lost (a writer killed between the checksum and
     the flag, for a whole store): ``repair_flags`` verifies them from their shards — all kept done —
     with a handful of Python calls per cell, not a read per cell per variable."""
-    from sweeps.engine import run_sweep
-    from sweeps.repair import repair_flags
+    from geosweep.sweeps.engine import run_sweep
+    from geosweep.sweeps.repair import repair_flags
 
     store = tmp_path / "s.zarr"
     assert run_sweep(SPEC, store, serial=True).complete
@@ -277,7 +277,7 @@ def test_repair_verifies_lost_done_flags_shard_by_shard(tmp_path):
 def test_classify_and_order_stay_lazy_with_tasks_per_shard(tmp_path):
     """On ``xr.open_zarr`` data classify/order stay dask-backed, and their graphs grow with the shards
     (dask chunks), not with the cells (a guard: store format 3 made it so, the fits must keep it)."""
-    from sweeps.engine import run_sweep
+    from geosweep.sweeps.engine import run_sweep
 
     def tasks(seeds: int) -> tuple[int, int]:
         spec = {**SPEC, "name": f"lazy-{seeds}", "params": {**SPEC["params"], "seed": list(range(seeds))}}

@@ -64,17 +64,17 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", 'python3 -m pip install -U pip && python3 -m pip install -e ".[test]"'): "shell: the CI command",
     ("README.md", "# sphere.toml"): "spec: validated as written, run shortened",
     ("README.md", "geosweep validate sphere.toml"): "shell: the sweep commands",
-    ("README.md", "import xarray as xr, analysis"): "python: against the shortened sphere store",
+    ("README.md", "import xarray as xr, geosweep"): "python: against the shortened sphere store",
     ("README.md", "geosweep report results/sphere-demo.zarr"): "shell: reports of the demo store",
-    ("README.md", "from kernels.systems.lj_sphere import lj_sphere"): "python: executed",
-    ("README.md", "from kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
-    ("README.md", "from sweeps.engine import run_sweep"): "python: executed with a shortened spec_dict",
+    ("README.md", "from geosweep.kernels.systems.lj_sphere import lj_sphere"): "python: executed",
+    ("README.md", "from geosweep.kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
+    ("README.md", "from geosweep.sweeps.engine import run_sweep"): "python: executed with a shortened spec_dict",
     ("README.md", "geosweep run sweeps/examples/long_energy.toml"): "shell: parsed, spec and cluster validated",
     ("README.md", "import sweeps, xarray as xr"): "python: executed in a scratch directory (run, extend)",
     ("README.md", "import numpy as np"): "python: my_systems.py of `geosweep run my_sweep.toml --import`",
     ("README.md", "# your package's pyproject.toml"): "toml: parsed, group checked",
     ("README.md", "import math"): "python: executed, then a short sweep",
-    ("README.md", "kernels/    Numba models"): "not code: the folder layout",
+    ("README.md", "kernels/    geosweep.kernels"): "layout: folders and packages match pyproject",
     ("deploy/README.md", "export NUMBA_CACHE_DIR="): "shell: validate run, Slurm run parsed",
     ("deploy/README.md", "from deploy.clusters import ClusterConfig"): "python: executed (jobs=0 submits nothing)",
     (
@@ -91,7 +91,10 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("deploy/README.md", "export GEOSWEEP_S3="): "shell: parsed with the variable set",
     ("deploy/README.md", "prefect server start &"): "shell: parsed (a long-running Prefect server)",
     ("deploy/README.md", "prefect work-pool create"): "shell: needs a Prefect server and work pool",
-    ("deploy/README.md", "from analysis.report import compare_stores"): "python: imports executed; nightly runs",
+    (
+        "deploy/README.md",
+        "from geosweep.analysis.report import compare_stores",
+    ): "python: imports executed; nightly runs",
 }
 
 SCRATCH = "/scratch/"
@@ -119,7 +122,7 @@ COMMANDS: dict[str, str] = {
     # README: reports of the demo store
     "geosweep report results/sphere-demo.zarr": "run",
     "geosweep report results/sphere-demo.zarr --sel omega=0": "run",
-    "python3 -m analysis.render results/sphere-demo.zarr.report": "run",
+    "python3 -m geosweep.analysis.render results/sphere-demo.zarr.report": "run",
     # README: the long example on Slurm
     "geosweep run sweeps/examples/long_energy.toml --cluster deploy/slurm/cluster.toml --store /scratch/long.zarr": (
         "parse: submits Slurm jobs"
@@ -217,7 +220,7 @@ def test_every_block_is_checked():
 
 def _geosweep() -> list[str]:
     exe = shutil.which("geosweep")
-    return [exe] if exe else [sys.executable, "-m", "flows.cli"]
+    return [exe] if exe else [sys.executable, "-m", "geosweep.flows.cli"]
 
 
 def _env() -> dict[str, str]:
@@ -226,13 +229,15 @@ def _env() -> dict[str, str]:
 
 #: ``geosweep demo`` with the demo spec's path pointed at ``argv[1]`` (the shortened copy of the
 #: shipped spec, :func:`short_demo_spec`); everything else is the CLI's own ``demo`` command
-DEMO_DRIVER = "import sys, flows.cli as c; c._demo_spec_path = lambda: sys.argv[1]; sys.exit(c.main(sys.argv[2:]))"
+DEMO_DRIVER = (
+    "import sys, geosweep.flows.cli as c; c._demo_spec_path = lambda: sys.argv[1]; sys.exit(c.main(sys.argv[2:]))"
+)
 
 
 def short_demo_spec(cwd: Path) -> Path:
     """The shipped demo spec on the level-1 icosphere (as :func:`shortened_sphere_spec`), written
     under ``cwd`` with its file name (``geosweep demo`` prints it): same axes, T, h and snapshots."""
-    from flows.cli import DEMO_SPEC, _demo_spec_path
+    from geosweep.flows.cli import DEMO_SPEC, _demo_spec_path
 
     path = cwd / "demo" / DEMO_SPEC
     path.parent.mkdir(exist_ok=True)
@@ -255,9 +260,9 @@ def _run(cmd: str, cwd: Path, scratch: Path) -> subprocess.CompletedProcess:
 
 def _parse(cmd: str, cwd: Path, monkeypatch) -> None:
     """Parse a ``geosweep`` line with the CLI's parser and validate the spec and cluster file it names."""
-    from deploy.clusters import ClusterConfig
-    from flows.cli import build_parser
-    from sweeps.plan import make_plan
+    from geosweep.deploy.clusters import ClusterConfig
+    from geosweep.flows.cli import build_parser
+    from geosweep.sweeps.plan import make_plan
 
     words = shlex.split(cmd)
     assert words[0] == "geosweep", cmd
@@ -293,7 +298,7 @@ def workspace(tmp_path_factory) -> Path:
 
 
 def test_readme_sphere_spec_is_valid_as_written():
-    from sweeps.plan import make_plan
+    from geosweep.sweeps.plan import make_plan
 
     spec = tomllib.loads(block("README.md", "# sphere.toml"))
     plan = make_plan(spec)
@@ -305,8 +310,8 @@ def test_readme_sphere_spec_is_valid_as_written():
 def test_demo_spec_is_valid_as_shipped_and_shortened_on_the_same_axes(tmp_path):
     """`geosweep demo` runs shortened below (:func:`short_demo_spec`): the shipped spec validates
     as written, and the short one has its grid, T and snapshots on 42 molecules instead of 642."""
-    from flows.cli import _demo_spec_path
-    from sweeps.plan import make_plan
+    from geosweep.flows.cli import _demo_spec_path
+    from geosweep.sweeps.plan import make_plan
 
     plan = make_plan(_demo_spec_path())
     short = make_plan(str(short_demo_spec(tmp_path)))
@@ -326,14 +331,14 @@ def ran(workspace) -> dict[str, subprocess.CompletedProcess]:
         for cmd in commands(text):
             if COMMANDS[cmd] != "run":
                 continue
-            if cmd.startswith("python3 -m analysis.render") and not _has_browser():
+            if cmd.startswith("python3 -m geosweep.analysis.render") and not _has_browser():
                 continue  # headless Chromium (apt-get install -y chromium), as tests/test_report_html.py
             out[cmd] = _run(cmd, workspace, workspace / "scratch")
     return out
 
 
 def _has_browser() -> bool:
-    from analysis.render import find_browser
+    from geosweep.analysis.render import find_browser
 
     return find_browser() is not None
 
@@ -359,7 +364,7 @@ def test_readme_analysis_block(ran, workspace, monkeypatch):
 
     monkeypatch.chdir(workspace)
     ns: dict = {}
-    code = block("README.md", "import xarray as xr, analysis")
+    code = block("README.md", "import xarray as xr, geosweep")
     *body, last = code.strip().splitlines()
     exec("\n".join(body), ns)
     table = eval(last.split("#")[0], ns)
@@ -369,7 +374,7 @@ def test_readme_analysis_block(ran, workspace, monkeypatch):
 
 def test_readme_kernel_blocks():
     ns: dict = {}
-    code = block("README.md", "from kernels.systems.lj_sphere import lj_sphere")
+    code = block("README.md", "from geosweep.kernels.systems.lj_sphere import lj_sphere")
     *body, last = code.strip().splitlines()
     exec("\n".join(body), ns)
     expr, comment = last.split("#", 1)
@@ -378,7 +383,7 @@ def test_readme_kernel_blocks():
     assert float(want[0]) / 1.05 < mean_de < float(want[0]) * 1.05, (mean_de, want)
     assert unit_err < 10 * float(want[1]), (unit_err, want)
     assert repr(status) == want[2], (repr(status), want)
-    exec(block("README.md", "from kernels.registry import FAMILIES, RunRequest"), ns)
+    exec(block("README.md", "from geosweep.kernels.registry import FAMILIES, RunRequest"), ns)
     assert ns["traj"].finished and ns["traj"].steps == 1000
 
 
@@ -389,7 +394,7 @@ def test_readme_run_sweep_block(workspace, monkeypatch):
     spec_dict = tomllib.loads((workspace / "sphere.toml").read_text())  # the same sweep: the later calls resume
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
         ns = {"spec_dict": spec_dict, "my_distributed_client": client}
-        exec(block("README.md", "from sweeps.engine import run_sweep"), ns)
+        exec(block("README.md", "from geosweep.sweeps.engine import run_sweep"), ns)
     import xarray as xr
 
     assert int((xr.open_zarr(workspace / "s.zarr").status == 0).sum()) == 54
@@ -413,7 +418,7 @@ def test_readme_long_energy_lines_parse(monkeypatch):
 
 
 def test_readme_entry_point_block():
-    from flows.plugins import GROUP
+    from geosweep.flows.plugins import GROUP
 
     data = tomllib.loads(block("README.md", "# your package's pyproject.toml"))
     (group,) = data["project"]["entry-points"]
@@ -425,8 +430,8 @@ def test_readme_skew_gradient_block(tmp_path):
 
     import numpy as np
 
-    from kernels.registry import SYSTEMS
-    from sweeps.engine import run_sweep
+    from geosweep.kernels.registry import SYSTEMS
+    from geosweep.sweeps.engine import run_sweep
 
     path = tmp_path / "readme_lv.py"  # a file, as the README asks (Numba caches compiled code by file)
     path.write_text(block("README.md", "import math"))
@@ -461,18 +466,18 @@ def test_deploy_readme_shell_lines(workspace, tmp_path, monkeypatch):
 def test_deploy_readme_job_script_block(monkeypatch):
     monkeypatch.chdir(ROOT)
     ns: dict = {}
-    exec(block("deploy/README.md", "from deploy.clusters import ClusterConfig"), ns)
+    exec(block("deploy/README.md", "from geosweep.deploy.clusters import ClusterConfig"), ns)
 
 
 def test_deploy_readme_nightly_block_imports():
-    code = block("deploy/README.md", "from analysis.report import compare_stores")
+    code = block("deploy/README.md", "from geosweep.analysis.report import compare_stores")
     imports = "\n".join(line for line in code.splitlines() if line.startswith(("from ", "import ")))
     exec(imports, {})
 
 
 def test_readme_gearbox_forms_are_accepted():
     """Every `form = "…"` the README's systems table gives the gearbox validates and builds."""
-    from sweeps.plan import make_plan
+    from geosweep.sweeps.plan import make_plan
 
     row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `gearbox` |"))
     forms = re.findall(r'`form = "(\w+)"`|`"(\w+)"`', row)
@@ -481,3 +486,18 @@ def test_readme_gearbox_forms_are_accepted():
     spec = {"name": "g", "system": "gearbox", "integrators": ["dg_gonzalez"], "h": [0.1], "T": 0.2, "dt_out": 0.1}
     plan = make_plan(spec | {"params": {"form": forms}})
     assert plan.grid.shape == (1, 1, 3)
+
+
+def test_readme_layout_block_matches_the_package_mapping():
+    """The README's layout names each folder with the package it is installed as (pyproject's package-dir)."""
+    import tomllib
+
+    block = next(t for _l, t in code_blocks("README.md") if t.startswith("kernels/    geosweep.kernels"))
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    listed = {}
+    for line in block.splitlines():
+        folder, package = line.split()[:2]
+        if package.startswith("geosweep"):
+            listed[package] = folder.rstrip("/")
+            assert (ROOT / folder).is_dir(), folder
+    assert listed == mapping

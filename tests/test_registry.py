@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from kernels.registry import BUILTIN_FAMILIES, FAMILIES, SYSTEMS, load_builtins
+from geosweep.kernels.registry import BUILTIN_FAMILIES, FAMILIES, SYSTEMS, load_builtins
 
 
 def test_registry_imports_no_family():
-    """``kernels.registry`` is pure metadata: importing it loads no family, catalogue or kernel module."""
+    """``geosweep.kernels.registry`` is pure metadata: importing it loads no family, catalogue or kernel module."""
     code = (
-        "import sys, kernels.registry; "
-        "bad = [m for m in sys.modules if m.startswith('kernels.') and m not in "
-        "('kernels.registry', 'kernels.status')]; print(bad)"
+        "import sys, geosweep.kernels.registry; "
+        "bad = [m for m in sys.modules if m.startswith('geosweep.kernels.') and m not in "
+        "('geosweep.kernels.registry', 'geosweep.kernels.status')]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
@@ -54,9 +54,9 @@ def test_builtin_families_register_by_name():
 def test_builder_defaults_match_declared_defaults(name):
     """A builder's own keyword defaults (used by kernel-level callers) must equal the declared
     ``Param`` defaults (used by sweeps): one value per default."""
-    from kernels.chain.model import build_chain
-    from kernels.systems.lj_sphere import lj_sphere
-    from kernels.torus.model import so3_pendulum, torus
+    from geosweep.kernels.chain.model import build_chain
+    from geosweep.kernels.systems.lj_sphere import lj_sphere
+    from geosweep.kernels.torus.model import so3_pendulum, torus
 
     load_builtins()
     sysdef = SYSTEMS[name]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.registry import FAMILIES, SYSTEMS, IntegratorDef, RunRequest, integrators_for, load_builtins
+from geosweep.kernels.registry import FAMILIES, SYSTEMS, IntegratorDef, RunRequest, integrators_for, load_builtins
 
 load_builtins()
 
@@ -110,7 +110,7 @@ def tolerance(order: int) -> float:
 
 @pytest.mark.parametrize(("system", "integrator"), _cases())
 def test_observed_order_is_the_declared_order(system: str, integrator: str) -> None:
-    from kernels.registry import INTEGRATORS
+    from geosweep.kernels.registry import INTEGRATORS
 
     idef = INTEGRATORS[integrator]
     declared = idef.order_for(_model(system))

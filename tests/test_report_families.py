@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import analysis  # noqa: F401 - registers ds.geosweep
-from analysis.accessor import CellsDroppedWarning
-from kernels.status import STATUS_MEANINGS
-from sweeps.engine import run_sweep
+import geosweep  # noqa: F401 - registers ds.geosweep
+from geosweep.analysis.accessor import CellsDroppedWarning
+from geosweep.kernels.status import STATUS_MEANINGS
+from geosweep.sweeps.engine import run_sweep
 
 FLAGS = {"flag_values": list(STATUS_MEANINGS), "flag_meanings": " ".join(STATUS_MEANINGS.values())}
 GENERIC = {"energy_error_vs_time", "energy_envelope", "error_vs_step", "work_precision", "status_map"}
@@ -69,7 +69,7 @@ def check_png(path: Path) -> tuple[int, int]:
 
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
-    from analysis.report import make_report
+    from geosweep.analysis.report import make_report
 
     root = tmp_path_factory.mktemp("families")
     out = {}
@@ -106,7 +106,7 @@ def test_quad_figures_read_the_controlled_system(reports):
 
 
 def test_top_invariants_panels(reports):
-    from analysis.system_figures import top_invariants
+    from geosweep.analysis.system_figures import top_invariants
 
     store, _ = reports["top"]
     fig, caption, notes = top_invariants(xr.open_zarr(store))
@@ -146,7 +146,7 @@ def _param_store() -> xr.Dataset:
 
 
 def test_work_precision_one_curve_per_integrator_and_parameter_set():
-    from analysis.figures import work_precision
+    from geosweep.analysis.figures import work_precision
 
     fig = work_precision(_param_store())
     ax = fig.axes[0]
@@ -164,7 +164,7 @@ def test_work_precision_one_curve_per_integrator_and_parameter_set():
 def test_error_vs_step_only_matching_axes_and_no_filler(tmp_path):
     """Mixed h/tol grid: the fixed-step method only on the h panel (with its nominal order), the
     adaptive one only on the tol panel (a slope, no nominal value); no not-applicable point drawn."""
-    from analysis.figures import error_vs_step, status_map
+    from geosweep.analysis.figures import error_vs_step, status_map
 
     h, tol = np.array([0.01, 0.005, 0.0025]), np.array([1e-4, 1e-6, 1e-8])
     err = np.full((2, 3, 3), np.nan)
@@ -208,7 +208,7 @@ def test_error_vs_step_only_matching_axes_and_no_filler(tmp_path):
 def test_time_axis_units_jump_and_shared_scale():
     """Time label from the store's units; a jump of > 2 decades that persists switches to a linear
     time axis; panels share one y scale."""
-    from analysis.figures import energy_error_vs_time, jump_dominates, time_label
+    from geosweep.analysis.figures import energy_error_vs_time, jump_dominates, time_label
 
     t = np.linspace(0.0, 10.0, 201)
     rel = np.where(t < 4.0, 1e-14 * (1 + t), 1e-5 * (1 + 0.1 * np.sin(t)))
@@ -232,7 +232,7 @@ def test_time_axis_units_jump_and_shared_scale():
 
 
 def test_torus_momentum_only_before_wall_contact():
-    from analysis.figures import momentum_series
+    from geosweep.analysis.figures import momentum_series
 
     t = np.linspace(0.0, 2.0, 21)
     P = np.zeros((1, 1, 21, 3))
@@ -266,7 +266,7 @@ def test_slice_selection_accessor_and_default():
 
 
 def test_cli_report_sel(reports, tmp_path, capsys):
-    from flows.cli import main
+    from geosweep.flows.cli import main
 
     store, _ = reports["dg"]
     assert main(["report", str(store), "--out", str(tmp_path / "r"), "--sel", "J=8"]) == 2
@@ -291,7 +291,7 @@ def test_fit_standard_error_ignores_nan_samples():
     them; xarray 2026.9's polyfit(cov=True, skipna=True) gives 0.021 here instead of 0.088)."""
     from scipy.stats import linregress
 
-    from analysis.fits import linear_fit
+    from geosweep.analysis.fits import linear_fit
 
     rng = np.random.default_rng(0)
     x = np.arange(20.0)

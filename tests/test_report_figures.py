@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import analysis  # noqa: F401 - registers ds.geosweep
-from analysis.accessor import CellsDroppedWarning
-from sweeps.engine import run_sweep
+import geosweep  # noqa: F401 - registers ds.geosweep
+from geosweep.analysis.accessor import CellsDroppedWarning
+from geosweep.sweeps.engine import run_sweep
 
-EXAMPLES = resources.files("sweeps").joinpath("examples")
+EXAMPLES = resources.files("geosweep.sweeps").joinpath("examples")
 #: per example: what is shortened (T, output interval, parameter values); integrators and steps stay
 SHORT = {
     "catalogue": {"T": 0.5},
@@ -60,7 +60,7 @@ def reports(tmp_path_factory):
     """name → (report with its figures kept open, store path); the figures are closed at the end."""
     import matplotlib.pyplot as plt
 
-    from analysis.report import make_report
+    from geosweep.analysis.report import make_report
 
     plt.rcParams["figure.max_open_warning"] = 0  # every report's figures stay open for inspection
     root = tmp_path_factory.mktemp("examples")

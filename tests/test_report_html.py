@@ -1,5 +1,5 @@
 """index.html is a real page (pandas tables, captions, the same content as index.md), checked by
-rendering it in a headless Chromium (`python3 -m analysis.render`; skipped without a browser)."""
+rendering it in a headless Chromium (`python3 -m geosweep.analysis.render`; skipped without a browser)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from html.parser import HTMLParser
 import numpy as np
 import pytest
 
-from analysis.render import SCREENSHOT, find_browser, page_height, screenshot
-from sweeps.engine import run_sweep
+from geosweep.analysis.render import SCREENSHOT, find_browser, page_height, screenshot
+from geosweep.sweeps.engine import run_sweep
 
 SPEC = {
     "name": "html-sp",
@@ -37,7 +37,7 @@ class Page(HTMLParser):
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    from analysis.report import make_report
+    from geosweep.analysis.report import make_report
 
     root = tmp_path_factory.mktemp("html")
     assert run_sweep(SPEC, root / "s.zarr", serial=True).complete

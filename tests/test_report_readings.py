@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import analysis  # noqa: F401 - registers ds.geosweep
-from analysis.accessor import CellsDroppedWarning
-from sweeps.engine import run_sweep
+import geosweep  # noqa: F401 - registers ds.geosweep
+from geosweep.analysis.accessor import CellsDroppedWarning
+from geosweep.sweeps.engine import run_sweep
 
 GEARBOX = {
     "name": "rr-gearbox",
@@ -65,7 +65,7 @@ def stores(tmp_path_factory):
 
 
 def _report(store, out):
-    from analysis.report import make_report
+    from geosweep.analysis.report import make_report
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CellsDroppedWarning)
@@ -159,7 +159,7 @@ def test_zero_panels_for_every_method_are_not_called_exact(stores, tmp_path):
 def test_torus_impact_draws_linear_time(tmp_path_factory, draw):
     """torus_impact.toml: the error sits at round-off until the wall contact at t ≈ 0.5 (sample 50 of
     2501, inside the first 5 % that the old detector skipped), then ≈ 1e-3: linear time."""
-    from analysis import figures as F
+    from geosweep.analysis import figures as F
 
     root = tmp_path_factory.getbasetemp() / "torus-impact.zarr"
     if not root.exists():

@@ -7,16 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.chain import family as chain_family
-from kernels.chain.model import build_chain
-from kernels.core.trajectory import Trajectory
-from kernels.registry import RunRequest
-from kernels.s2 import family as s2_family
-from kernels.status import Status
-from kernels.systems.catalogue import double_spherical_pendulum, spring_pendula
-from kernels.systems.lj_sphere import lj_sphere
-from kernels.torus import family as torus_family
-from kernels.torus.model import torus
+from geosweep.kernels.chain import family as chain_family
+from geosweep.kernels.chain.model import build_chain
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.s2 import family as s2_family
+from geosweep.kernels.status import Status
+from geosweep.kernels.systems.catalogue import double_spherical_pendulum, spring_pendula
+from geosweep.kernels.systems.lj_sphere import lj_sphere
+from geosweep.kernels.torus import family as torus_family
+from geosweep.kernels.torus.model import torus
 
 _ARRAYS = ("S", "acc", "info", "out", "env", "snaps")
 

@@ -13,7 +13,7 @@ import numpy as np
 import xarray as xr
 import zarr
 
-from sweeps.engine import run_sweep
+from geosweep.sweeps.engine import run_sweep
 from tests.sweep_util import assert_stores_bitwise_equal
 
 SPEC_TOML = """
@@ -29,7 +29,7 @@ omega = [0.0, 1.0, 2.0, 3.0, 3.25, 4.0]
 
 
 def _cli(spec, store):
-    cmd = [sys.executable, "-m", "flows.cli", "run", str(spec), "--store", str(store), "--no-prefect"]
+    cmd = [sys.executable, "-m", "geosweep.flows.cli", "run", str(spec), "--store", str(store), "--no-prefect"]
     return cmd + ["--workers", "2", "--slice-seconds", "0.5"]
 
 

@@ -3,7 +3,7 @@
 Measured values of this implementation are quoted next to each tolerance. Ex. 2: 000 reports
 the VI's total energy error 1.1717e-4 (h = 1e-3) and 1.1986e-6 (h = 1e-4); we measure
 max|E − E0|/E0 = 1.1836e-4 and 1.1837e-6 (1 % and 1.2 % off, same factor 100). Ex. 5: 000
-gives neither h nor T; see :func:`kernels.s2.systems.dipole_array` for the choices.
+gives neither h nor T; see :func:`geosweep.kernels.s2.systems.dipole_array` for the choices.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import inspect
 import numpy as np
 import pytest
 
-from kernels.s2.integrate import integrate
-from kernels.s2.model import gradient_fd_error
-from kernels.s2.systems import SYSTEMS, dipole_array, sphere_three_body
+from geosweep.kernels.s2.integrate import integrate
+from geosweep.kernels.s2.model import gradient_fd_error
+from geosweep.kernels.s2.systems import SYSTEMS, dipole_array, sphere_three_body
 
 
 def _on_sphere(rng, n: int) -> np.ndarray:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.s2.integrate import INFO_FIELDS, METHODS, SUMMARY_FIELDS, integrate
-from kernels.s2.model import normalise_and_project
-from kernels.status import Status
-from kernels.systems.catalogue import double_spherical_pendulum, elastic_rod, spring_pendula
-from kernels.systems.icosphere import icosphere
-from kernels.systems.lj_sphere import lj_sphere
+from geosweep.kernels.s2.integrate import INFO_FIELDS, METHODS, SUMMARY_FIELDS, integrate
+from geosweep.kernels.s2.model import normalise_and_project
+from geosweep.kernels.status import Status
+from geosweep.kernels.systems.catalogue import double_spherical_pendulum, elastic_rod, spring_pendula
+from geosweep.kernels.systems.icosphere import icosphere
+from geosweep.kernels.systems.lj_sphere import lj_sphere
 
 
 @pytest.fixture(scope="module")

@@ -11,11 +11,11 @@ import types
 import numpy as np
 import pytest
 
-from kernels.s2.integrate import integrate
-from kernels.s2.model import gradient_fd_error, momentum_map, normalise_and_project
-from kernels.systems.catalogue import double_spherical_pendulum, elastic_rod, spring_pendula
-from kernels.systems.icosphere import icosphere
-from kernels.systems.lj_sphere import lj_sphere
+from geosweep.kernels.s2.integrate import integrate
+from geosweep.kernels.s2.model import gradient_fd_error, momentum_map, normalise_and_project
+from geosweep.kernels.systems.catalogue import double_spherical_pendulum, elastic_rod, spring_pendula
+from geosweep.kernels.systems.icosphere import icosphere
+from geosweep.kernels.systems.lj_sphere import lj_sphere
 
 E3 = np.array([0.0, 0.0, 1.0])
 
@@ -298,7 +298,7 @@ def test_ex6_a3_energy(s2_lj_default_run):
 
 def test_ex6_kinetic_energy_falls(s2_lj_default, s2_lj_default_run):
     """KE falls from 7.67 to 5.22 by T = 5 (measured 5.2175)."""
-    from kernels.s2.model import kinetic_energy
+    from geosweep.kernels.s2.model import kinetic_energy
 
     tr = s2_lj_default_run
     assert abs(kinetic_energy(s2_lj_default.M, tr.q, tr.w) - 5.22) <= 0.02
@@ -332,7 +332,7 @@ def test_ex6_a1_a2_a6(s2_lj_default, s2_lj_default_run):
 )
 def test_ex6_reference_table(omega, sense, mean_ref, max_ref, ke_end):
     """Spec §3.5 table (1 s per row). Measured: every row within 0.2 % of the table."""
-    from kernels.s2.model import kinetic_energy
+    from geosweep.kernels.s2.model import kinetic_energy
 
     s = lj_sphere(omega=omega, sense=sense)
     tr = integrate(s, "explicit_vi", 0.005, 1000, stride=1000)

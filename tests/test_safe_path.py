@@ -28,7 +28,7 @@ def test_modules_in_the_working_directory_do_not_run(tmp_path, name):
     )
     (tmp_path / "s.toml").write_text(SPEC)
     exe = shutil.which("geosweep")
-    cmd = [exe] if exe else [sys.executable, "-P", "-m", "flows.cli"]
+    cmd = [exe] if exe else [sys.executable, "-P", "-m", "geosweep.flows.cli"]
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # the temporary server is started
     env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # a cold stamp: the compile helper runs too
     if name == "yaml":  # a cold Numba cache too, so the helper's "compiling kernels" notice proves it ran
@@ -50,7 +50,7 @@ def test_dask_worker_processes_do_not_run_modules_of_the_working_directory(tmp_p
     )
     (tmp_path / "s.toml").write_text(SPEC)
     exe = shutil.which("geosweep")
-    cmd = [exe] if exe else [sys.executable, "-P", "-m", "flows.cli"]
+    cmd = [exe] if exe else [sys.executable, "-P", "-m", "geosweep.flows.cli"]
     p = subprocess.run([*cmd, "run", "s.toml", "--store", "s.zarr", "--workers", "1", "--processes", "--no-prefect"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=600)  # fmt: skip
     assert not marker.exists(), f"ran from the working directory: {marker.read_text()}"
@@ -59,7 +59,7 @@ def test_dask_worker_processes_do_not_run_modules_of_the_working_directory(tmp_p
 
 def test_the_flag_keeps_pythonpath(tmp_path):
     """``-P`` (not ``-I``): PYTHONPATH, where plugins may live, still reaches the helpers."""
-    from flows.firstrun import SAFE_PATH
+    from geosweep.flows.firstrun import SAFE_PATH
 
     (tmp_path / "plugin_dir").mkdir()
     (tmp_path / "plugin_dir" / "my_plugin_mod.py").write_text("VALUE = 42\n")

@@ -1,6 +1,6 @@
 """A finished store shard is written at once, not after the worker's next slice.
 
-Workers of :data:`sweeps.engine.LOCAL_WORKER` run one slice at a time (resource
+Workers of :data:`geosweep.sweeps.engine.LOCAL_WORKER` run one slice at a time (resource
 ``geosweep-slice``) and keep a spare thread: a shard's writer starts as soon as the shard's last
 slice ends, while both workers are busy with the next shard. Real ``LocalCluster``, real store;
 the task stream gives each task's start and stop.
@@ -15,7 +15,7 @@ import pytest
 import xarray as xr
 from distributed import Client, LocalCluster, get_task_stream
 
-from sweeps.engine import LOCAL_WORKER, SLICE_RESOURCE, run_sweep, slice_resources
+from geosweep.sweeps.engine import LOCAL_WORKER, SLICE_RESOURCE, run_sweep, slice_resources
 
 #: 9 cells of ~0.3–1 s (RK4, 642 molecules): three store shards of three (one per epsilon), one
 #: cell per slice, so two shards are written while another shard's slices run

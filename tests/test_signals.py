@@ -26,7 +26,7 @@ from tests.test_cli_output import LONG, N_LONG, _alive, _cells_done, _cmd
 SCRIPT = textwrap.dedent(
     """
     import gc, os, signal, sys, threading, time
-    from flows.output import Interrupts
+    from geosweep.flows.output import Interrupts
 
     sent = []
 
@@ -296,7 +296,7 @@ def test_sigterm_at_random_instants_always_stops_the_run_with_one_line(tmp_path,
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5"])
 def test_a_bad_worker_timeout_is_refused_in_one_line(tmp_path, monkeypatch, capsys, value):
-    from flows.cli import main
+    from geosweep.flows.cli import main
 
     (tmp_path / "s.toml").write_text(LONG)
     monkeypatch.setenv("GEOSWEEP_WORKER_TIMEOUT", value)

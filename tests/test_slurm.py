@@ -27,7 +27,7 @@ def _run(tmp_path, args, env, timeout=900) -> subprocess.CompletedProcess:
 
 
 def _same_as_serial(tmp_path, store) -> None:
-    from sweeps.store import open_results
+    from geosweep.sweeps.store import open_results
 
     p = _run(tmp_path, ["run", "long.toml", "--store", "serial.zarr", "--serial", "-q"], None)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -93,7 +93,7 @@ def test_fixed_jobs_with_a_worker_lifetime_are_refused_in_one_line(tmp_path):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "worker_lifetime with a fixed number of jobs (jobs = 2) stalls the run" in lines[0]
     assert "adapt_max_jobs" in lines[0] and not (tmp_path / "l.zarr").exists()
-    from deploy.clusters import ClusterConfig
+    from geosweep.deploy.clusters import ClusterConfig
 
     ClusterConfig.model_validate({"kind": "slurm", "adapt_max_jobs": 2, "worker_lifetime": "90s"})
 

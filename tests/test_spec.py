@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from kernels.registry import RunRequest
-from sweeps.engine import run_sweep
-from sweeps.plan import make_plan
-from sweeps.spec import SpecError, load_spec
+from geosweep.kernels.registry import RunRequest
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.plan import make_plan
+from geosweep.sweeps.spec import SpecError, load_spec
 
 GOOD = {
     "name": "spec-test",

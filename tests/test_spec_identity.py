@@ -15,7 +15,7 @@ import pytest
 import xarray as xr
 import zarr
 
-from sweeps.spec import SpecError, parse_spec
+from geosweep.sweeps.spec import SpecError, parse_spec
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = {"name": "lim", "system": "spring_pendula", "integrators": ["explicit_vi", "rk4"], "h": [0.01, 0.005],
@@ -43,7 +43,7 @@ def geosweep(*args: str, cwd: Path, timeout: float = 120) -> subprocess.Complete
     """``geosweep ARGS`` in a fresh process (the console script's code path)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     env.pop("PREFECT_API_URL", None)
-    return subprocess.run([sys.executable, "-m", "flows.cli", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "geosweep.flows.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)  # fmt: skip
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sweeps.spec import SpecError, load_spec, parse_spec
+from geosweep.sweeps.spec import SpecError, load_spec, parse_spec
 
 BASE = {
     "name": "lim",

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import zarr
 
-from sweeps.engine import run_sweep
-from sweeps.plan import make_plan
-from sweeps.store import CREATED_ATTR, StoreRef, ensure_store
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.plan import make_plan
+from geosweep.sweeps.store import CREATED_ATTR, StoreRef, ensure_store
 
 SPEC = """
 name = "creation"
@@ -58,7 +58,7 @@ def test_sigkill_during_creation(tmp_path, delay):
     spec = tmp_path / "c.toml"
     spec.write_text(SPEC)
     store = tmp_path / "c.zarr"
-    cmd = [sys.executable, "-m", "flows.cli", "run", str(spec), "--store", str(store), "--serial"]
+    cmd = [sys.executable, "-m", "geosweep.flows.cli", "run", str(spec), "--store", str(store), "--serial"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     while not store.exists() and time.time() < deadline and proc.poll() is None:

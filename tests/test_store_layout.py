@@ -16,10 +16,10 @@ import pytest
 import xarray as xr
 import zarr
 
-from sweeps.engine import run_sweep
-from sweeps.lease import Lease
-from sweeps.plan import make_plan
-from sweeps.store import (
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.lease import Lease
+from geosweep.sweeps.plan import make_plan
+from geosweep.sweeps.store import (
     FORMAT_VERSION,
     MIN_SHARD_SECONDS,
     MIN_SHARDS,
@@ -104,7 +104,7 @@ def test_cheap_cells_share_shards_of_at_least_min_shard_seconds(seeds):
 
 
 def test_format2_store_reads_verifies_and_resumes_bitwise(tmp_path, new_store, capsys):
-    from flows.cli import main
+    from geosweep.flows.cli import main
 
     old = _format2_store(tmp_path)
     assert_stores_bitwise_equal(str(old), str(new_store))  # same values, old layout vs new
@@ -135,7 +135,7 @@ def test_format2_store_reads_verifies_and_resumes_bitwise(tmp_path, new_store, c
 
 def test_one_damaged_cell_of_a_new_store_is_repaired(tmp_path, new_store, capsys):
     """A changed value of one cell: verify names exactly it, --repair marks it, the rerun restores it."""
-    from flows.cli import main
+    from geosweep.flows.cli import main
 
     path = tmp_path / "s.zarr"
     shutil.copytree(new_store, path)
@@ -171,7 +171,7 @@ def test_an_undecodable_shard_of_a_new_store_is_recomputed(tmp_path, new_store):
 
 
 def test_a_format2_store_converts_to_the_new_layout_bitwise(tmp_path, new_store):
-    from sweeps.convert import main
+    from geosweep.sweeps.convert import main
 
     old = _format2_store(tmp_path)
     target = tmp_path / "new.zarr"

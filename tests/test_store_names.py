@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from kernels.core.cells import COMMON_DIAGNOSTICS
-from kernels.registry import FAMILIES, SYSTEMS, Param, SystemDef, load_builtins, register_system
-from sweeps.engine import run_sweep
-from sweeps.plan import make_plan
-from sweeps.spec import SpecError
-from sweeps.store import name_clash, template
+from geosweep.kernels.core.cells import COMMON_DIAGNOSTICS
+from geosweep.kernels.registry import FAMILIES, SYSTEMS, Param, SystemDef, load_builtins, register_system
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.plan import make_plan
+from geosweep.sweeps.spec import SpecError
+from geosweep.sweeps.store import name_clash, template
 
 
 def test_every_registered_system_has_names_of_its_own():
@@ -74,7 +74,7 @@ def test_the_check_knows_every_name_the_store_writes():
     plan = make_plan({"name": "g", "system": "gearbox", "integrators": ["dg_gonzalez", "dopri5_skew"], "h": [0.1],
                       "tol": [1e-6], "T": 1.0, "dt_out": 0.5, "params": {"seed": [0, 1]}})  # fmt: skip
     ds, _ = template(plan)
-    from sweeps.store import stored_names
+    from geosweep.sweeps.store import stored_names
 
     names = stored_names(plan.famdef, plan.first_model)
     assert set(ds.data_vars) <= names

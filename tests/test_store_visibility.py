@@ -118,8 +118,8 @@ def test_a_worker_without_the_stores_path_stops_the_run_before_any_slice(tmp_pat
 def test_a_worker_with_a_stale_same_path_copy_stops_the_run_and_nothing_is_written(tmp_path):
     """The worker's node-local copy (same path, same spec, left by an earlier attempt) is not the
     driver's store: refused, exit 2; neither store changes."""
-    from sweeps.plan import make_plan
-    from sweeps.store import StoreRef, ensure_store
+    from geosweep.sweeps.plan import make_plan
+    from geosweep.sweeps.store import StoreRef, ensure_store
 
     (tmp_path / "long.toml").write_text(LONG)
     shared, stale = tmp_path / "shared", tmp_path / "stale"
@@ -148,7 +148,7 @@ def test_the_summary_is_read_by_the_driver_not_through_the_cluster(tmp_path):
     counts were computed on that worker: FileNotFoundError, or another copy's counts)."""
     from distributed import Client
 
-    from sweeps.summary import status_table
+    from geosweep.sweeps.summary import status_table
 
     (tmp_path / "long.toml").write_text(SMALL)
     shared = tmp_path / "shared"
@@ -200,7 +200,7 @@ def test_a_worker_without_the_drivers_credentials_stops_the_run_in_one_line(tmp_
         assert "credentials in the driver's environment do not reach the workers" in last
         assert "Traceback" not in out and "slice failed" not in out
         fs = fsspec.filesystem("s3", key="testing", secret="testing", client_kwargs={"endpoint_url": endpoint})
-        from sweeps.store import StoreRef, open_results
+        from geosweep.sweeps.store import StoreRef, open_results
 
         assert not [f for f in fs.find("vis-test/v.zarr") if "_checkpoints" in f]
         ref = StoreRef.of(

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from kernels.s2 import integrate
-from kernels.systems.lj_sphere import lj_sphere
-from sweeps.engine import run_sweep
-from sweeps.spec import load_spec
-from sweeps.store import FORMAT_VERSION, StoreFormatError, StoreMismatchError, open_results
+from geosweep.kernels.s2 import integrate
+from geosweep.kernels.systems.lj_sphere import lj_sphere
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.spec import load_spec
+from geosweep.sweeps.store import FORMAT_VERSION, StoreFormatError, StoreMismatchError, open_results
 
 Q, W = ["q_x", "q_y", "q_z"], ["w_x", "w_y", "w_z"]
 
@@ -148,7 +148,7 @@ def test_integrator_coords_state_labels_and_attrs(store):
     assert list(ds.state.values) == ["q_x", "q_y", "q_z", "w_x", "w_y", "w_z"]
     assert ds.max_abs_energy_error.attrs["computed_over"] == "every step"
     assert "computed_over" not in ds.energy.attrs
-    from kernels.status import STATUS_MEANINGS
+    from geosweep.kernels.status import STATUS_MEANINGS
 
     assert list(ds.status.attrs["flag_values"]) == list(STATUS_MEANINGS)
     assert ds.status.attrs["flag_meanings"].split() == list(STATUS_MEANINGS.values())
@@ -161,7 +161,7 @@ def test_a_store_of_another_format_is_refused_with_a_clear_message(store, tmp_pa
 
     import zarr
 
-    from flows.cli import main
+    from geosweep.flows.cli import main
 
     path = tmp_path / "old.zarr"
     shutil.copytree(store, path)
@@ -195,8 +195,8 @@ def test_store_units_and_global_attrs_follow_cf(tmp_path):
     import glob
     import re
 
-    from sweeps.plan import make_plan
-    from sweeps.store import template
+    from geosweep.sweeps.plan import make_plan
+    from geosweep.sweeps.store import template
 
     factor = r"[A-Za-z]+(\^-?\d+)?"
     grammar = re.compile(rf"^(1|{factor}( {factor})*)( / {factor}( {factor})*)?$")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.registry import RunRequest
-from kernels.top.family import run
-from kernels.top.model import heavy_top
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.top.family import run
+from geosweep.kernels.top.model import heavy_top
 
 TOP = heavy_top()
 

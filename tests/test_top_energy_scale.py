@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.registry import RunRequest
-from kernels.top.family import diagnostics, run
-from kernels.top.model import heavy_top
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.top.family import diagnostics, run
+from geosweep.kernels.top.model import heavy_top
 
 TOP = heavy_top()
 

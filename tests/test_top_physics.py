@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.lie.se3 import exp_act, exp_matrix, generator
-from kernels.registry import RunRequest
-from kernels.status import Status
-from kernels.top import lp, slgi
-from kernels.top.family import LP, collect, integrate, run, start
-from kernels.top.model import E3, hat, heavy_top
+from geosweep.kernels.lie.se3 import exp_act, exp_matrix, generator
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.status import Status
+from geosweep.kernels.top import lp, slgi
+from geosweep.kernels.top.family import LP, collect, integrate, run, start
+from geosweep.kernels.top.model import E3, hat, heavy_top
 
 TOP = heavy_top()
 H0 = 5275.933796782547
@@ -137,7 +137,7 @@ def test_explicit_orders_on_B(ref, name, e1600, last_slope):
 )
 def test_nominal_orders_of_the_other_lie_poisson_methods(name):
     """T = 0.2, N = 400 → 800 → 1600: slopes 2.00, 3.00, 4.00, 3.00, 4.00, 5.01 (measured)."""
-    from kernels.top.family import INTEGRATORS
+    from geosweep.kernels.top.family import INTEGRATORS
 
     order = next(i.order for i in INTEGRATORS if i.name == name)
     r = TOP.reference(0.2, "B")
@@ -259,7 +259,7 @@ def test_newton_nonconvergence_is_a_status():
 
 @pytest.mark.parametrize("name", ["slgi_half", "lp_rkmk4"])
 def test_segments_and_checkpoints_are_bitwise(name):
-    from kernels.core.trajectory import Trajectory
+    from geosweep.kernels.core.trajectory import Trajectory
 
     req = RunRequest(T=1.0, dt_out=0.1, h=0.01)
     whole = start(TOP, name, req, {})

@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.quad import model as qm
-from kernels.quad.family import collect, integrate, run, start, two_quadrotors
-from kernels.quad.group import quad_act, quad_generator
-from kernels.quad.stepper import NWC, quad_F, quad_f
-from kernels.registry import RunRequest
-from kernels.status import Status
+from geosweep.kernels.quad import model as qm
+from geosweep.kernels.quad.family import collect, integrate, run, start, two_quadrotors
+from geosweep.kernels.quad.group import quad_act, quad_generator
+from geosweep.kernels.quad.stepper import NWC, quad_F, quad_f
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.status import Status
 
 QUAD = two_quadrotors()
 
@@ -140,7 +140,7 @@ def reference():
 def test_orders(reference, name, e1000):
     """free_tumble, N = 500 → 1000 → 2000: measured 9.5299e-3, 1.5405e-5, 1.2555e-7, 7.9902e-10,
     7.9268e-10, 2.5738e-7 at N = 1000; slopes 1.00, 2.00, 3.01, 3.97, 4.02, 3.91."""
-    from kernels.quad.family import INTEGRATORS
+    from geosweep.kernels.quad.family import INTEGRATORS
 
     order = next(i.order for i in INTEGRATORS if i.name == name)
     err = [np.linalg.norm(integrate(QUAD, name, 5.0, N).S[:42] - reference["free_tumble"]) for N in (500, 1000, 2000)]
@@ -245,7 +245,7 @@ def test_feed_forward_derivatives_and_direction_loop_identity():
 
 def test_free_rest_keeps_the_attitude_and_segments_are_bitwise():
     """free_rest: Ω_i = 0 and M_i = 0 keep R_i = I exactly; a run split at a checkpoint equals one run."""
-    from kernels.core.trajectory import Trajectory
+    from geosweep.kernels.core.trajectory import Trajectory
 
     m = two_quadrotors("free_rest")
     v = collect(m, "quad_cf4", integrate(m, "quad_cf4", 1.0, 200)).values

@@ -6,10 +6,10 @@ import numpy as np
 import xarray as xr
 from distributed import Client, LocalCluster
 
-from kernels.registry import RunRequest
-from kernels.top.family import STATE_LABELS, run
-from kernels.top.model import heavy_top
-from sweeps.engine import run_sweep
+from geosweep.kernels.registry import RunRequest
+from geosweep.kernels.top.family import STATE_LABELS, run
+from geosweep.kernels.top.model import heavy_top
+from geosweep.sweeps.engine import run_sweep
 
 SPEC = {
     "name": "top-sweep",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.status import Status
-from kernels.torus.integrate import integrate
-from kernels.torus.model import so3_pendulum, torus
+from geosweep.kernels.status import Status
+from geosweep.kernels.torus.integrate import integrate
+from geosweep.kernels.torus.model import so3_pendulum, torus
 
 METHODS = ("v2_exact", "v2_newmark", "v1")
 # spec §5 [M]: max|E − E0|/E0 at h = 1e-3, t_N = 25 (planar baseline)
@@ -227,7 +227,7 @@ def test_long_time_drift_at_2e3():
 
 def _q_err_true(tr, ref) -> float:
     """q_err_true of spec §3 on the common snapshot grid (x, v, ang(R_h R_refᵀ), Ω)."""
-    from kernels.torus.rodrigues import alpha_to_quat
+    from geosweep.kernels.torus.rodrigues import alpha_to_quat
 
     a = tr.snap
     b = ref.snap

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.registry import CellResult, RunRequest
-from kernels.status import Status
-from kernels.torus.family import FAMILY, INTEGRATORS, SYSTEMS
+from geosweep.kernels.registry import CellResult, RunRequest
+from geosweep.kernels.status import Status
+from geosweep.kernels.torus.family import FAMILY, INTEGRATORS, SYSTEMS
 
 
 def _system(name):

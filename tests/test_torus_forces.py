@@ -7,10 +7,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from kernels.torus.forces import P_KA, P_KM, P_KPP, P_KPW, P_KS
-from kernels.torus.integrate import evaluate
-from kernels.torus.model import SE3Model, so3_pendulum, torus
-from kernels.torus.rodrigues import oplus, theta_to_alpha
+from geosweep.kernels.torus.forces import P_KA, P_KM, P_KPP, P_KPW, P_KS
+from geosweep.kernels.torus.integrate import evaluate
+from geosweep.kernels.torus.model import SE3Model, so3_pendulum, torus
+from geosweep.kernels.torus.rodrigues import oplus, theta_to_alpha
 
 EPS = 1e-6
 TERMS = {"bending": P_KM, "axial": P_KA, "shear": P_KS, "contact": P_KPP, "wall": P_KPW}
@@ -111,7 +111,7 @@ def test_reference_state_is_force_free_and_counts_no_contacts():
 
 
 def _random_rotation(rng) -> tuple[np.ndarray, np.ndarray]:
-    from kernels.torus.rodrigues import rot
+    from geosweep.kernels.torus.rodrigues import rot
 
     aq = theta_to_alpha(rng.normal(size=3) * 1.5)
     return aq, rot(aq)

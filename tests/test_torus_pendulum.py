@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from kernels.status import Status
-from kernels.torus.integrate import evaluate, integrate
-from kernels.torus.model import so3_pendulum, torus
-from kernels.torus.rodrigues import alpha_to_quat, oplus, rot, theta_to_alpha
+from geosweep.kernels.status import Status
+from geosweep.kernels.torus.integrate import evaluate, integrate
+from geosweep.kernels.torus.model import so3_pendulum, torus
+from geosweep.kernels.torus.rodrigues import alpha_to_quat, oplus, rot, theta_to_alpha
 
 T_END = 10.0
 HS = 0.1 * 2.0 ** -np.arange(6)

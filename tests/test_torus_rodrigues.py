@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernels.torus.rodrigues import (
+from geosweep.kernels.torus.rodrigues import (
     alpha_to_quat,
     alpha_to_theta,
     expm_so3,

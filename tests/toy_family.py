@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.core.cells import BLOWUP, COMMON_DIAGNOSTICS, common_values, finish, make_run, start_trajectory
-from kernels.core.driver import compile_driver
-from kernels.core.layout import I_EVALS
-from kernels.core.signatures import F1, contract_types
-from kernels.core.trajectory import Reductions, StepperSpec, Trajectory
-from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.cells import BLOWUP, COMMON_DIAGNOSTICS, common_values, finish, make_run, start_trajectory
+from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.layout import I_EVALS
+from geosweep.kernels.core.signatures import F1, contract_types
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec, Trajectory
+from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
 
 CB = F1  # the model data handed to step/observe: the frequencies ω_i
 _STEP, _OBS, _DENSE, _ = contract_types(CB)

@@ -1,6 +1,6 @@
 """The discrete gradients of paper 004 on the ``pendulum_chain`` of the ts2 family.
 
-The chain runs in its Lie–Poisson form x = (q, π) ∈ R^{6N} (:mod:`kernels.dg.chain_lp`, π = R(q)ω)
+The chain runs in its Lie–Poisson form x = (q, π) ∈ R^{6N} (:mod:`geosweep.kernels.dg.chain_lp`, π = R(q)ω)
 with the dg family's steppers, observed the way the ts2 family observes its Lie group methods:
 the columns ``energy`` (the form's H, equal to the chain's E on (TS²)ᴺ), ``L_x``, ``L_y``, ``L_z``
 (angular momentum about the pivot), ``unit_error`` = max_i |√(q_i·q_i) − 1|, ``tangency_error``
@@ -15,15 +15,15 @@ import dataclasses
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.chain.model import ChainModel
-from kernels.core.cells import start_trajectory
-from kernels.core.signatures import contract_types
-from kernels.core.trajectory import Reductions, StepperSpec, Trajectory
-from kernels.dg.chain_lp import _omega, from_chain
-from kernels.dg.model import CB_TYPE, SkewSystem
-from kernels.dg.steppers import P_HEAD, make_stepper
-from kernels.registry import RunRequest
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.chain.model import ChainModel
+from geosweep.kernels.core.cells import start_trajectory
+from geosweep.kernels.core.signatures import contract_types
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec, Trajectory
+from geosweep.kernels.dg.chain_lp import _omega, from_chain
+from geosweep.kernels.dg.model import CB_TYPE, SkewSystem
+from geosweep.kernels.dg.steppers import P_HEAD, make_stepper
+from geosweep.kernels.registry import RunRequest
 
 _, _OBS_SIG, _, _ = contract_types(CB_TYPE)
 

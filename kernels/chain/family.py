@@ -7,17 +7,17 @@ Fixed-step integrators run at the request's ``h``. Adaptive integrators (``rkmk4
 order 4 for the 5(4) pairs and 7 for DOP853; for RKMK applied to the dexp⁻¹ equation and mapped
 by the group action, so samples stay on (TS²)^N); the step
 sequence is therefore independent of the output grid, and only the last step is clipped to
-hit T (see :mod:`kernels.core.driver` and :mod:`kernels.lie.stepper`).
+hit T (see :mod:`geosweep.kernels.core.driver` and :mod:`geosweep.kernels.lie.stepper`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kernels.chain.integrate import chain_stepper, integrate
-from kernels.chain.model import ChainModel, build_chain, chain_params
-from kernels.chain.rhs import chain_F_dense, work_size
-from kernels.core.cells import (
+from geosweep.kernels.chain.integrate import chain_stepper, integrate
+from geosweep.kernels.chain.model import ChainModel, build_chain, chain_params
+from geosweep.kernels.chain.rhs import chain_F_dense, work_size
+from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,
     COMMON_DIAGNOSTICS,
@@ -30,14 +30,14 @@ from kernels.core.cells import (
     start_trajectory,
     unit_sphere_values,
 )
-from kernels.core.trajectory import Trajectory
-from kernels.lie import tableaux
-from kernels.lie.methods import LieAction
-from kernels.lie.stepper import dense_evals
-from kernels.lie.stepper import initial_state as lie_initial_state
-from kernels.registry import CellResult, Diagnostic, FamilyDef, Param, RunRequest, SystemDef
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.lie import tableaux
+from geosweep.kernels.lie.methods import LieAction
+from geosweep.kernels.lie.stepper import dense_evals
+from geosweep.kernels.lie.stepper import initial_state as lie_initial_state
+from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, Param, RunRequest, SystemDef
 
-#: the dg family's integrators that also run here (on the chain's Lie–Poisson form, kernels.chain.dg_bridge)
+#: the dg family's integrators that also run here (on the chain's Lie–Poisson form, geosweep.kernels.chain.dg_bridge)
 DG_ON_CHAIN = ("dg_avf", "dg_gonzalez", "dg_itoh_abe", "implicit_midpoint")
 _E = "energy"
 _EVERY = "every step"
@@ -110,14 +110,14 @@ def reference_solution(model: ChainModel, T: float, tol: float = 1e-13) -> np.nd
 def start(model: ChainModel, integrator: str, request: RunRequest, options: dict) -> Trajectory:
     """A resumable trajectory of one cell. Lie group and ambient methods run on (TS²)ᴺ with
     SE(3)ᴺ acting; ``implicit_vi`` runs the (S²)ⁿ variational integrator on the chain's (S²)ⁿ form;
-    the discrete gradients of the dg family run on its Lie–Poisson form (:mod:`kernels.chain.dg_bridge`)."""
+    the discrete gradients of the dg family run on its Lie–Poisson form (:mod:`geosweep.kernels.chain.dg_bridge`)."""
     if integrator in DG_ON_CHAIN:
-        from kernels.chain import dg_bridge
+        from geosweep.kernels.chain import dg_bridge
 
         return dg_bridge.start(model, integrator, request, options)
     if integrator == "implicit_vi":
-        from kernels.chain.s2_bridge import chain_as_s2
-        from kernels.s2 import stepper as s2
+        from geosweep.kernels.chain.s2_bridge import chain_as_s2
+        from geosweep.kernels.s2 import stepper as s2
 
         system = chain_as_s2(model)
         stepper = s2.make_stepper(
@@ -141,8 +141,8 @@ def collect(model: ChainModel, integrator: str, traj: Trajectory, options: dict 
     n = model.n
     obs = traj.stepper.obs_names
     dg = integrator in DG_ON_CHAIN
-    if dg:  # the (q, π) form's columns, observed like the Lie group methods' (kernels.chain.dg_bridge)
-        from kernels.chain import dg_bridge
+    if dg:  # the (q, π) form's columns, observed like the Lie group methods' (geosweep.kernels.chain.dg_bridge)
+        from geosweep.kernels.chain import dg_bridge
 
         values = common_values(traj, dg_bridge.to_bodies(model, traj.stepper.p[dg_bridge.P_HEAD :]))
         values.update(dg_bridge.casimir_values(traj))
@@ -213,7 +213,7 @@ def cost_per_step(model: ChainModel, integrator: str) -> float:
     about 4 steps per interval."""
     n = model.n
     if integrator in DG_ON_CHAIN:
-        from kernels.chain import dg_bridge
+        from geosweep.kernels.chain import dg_bridge
 
         return dg_bridge.cost_per_step(model, integrator)
     if integrator == "implicit_vi":
@@ -244,7 +244,7 @@ _AMB = (
         choices=("dense", "fast"),
     ),
 )
-#: every method of kernels.lie.tableaux: SE(3)ᴺ acting on (TS²)ᴺ, the ambient ones on R^{6N}
+#: every method of geosweep.kernels.lie.tableaux: SE(3)ᴺ acting on (TS²)ᴺ, the ambient ones on R^{6N}
 LIE = LieAction(
     family="ts2",
     prefix="",

@@ -3,8 +3,8 @@
 Fixed-step methods: ``h`` is the step, ``n_steps`` the number of steps, a sample every
 ``stride`` steps (``t_k = k·stride·h``). Adaptive runs (``adaptive=True``, for methods with an
 embedded formula): ``h`` is the output interval Δt_out, ``n_steps`` the number of output
-intervals (``T = n_steps·h``), ``stride`` is ignored; see :mod:`kernels.core.driver` and
-:mod:`kernels.lie.stepper`.
+intervals (``T = n_steps·h``), ``stride`` is ignored; see :mod:`geosweep.kernels.core.driver` and
+:mod:`geosweep.kernels.lie.stepper`.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.chain.model import ChainModel
-from kernels.chain.rhs import N_DIAG, chain_diag, chain_F, chain_f, chain_F_dense, work_size
-from kernels.core.trajectory import Trajectory as CoreTrajectory
-from kernels.lie import tableaux
-from kernels.lie.stepper import initial_state, make_stepper
-from kernels.lie.tableaux import AMBIENT, Method
-from kernels.status import Status
+from geosweep.kernels.chain.model import ChainModel
+from geosweep.kernels.chain.rhs import N_DIAG, chain_diag, chain_F, chain_f, chain_F_dense, work_size
+from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
+from geosweep.kernels.lie import tableaux
+from geosweep.kernels.lie.stepper import initial_state, make_stepper
+from geosweep.kernels.lie.tableaux import AMBIENT, Method
+from geosweep.kernels.status import Status
 
 SUMMARY_FIELDS = ("h_min_used", "h_max_used", "t_end", "max_err_est")
 INFO_FIELDS = ("status", "fail_step", "steps", "rejected", "f_evals", "samples")

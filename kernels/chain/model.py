@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernels.chain.rhs import pack_params, work_size
-from kernels.registry import Param
+from geosweep.kernels.chain.rhs import pack_params, work_size
+from geosweep.kernels.registry import Param
 
 IC_FAMILIES = ("paper", "twisted", "random", "horizontal_rest")
 LENGTH_MODES = ("unit", "scaled")
@@ -66,7 +66,7 @@ class ChainModel:
 
     def diagnostics(self, y: np.ndarray) -> np.ndarray:
         """``[E, L_x, L_y, L_z, max|1−q·q|, max|q·ω|]`` at state ``y``."""
-        from kernels.chain.rhs import N_DIAG, chain_diag
+        from geosweep.kernels.chain.rhs import N_DIAG, chain_diag
 
         out = np.empty(N_DIAG)
         chain_diag(np.ascontiguousarray(y, dtype=np.float64), self.params, self.work(), out)

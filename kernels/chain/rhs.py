@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.lie.signatures import DIAG_SIG, FIELD_SIG
-from kernels.linalg import lu_solve_inplace
-from kernels.status import Status
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.lie.signatures import DIAG_SIG, FIELD_SIG
+from geosweep.kernels.linalg import lu_solve_inplace
+from geosweep.kernels.status import Status
 
 #: length of the diagnostics row: [E, L (3), max|1−q·q|, max|q·ω|]
 N_DIAG = 6

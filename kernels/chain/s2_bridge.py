@@ -1,8 +1,8 @@
-"""The chain as an :class:`kernels.s2.model.S2System`, so the (S²)ⁿ variational integrators apply.
+"""The chain as an :class:`geosweep.kernels.s2.model.S2System`, so the (S²)ⁿ variational integrators apply.
 
 Inertia ``M_ij = μ_max(i,j) L_i L_j``; potential in the 001 convention (e3 **up**):
 ``V = Σ_i c_i e3·q_i`` with ``c_i = μ_i g L_i``, gradient ``c_i e3``. (Paper 000 and
-``kernels.systems.catalogue`` use e3 down, ``V = −Σ c_i e3·q_i``; same physics.) Rotations
+``geosweep.kernels.systems.catalogue`` use e3 down, ``V = −Σ c_i e3·q_i``; same physics.) Rotations
 about e3 leave V invariant, so ``symmetry="axis"`` with ``axis = e3``: the VI conserves
 ``J = e3·Σ_i π_i``.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.chain.model import ChainModel
-from kernels.s2.model import S2System, s2_potential
+from geosweep.kernels.chain.model import ChainModel
+from geosweep.kernels.s2.model import S2System, s2_potential
 
 
 @s2_potential(lazy=True)

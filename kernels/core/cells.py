@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from kernels.core.trajectory import Trajectory
-from kernels.registry import CellResult, Diagnostic, Param, RunRequest
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.registry import CellResult, Diagnostic, Param, RunRequest
 
 _E = "energy"
 _EVERY = "every step"

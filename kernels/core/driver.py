@@ -1,4 +1,4 @@
-"""The shared, resumable trajectory driver (see :mod:`kernels.core` and :mod:`kernels.core.signatures`).
+"""The shared, resumable trajectory driver (see :mod:`geosweep.kernels.core`, :mod:`~geosweep.kernels.core.signatures`).
 
 Time grid: samples at ``t_s = s·dt_out``, ``s = 0..n_out``. Fixed step: ``n_out·stride`` steps
 of size ``h``, ``t_k = k·h``, sample ``s`` after step ``k = s·stride``. Adaptive: the
@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.core.fastcall import register_driver
-from kernels.core.layout import (
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.fastcall import register_driver
+from geosweep.kernels.core.layout import (
     A_E0,
     A_ERRMAX,
     A_FAIL_VALUE,
@@ -91,8 +91,8 @@ from kernels.core.layout import (
     S_FAIL_INDEX,
     S_FAIL_VALUE,
 )
-from kernels.core.signatures import contract_types
-from kernels.status import Status
+from geosweep.kernels.core.signatures import contract_types
+from geosweep.kernels.status import Status
 
 _OK = int(Status.OK)
 _NONFINITE = int(Status.NONFINITE)

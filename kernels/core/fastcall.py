@@ -15,7 +15,7 @@ call. The compiled driver and the callees are the same machine code either way, 
 are bitwise identical; only the call of a callee goes through its C wrapper.
 
 One difference: a Python exception raised inside a callee (in this code base only the bounds
-checks of :mod:`kernels.core.views`, i.e. a bug) cannot cross the C wrapper: Numba prints it
+checks of :mod:`geosweep.kernels.core.views`, i.e. a bug) cannot cross the C wrapper: Numba prints it
 ("Exception ignored in …") instead of raising it from ``advance``. Set
 ``GEOSWEEP_CHECKED_CALLS=1`` to use the dispatcher call (exceptions propagate) when debugging.
 """
@@ -147,8 +147,8 @@ _UNBOUND = object()
 
 
 def register_driver(driver: Any, cb_type: Any) -> None:
-    """Record the callback type a compiled driver was built for (:func:`kernels.core.driver.compile_driver`)."""
-    from kernels.core.signatures import contract_types
+    """The callback type a compiled driver was built for (:func:`~geosweep.kernels.core.driver.compile_driver`)."""
+    from geosweep.kernels.core.signatures import contract_types
 
     _DRIVERS[id(driver)] = (driver, tuple(contract_types(cb_type)[3].args))
 
@@ -156,7 +156,7 @@ def register_driver(driver: Any, cb_type: Any) -> None:
 def binding(spec: Any) -> Binding | None:
     """The fast call of ``spec``'s driver (built once per stepper), or None: the stepper's
     functions or arrays do not have the compiled signature's types, the driver is not one of
-    :func:`kernels.core.driver.compile_driver`'s, or ``GEOSWEEP_CHECKED_CALLS`` is set."""
+    :func:`geosweep.kernels.core.driver.compile_driver`'s, or ``GEOSWEEP_CHECKED_CALLS`` is set."""
     if os.environ.get(CHECKED_ENV, "") not in ("", "0"):
         return None
     b = _BINDINGS.get(spec, None)

@@ -7,7 +7,7 @@
 >>> traj.advance()              # … and finish: bitwise identical to one uninterrupted run
 
 All persistent information is in the arrays of :meth:`Trajectory.checkpoint`; the work arrays
-only hold scratch and caches that steps rebuild (the contract of :mod:`kernels.core.signatures`).
+only hold scratch and caches that steps rebuild (the contract of :mod:`geosweep.kernels.core.signatures`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from kernels.status import Status
 
 
 class Reductions:
-    """Reduction codes of observation columns (see :mod:`kernels.core.layout`)."""
+    """Reduction codes of observation columns (see :mod:`geosweep.kernels.core.layout`)."""
 
     NONE = L.R_NONE
     MAX = L.R_MAX
@@ -222,7 +222,7 @@ class Trajectory:
 
     def _driver_call(self) -> tuple:
         """(driver, step, observe, dense, cb): the stepper's compiled entry point with its
-        functions typed once (:mod:`kernels.core.fastcall`) when this trajectory's arrays fit
+        functions typed once (:mod:`geosweep.kernels.core.fastcall`) when this trajectory's arrays fit
         the compiled signature, else the dispatcher and the stepper's own values."""
         sp = self.stepper
         b = fastcall.binding(sp)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from numba import carray, types
 from numba.extending import intrinsic
 
-from kernels._jit import kjit
+from geosweep.kernels._jit import kjit
 
 
 @intrinsic

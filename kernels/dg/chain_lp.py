@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.chain.model import ChainModel, build_chain, chain_params, dense_R
-from kernels.dg.gradients import lu_factor, lu_solve
-from kernels.dg.model import SkewSystem, dg_energy, dg_extra, dg_grad, dg_skew
-from kernels.registry import SystemDef
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.chain.model import ChainModel, build_chain, chain_params, dense_R
+from geosweep.kernels.dg.gradients import lu_factor, lu_solve
+from geosweep.kernels.dg.model import SkewSystem, dg_energy, dg_extra, dg_grad, dg_skew
+from geosweep.kernels.registry import SystemDef
 
 
 @dg_skew
@@ -236,7 +236,7 @@ def chain_lp(
     kappa: float = 0.5,
     seed: int = 0,
 ) -> SkewSystem:
-    """The chain of :func:`kernels.chain.model.build_chain` in (q, π) coordinates."""
+    """The chain of :func:`geosweep.kernels.chain.model.build_chain` in (q, π) coordinates."""
     model = build_chain(
         N, masses=masses, length_mode=length_mode, L_tot=L_tot, g=g, ic=ic, kappa=kappa, seed=seed,
         mass_seed=mass_seed,
@@ -245,7 +245,7 @@ def chain_lp(
 
 
 def from_chain(model: ChainModel) -> SkewSystem:
-    """``model`` (a :class:`kernels.chain.model.ChainModel`) in (q, π) coordinates, π = R(q)ω."""
+    """``model`` (a :class:`geosweep.kernels.chain.model.ChainModel`) in (q, π) coordinates, π = R(q)ω."""
     N = model.n
     q, w = model.y0[:, :3], model.y0[:, 3:]
     pi = (dense_R(model, q) @ w.ravel()).reshape(N, 3)

@@ -2,7 +2,7 @@
 
 Paper 004 compares its discrete gradients with two variational integrators of McLachlan and
 Perlmutter (2006) that it names but does not restate. Both are built here from the discrete
-Lagrange–d'Alembert principle for a :class:`kernels.dg.model.LagrangianForm`,
+Lagrange–d'Alembert principle for a :class:`geosweep.kernels.dg.model.LagrangianForm`,
 L(q, q̇) = ½|q̇|² − V(q) on Rⁿ with k constraints A(q)q̇ = 0 (unit mass matrix: true of the
 quartic system and the gearbox). Our derivation, step by step:
 
@@ -47,21 +47,21 @@ projection keeps at round-off; the discrete constraint (C) holds to the solver t
 
 State ``S`` = (q, p) (n + n). Model vector ``p``: a header (n, k) then the form's parameters.
 Method record: kind, tol, maxit. The system's own state is mapped by its
-:class:`~kernels.dg.model.LagrangianForm` (adapted coordinates: ρ = X(q)ᵀp).
+:class:`~geosweep.kernels.dg.model.LagrangianForm` (adapted coordinates: ρ = X(q)ᵀp).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.core.driver import compile_driver
-from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_VALUE
-from kernels.core.signatures import contract_types
-from kernels.core.trajectory import Reductions, StepperSpec
-from kernels.dg.gradients import lu_factor, lu_solve
-from kernels.dg.model import CB_TYPE, LagrangianForm, SkewSystem, dg_skew, reduce_angles, with_angles
-from kernels.status import Status
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_VALUE
+from geosweep.kernels.core.signatures import contract_types
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec
+from geosweep.kernels.dg.gradients import lu_factor, lu_solve
+from geosweep.kernels.dg.model import CB_TYPE, LagrangianForm, SkewSystem, dg_skew, reduce_angles, with_angles
+from geosweep.kernels.status import Status
 
 _STEP_SIG, _OBS_SIG, _DENSE_SIG, _ = contract_types(CB_TYPE)
 _OK = int(Status.OK)

@@ -3,7 +3,7 @@
 One body whose state is the system's vector x ∈ Rᴺ (``final_state`` (1, N)). Besides the common
 diagnostics every cell stores the constraint residual and the Casimir errors (NaN where the
 system has none) and the nonlinear-solver statistics of the implicit methods. The discrete
-Lagrange–d'Alembert integrators ``si_dla``/``i_dla`` (:mod:`kernels.dg.dla`) run on a system's
+Lagrange–d'Alembert integrators ``si_dla``/``i_dla`` (:mod:`geosweep.kernels.dg.dla`) run on a system's
 Lagrangian form (q, p) and hand back states in the system's own coordinates.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.core.cells import (
+from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,
     COMMON_DIAGNOSTICS,
@@ -20,15 +20,15 @@ from kernels.core.cells import (
     make_run,
     start_trajectory,
 )
-from kernels.core.trajectory import Trajectory
-from kernels.dg import dla
-from kernels.dg.chain_lp import SYSTEM as CHAIN_LP
-from kernels.dg.model import SkewSystem, reduce_angles
-from kernels.dg.steppers import METHODS, make_stepper
-from kernels.dg.systems import SYSTEMS as _BUILTIN
-from kernels.dg.systems import rigid_body
-from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
-from kernels.status import Status
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.dg import dla
+from geosweep.kernels.dg.chain_lp import SYSTEM as CHAIN_LP
+from geosweep.kernels.dg.model import SkewSystem, reduce_angles
+from geosweep.kernels.dg.steppers import METHODS, make_stepper
+from geosweep.kernels.dg.systems import SYSTEMS as _BUILTIN
+from geosweep.kernels.dg.systems import rigid_body
+from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
+from geosweep.kernels.status import Status
 
 _EVERY = "every step"
 #: the family's systems, registered with it
@@ -133,7 +133,7 @@ def warmup() -> None:
     for name in METHODS:
         req = RunRequest(T=0.2, dt_out=0.1, tol=1e-6) if name == "dopri5_skew" else RunRequest(T=0.2, dt_out=0.1, h=0.1)
         run(model, name, req, {})
-    from kernels.dg.systems import gearbox
+    from geosweep.kernels.dg.systems import gearbox
 
     for name in dla.METHODS:
         run(gearbox("canonical"), name, RunRequest(T=0.2, dt_out=0.1, h=0.1), {})
@@ -176,8 +176,8 @@ CHAIN_MAX_LINKS = 60
 
 
 def _chain_size(model) -> str | None:
-    """On the ts2 chain (through kernels.chain.dg_bridge): at most CHAIN_MAX_LINKS links."""
-    from kernels.chain.model import ChainModel
+    """On the ts2 chain (through geosweep.kernels.chain.dg_bridge): at most CHAIN_MAX_LINKS links."""
+    from geosweep.kernels.chain.model import ChainModel
 
     if isinstance(model, ChainModel) and model.n > CHAIN_MAX_LINKS:
         return (
@@ -225,7 +225,8 @@ INTEGRATORS = (
     IntegratorDef(
         "si_dla", "dg", 2,
         "Semi-implicit reversible discrete Lagrange–d'Alembert integrator (004's SI-DLA, our derivation, "
-        "kernels.dg.dla): trapezoidal discrete Lagrangian, constraint A(q̄)(q' − q)/h = 0 at the midpoint, only "
+        "geosweep.kernels.dg.dla): trapezoidal discrete Lagrangian, constraint A(q̄)(q' − q)/h = 0 at the "
+        "midpoint, only "
         "the multipliers implicit; needs the system's Lagrangian form (nh_quartic, gearbox).",
         params=_SOLVE[1:], applicable=_needs_lagrangian,
     ),

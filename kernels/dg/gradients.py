@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
+from geosweep.kernels._jit import kjit
 
 AVF, GONZALEZ, ITOH_ABE, MIDPOINT = 0, 1, 2, 3
 _EPS = np.finfo(np.float64).eps

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import types
 
-from kernels._jit import kjit
-from kernels.core.signatures import F1, F2
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.signatures import F1, F2
 
 SKEW_SIG = types.void(F1, F1, F2)
 ENERGY_SIG = types.float64(F1, F1)
@@ -200,7 +200,7 @@ class SkewSystem:
 @dataclass(frozen=True, eq=False)
 class LagrangianForm:
     """The Lagrangian description of a nonholonomic system with a unit mass matrix, for the
-    discrete Lagrange–d'Alembert integrators of :mod:`kernels.dg.dla`:
+    discrete Lagrange–d'Alembert integrators of :mod:`geosweep.kernels.dg.dla`:
     L(q, q̇) = ½|q̇|² − V(q) on Q = Rⁿ with k linear velocity constraints A(q)q̇ = 0.
 
     Compiled callbacks on q (n,) and the parameter vector ``params``: ``potential(q, p) -> V``

@@ -3,7 +3,7 @@
 State ``S`` = x (N): nothing else survives a step. Model vector ``p``: a header (N, k
 multipliers, number of invariants, number m of periodic entries) then the system's own
 parameters, then the m indices of the periodic entries, which every accepted step reduces to
-(−π, π] (:func:`kernels.dg.model.reduce_angles`). Method record ``meth``:
+(−π, π] (:func:`geosweep.kernels.dg.model.reduce_angles`). Method record ``meth``:
 kind (discrete gradient, RK4, DOPRI5), discrete-gradient kind, quadrature points s, solver,
 tolerance, iteration limit, then s Gauss–Legendre nodes and weights, then the DOPRI5 tableau.
 
@@ -27,13 +27,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.core.driver import compile_driver
-from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_ERR, S_FAIL_VALUE
-from kernels.core.signatures import contract_types
-from kernels.core.trajectory import Reductions, StepperSpec
-from kernels.core.views import view2
-from kernels.dg.gradients import (
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_ERR, S_FAIL_VALUE
+from geosweep.kernels.core.signatures import contract_types
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec
+from geosweep.kernels.core.views import view2
+from geosweep.kernels.dg.gradients import (
     AVF,
     GONZALEZ,
     ITOH_ABE,
@@ -43,8 +43,8 @@ from kernels.dg.gradients import (
     lu_factor,
     lu_solve,
 )
-from kernels.dg.model import CB_TYPE, SkewSystem, reduce_angles, with_angles
-from kernels.status import Status
+from geosweep.kernels.dg.model import CB_TYPE, SkewSystem, reduce_angles, with_angles
+from geosweep.kernels.status import Status
 
 _OK = int(Status.OK)
 _NONCONV = int(Status.NONCONVERGED)

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.dg.model import LagrangianForm, SkewSystem, dg_energy, dg_extra, dg_grad, dg_skew
-from kernels.registry import Param, SystemDef
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.dg.model import LagrangianForm, SkewSystem, dg_energy, dg_extra, dg_grad, dg_skew
+from geosweep.kernels.registry import Param, SystemDef
 
 
 @kjit

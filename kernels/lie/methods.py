@@ -1,11 +1,11 @@
 """Lie group integrators generated from the tableaux: one place turns every method record of
-:data:`kernels.lie.tableaux.METHODS` into a registry entry of every family with a group action.
+:data:`geosweep.kernels.lie.tableaux.METHODS` into a registry entry of every family with a group action.
 
 A family supplies a :class:`LieAction`: the integrator name prefix, how its group acts (for the
 docs), its options, its cost per step as a function of the method (the record gives the
 evaluations per step) and, once with the reason, any method its action cannot run. Name, order,
 adaptivity, the controller defaults and the evaluations per step come from the method record
-(:class:`kernels.lie.tableaux.Method`), so a method added to the tableaux appears in every family.
+(:class:`geosweep.kernels.lie.tableaux.Method`), so a method added to the tableaux appears in every family.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernels.lie import tableaux
-from kernels.lie.tableaux import AMBIENT, Method
-from kernels.registry import IntegratorDef, Param
+from geosweep.kernels.lie import tableaux
+from geosweep.kernels.lie.tableaux import AMBIENT, Method
+from geosweep.kernels.registry import IntegratorDef, Param
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
+from geosweep.kernels._jit import kjit
 
 #: dexp⁻¹ mode meaning "exact closed form" (other modes: number of ad-terms kept, 0..6).
 DEXPINV_EXACT = -1

@@ -5,13 +5,13 @@ its ambient field ``F`` (``AMBIENT`` kind), its sample diagnostics, and the grou
 ``act(X, y, out)`` (``out = exp(X)·y``), ``dexpinv(U, V, out, mode)`` and the bracket
 ``bracket(U, V, out)`` of the algebra — SE(3)ᴺ acting on (TS²)ᴺ for the pendulum chain, any
 group whose algebra elements and states are (N, 6) arrays otherwise. Each has the explicit
-signature of :mod:`kernels.lie.signatures`, so one cached binary serves every system. With the
+signature of :mod:`geosweep.kernels.lie.signatures`, so one cached binary serves every system. With the
 built-in SE(3)ᴺ (``P_SE3`` in ``p``) and the exact dexp⁻¹, RKMK stages call the fused pair
-:func:`kernels.lie.se3.exp_act_keep` / :func:`kernels.lie.se3.dexpinv_kept` directly: the
+:func:`geosweep.kernels.lie.se3.exp_act_keep` / :func:`geosweep.kernels.lie.se3.dexpinv_kept` directly: the
 stage's exponential action keeps the dexp⁻¹ coefficients of the same U (one sin/cos pair of
 |A|/2 per link for both; equal to the separate operations up to round-off).
 
-The method is data (:meth:`kernels.lie.tableaux.Method`, packed by :func:`method_record`):
+The method is data (:meth:`geosweep.kernels.lie.tableaux.Method`, packed by :func:`method_record`):
 a kind, Butcher arrays, embedded weights, dense-output polynomials and the commutator-free
 stage/output encodings. RKMK(5,4) estimates its error as ``‖σ − σ̂‖₂`` in the algebra, CF
 pairs and ambient pairs as ``‖y − ŷ‖₂``; methods with a second (3rd-order) estimator, DOP853,
@@ -19,7 +19,7 @@ combine ``e₅²/√(e₅² + 0.01 e₃²)`` as Hairer–Wanner do. Dense output
 continuous extension to the dexp⁻¹ equation, ``y(t + θh) = exp(σ(θh))·y``, so samples stay on
 the manifold. Stages ``≥ s_main`` of an RKMK/ambient method feed only the dense output
 (DOP853's 14–16): ``dense`` evaluates them once per step, only in steps that contain a sample.
-The controller, sampling and failure rules are the driver's (:mod:`kernels.core.driver`).
+The controller, sampling and failure rules are the driver's (:mod:`geosweep.kernels.core.driver`).
 
 State ``S``: y (6N) | the first stage of the next step (6N, first-same-as-last methods) | a
 flag telling whether that stage is valid (methods with dense-only stages: 1 + the evaluations
@@ -35,17 +35,17 @@ import weakref
 import numpy as np
 from numba import carray, types
 
-from kernels._jit import kjit
-from kernels.core.driver import compile_driver
-from kernels.core.layout import I_EVALS, S_ERR, S_FAIL_VALUE
-from kernels.core.signatures import F2, contract_types
-from kernels.core.trajectory import Reductions, StepperSpec
-from kernels.core.views import _ptr, view2, view3
-from kernels.lie.se3 import DEXPINV_EXACT, bracket, dexpinv, dexpinv_kept, exp_act, exp_act_keep
-from kernels.lie.signatures import DiagType, FieldType
-from kernels.lie.tableaux import AMBIENT, CF, RKMK, RKMK4_2COMM, Method
-from kernels.linalg import all_finite as _finite
-from kernels.status import Status
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.layout import I_EVALS, S_ERR, S_FAIL_VALUE
+from geosweep.kernels.core.signatures import F2, contract_types
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec
+from geosweep.kernels.core.views import _ptr, view2, view3
+from geosweep.kernels.lie.se3 import DEXPINV_EXACT, bracket, dexpinv, dexpinv_kept, exp_act, exp_act_keep
+from geosweep.kernels.lie.signatures import DiagType, FieldType
+from geosweep.kernels.lie.tableaux import AMBIENT, CF, RKMK, RKMK4_2COMM, Method
+from geosweep.kernels.linalg import all_finite as _finite
+from geosweep.kernels.status import Status
 
 _OK = int(Status.OK)
 _NONFINITE = int(Status.NONFINITE)
@@ -552,7 +552,7 @@ def make_stepper(
     system_cb: tuple, params: np.ndarray, n: int, nwc: int, method: Method, adaptive: bool, group: tuple = SE3_GROUP
 ) -> StepperSpec:
     """The driver's view of a system on (N, 6) states: ``system_cb`` = (f, F, diag) compiled with the
-    signatures of :mod:`kernels.lie.signatures`, ``params`` its parameter vector, ``nwc`` its
+    signatures of :mod:`geosweep.kernels.lie.signatures`, ``params`` its parameter vector, ``nwc`` its
     scratch size, ``group`` = (act, dexpinv, bracket) (default SE(3)ᴺ on (TS²)ᴺ)."""
     if adaptive and method.bhat is None:
         raise ValueError(f"{method.name} has no embedded formula; cannot run adaptively")

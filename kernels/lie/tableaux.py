@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.lie.se3 import DEXPINV_EXACT
+from geosweep.kernels.lie.se3 import DEXPINV_EXACT
 
 RKMK, CF, RKMK4_2COMM, AMBIENT = 0, 1, 2, 3
 _JMAX = 2
@@ -44,7 +44,7 @@ class Method:
     """Coefficients of one method (see module docstring). ``order``/``emb_order`` are the
     classical orders of the main and embedded formulas (``emb_order = 0``: no estimate).
 
-    The record also says how the families offer it (:mod:`kernels.lie.methods`): ``doc`` (one
+    The record also says how the families offer it (:mod:`geosweep.kernels.lie.methods`): ``doc`` (one
     family-neutral sentence), ``adaptive`` (a variable-step integrator swept over ``tol``; else
     fixed step, an embedded formula unused) and ``controller`` (default controller exponent and
     its reason, when the estimate's order calls for another than the shared 1/4)."""
@@ -432,7 +432,7 @@ _RK4_A = [[0, 0, 0, 0], ["1/2", 0, 0, 0], [0, "1/2", 0, 0], [0, 0, 1, 0]]
 _RK4_B = ["1/6", "1/3", "1/3", "1/6"]
 
 #: every method, in the order the families list them; each family offers each one its action
-#: supports (kernels.lie.methods): adding a method here adds it to every such family
+#: supports (geosweep.kernels.lie.methods): adding a method here adds it to every such family
 METHODS: dict[str, Method] = {
     "lie_euler": _rk("lie_euler", RKMK, 1, [[0]], [1], doc="Lie–Euler: y₁ = exp(h f(y₀))·y₀."),
     "lie_euler_heun": _rk(

@@ -1,11 +1,11 @@
 """The transitive action of 001 §6.1 (spec §3.4) on the (8, 6) quadrotor state, as the Lie
 stepper's group callbacks ``act``, ``dexpinv``, ``bracket``.
 
-Algebra element ``X`` (8, 6), rows aligned with the state rows of :mod:`kernels.quad.model`:
+Algebra element ``X`` (8, 6), rows aligned with the state rows of :mod:`geosweep.kernels.quad.model`:
 row 0 ``(ξ1, ξ2)`` translates ``(y, v)``; row 1 ``(η1, η2)`` acts on ``(R1, Ω1)`` by
 ``(e^{η̂1} R1, Ω1 + η2)`` (direct product SO(3) × R³, spec §11 item 10); row 3 ``(η3, η4)`` the
 same on ``(R2, Ω2)``; rows 5, 6 ``(μ, c)`` act on ``(q_i, ω_i)`` by SE(3) (the (TS²) action of
-:mod:`kernels.lie.se3`); row 7 translates the time; rows 2 and 4 are unused (always zero).
+:mod:`geosweep.kernels.lie.se3`); row 7 translates the time; rows 2 and 4 are unused (always zero).
 ``dexp⁻¹`` and the bracket are blockwise: identity / zero on the abelian factors, the so(3)
 and se(3) formulas elsewhere.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.lie import se3
-from kernels.lie.stepper import ACT_SIG, BRACKET_SIG, DEXPINV_SIG
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.lie import se3
+from geosweep.kernels.lie.stepper import ACT_SIG, BRACKET_SIG, DEXPINV_SIG
 
 
 @kjit

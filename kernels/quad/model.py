@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
+from geosweep.kernels._jit import kjit
 
 P_MY, P_M1, P_M2, P_L1, P_L2, P_J1, P_J2, P_G = 0, 1, 2, 3, 4, 5, 8, 11
 P_KY, P_KV, P_KQ, P_KW, P_R1D, P_R2D, P_SD, P_MOM1, P_MOM2, P_C1, P_C2 = 12, 13, 14, 15, 16, 19, 22, 25, 28, 31, 32

@@ -1,7 +1,7 @@
 """The quadrotor system on the group-generic Lie stepper: callbacks, a step wrapper that
 turns a singular controller into its own failure, and the controlled system's observations.
 
-The stepper of :mod:`kernels.lie.stepper` is used as it is (RKMK, CF, Casas–Owren, ambient RK,
+The stepper of :mod:`geosweep.kernels.lie.stepper` is used as it is (RKMK, CF, Casas–Owren, ambient RK,
 the adaptive pairs); this module only supplies ``cb`` = (f, F, diag, act, dexpinv, bracket)
 and a ``StepperSpec`` with its own observation columns (no energy: the inputs do work, spec §6).
 """
@@ -12,17 +12,17 @@ import dataclasses
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.core.layout import S_FAIL_INDEX, S_FAIL_VALUE
-from kernels.core.trajectory import Reductions, StepperSpec
-from kernels.core.views import view2
-from kernels.lie.signatures import DIAG_SIG, FIELD_SIG
-from kernels.lie.stepper import _OBS_SIG, _STEP_SIG, P_HEAD, lie_step
-from kernels.lie.stepper import make_stepper as lie_make_stepper
-from kernels.lie.tableaux import Method
-from kernels.quad import model as qm
-from kernels.quad.group import quad_act, quad_bracket, quad_dexpinv
-from kernels.status import Status
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.layout import S_FAIL_INDEX, S_FAIL_VALUE
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec
+from geosweep.kernels.core.views import view2
+from geosweep.kernels.lie.signatures import DIAG_SIG, FIELD_SIG
+from geosweep.kernels.lie.stepper import _OBS_SIG, _STEP_SIG, P_HEAD, lie_step
+from geosweep.kernels.lie.stepper import make_stepper as lie_make_stepper
+from geosweep.kernels.lie.tableaux import Method
+from geosweep.kernels.quad import model as qm
+from geosweep.kernels.quad.group import quad_act, quad_bracket, quad_dexpinv
+from geosweep.kernels.status import Status
 
 N_ROWS = 8
 NWC = 1 + qm.N_CL  # flag + closed-loop scratch
@@ -234,7 +234,7 @@ def quad_observe(cb, meth, S, p, work, full, obs):
 
 
 def make_stepper(params: np.ndarray, method: Method, adaptive: bool) -> StepperSpec:
-    """The driver's view of the quadrotors with ``method`` (any tableau of :mod:`kernels.lie.tableaux`):
+    """The driver's view of the quadrotors with ``method`` (any tableau of :mod:`geosweep.kernels.lie.tableaux`):
     the Lie stepper's own spec (work layout, method record) with this module's step wrapper and
     observations, and no energy column."""
     base = lie_make_stepper(

@@ -8,11 +8,11 @@ as one Numba function with the signature :data:`POTENTIAL_SIG`::
         ...                         # write dV/dq_i into g[i, :] (ordinary R³ gradient)
         return V                    # potential energy
 
-See :class:`kernels.s2.model.S2System` and :func:`kernels.s2.integrate.integrate`.
+See :class:`geosweep.kernels.s2.model.S2System` and :func:`geosweep.kernels.s2.integrate.integrate`.
 """
 
-from kernels.s2.integrate import METHODS, SUMMARY_FIELDS, Trajectory, integrate
-from kernels.s2.model import POTENTIAL_SIG, S2System, s2_potential
+from geosweep.kernels.s2.integrate import METHODS, SUMMARY_FIELDS, Trajectory, integrate
+from geosweep.kernels.s2.model import POTENTIAL_SIG, S2System, s2_potential
 
 __all__ = [
     "METHODS",

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kernels.core.cells import (
+from geosweep.kernels.core.cells import (
     BLOWUP,
     COMMON_DIAGNOSTICS,
     UNIT_SPHERE_DIAGNOSTICS,
@@ -28,8 +28,8 @@ from kernels.s2.stepper import (
     initial_state,
     make_stepper,
 )
-from kernels.s2.stepper import METHODS as RECORDS
-from kernels.s2.systems import SYSTEMS  # noqa: F401 - the family's systems, registered with it
+from geosweep.kernels.s2.stepper import METHODS as RECORDS
+from geosweep.kernels.s2.systems import SYSTEMS  # noqa: F401 - the family's systems, registered with it
 
 _E = "energy"  # placeholder replaced by the system's energy units in the store attrs
 _EVERY = "every step"
@@ -105,7 +105,7 @@ run = make_run(start, collect)
 def warmup() -> None:
     """Compile (or load from cache) everything of the family: every built-in potential, every
     method kind and the driver, for diagonal and coupled M."""
-    from kernels.systems.catalogue import double_spherical_pendulum, spring_pendula
+    from geosweep.kernels.systems.catalogue import double_spherical_pendulum, spring_pendula
 
     compile_potentials()
     for model, methods in ((spring_pendula(), METHODS), (double_spherical_pendulum(), ["implicit_vi", "rk4"])):

@@ -3,7 +3,7 @@
 Methods (:data:`METHODS`): ``explicit_vi`` (diagonal M, 000 Cor. 3), ``implicit_vi`` (coupled
 M, 000 (22)–(28)), ``rk2``/``rk4`` (explicit midpoint / classical RK4 on the ambient ODE in
 R⁶ⁿ) and ``rk2_proj``/``rk4_proj`` (the same followed by ``q_i ← q_i/|q_i|``); see
-:mod:`kernels.s2.steps` for the maps and :mod:`kernels.core.driver` for the bookkeeping.
+:mod:`geosweep.kernels.s2.steps` for the maps and :mod:`geosweep.kernels.core.driver` for the bookkeeping.
 
 Common rules: ``t_k = k h``; ``q`` normalised and ``ω`` projected once at t = 0 and never
 again (except in the ``*_proj`` baselines); one potential evaluation per VI step; a failed step
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.core.trajectory import Trajectory as CoreTrajectory
-from kernels.s2.model import S2System, normalise_and_project
-from kernels.s2.stepper import METHODS as _METHODS
-from kernels.s2.stepper import initial_state, make_stepper
-from kernels.status import Status
+from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
+from geosweep.kernels.s2.model import S2System, normalise_and_project
+from geosweep.kernels.s2.stepper import METHODS as _METHODS
+from geosweep.kernels.s2.stepper import initial_state, make_stepper
+from geosweep.kernels.status import Status
 
 METHODS: dict[str, int] = {name: i for i, name in enumerate(_METHODS)}
 

@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from numba import types
 
-from kernels._jit import kjit
+from geosweep.kernels._jit import kjit
 
 #: Signature every (S²)ⁿ potential is compiled with: ``V = pot(q, p, g)``.
 POTENTIAL_SIG = types.float64(types.float64[:, ::1], types.float64[::1], types.float64[:, ::1])

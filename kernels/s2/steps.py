@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.linalg import all_finite as _all_finite
-from kernels.linalg import lu_solve_inplace
-from kernels.status import Status
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.linalg import all_finite as _all_finite
+from geosweep.kernels.linalg import lu_solve_inplace
+from geosweep.kernels.status import Status
 
 _OK = int(Status.OK)
 _DOMAIN = int(Status.DOMAIN)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.registry import Param, SystemDef
-from kernels.s2.model import S2System, s2_potential
-from kernels.systems import catalogue
-from kernels.systems.lj_sphere import SIGMA_RULES, lj_sphere
+from geosweep.kernels.registry import Param, SystemDef
+from geosweep.kernels.s2.model import S2System, s2_potential
+from geosweep.kernels.systems import catalogue
+from geosweep.kernels.systems.lj_sphere import SIGMA_RULES, lj_sphere
 
 
 def _lj_build(level, epsilon, sigma_rule, sigma, omega, sense, separation_deg, radius_deg):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.s2.model import S2System, s2_potential
+from geosweep.kernels.s2.model import S2System, s2_potential
 
 E1 = np.array([1.0, 0.0, 0.0])
 E2 = np.array([0.0, 1.0, 0.0])

@@ -1,7 +1,7 @@
 """Formulation B: the Lie–Poisson heavy top on se(3)* through the group-generic Lie stepper.
 
 State ``y`` (1, 6) = ``(Γ, Π)``. The coadjoint action of SE(3) on se(3)* is exactly the
-(TS²) action of :mod:`kernels.lie.se3` with ``(q, ω) := (Γ, Π)`` (spec §2.3), so the stepper's
+(TS²) action of :mod:`geosweep.kernels.lie.se3` with ``(q, ω) := (Γ, Π)`` (spec §2.3), so the stepper's
 SE(3) group callbacks are reused as they are; this module supplies the algebra map
 ``f_B(Π, Γ) = (−𝕀⁻¹Π, −Mgℓ X)`` (rotation, translation), the ambient field of 001 (23)–(24)
 and the sample diagnostics. Every RKMK/CF method then stays on the coadjoint orbit, i.e.
@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.lie.signatures import DIAG_SIG, FIELD_SIG
-from kernels.status import Status
-from kernels.top.model import P_IINV, P_MGL, P_S0, P_X
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.lie.signatures import DIAG_SIG, FIELD_SIG
+from geosweep.kernels.status import Status
+from geosweep.kernels.top.model import P_IINV, P_MGL, P_S0, P_X
 
 _NONFINITE = int(Status.NONFINITE)
 NWC = 1  # scratch entries the callbacks need (none; the stepper wants a positive size)

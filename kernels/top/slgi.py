@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.core.driver import compile_driver
-from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
-from kernels.core.signatures import F1, contract_types
-from kernels.core.trajectory import Reductions, StepperSpec
-from kernels.core.views import view2
-from kernels.lie.se3 import exp_coeffs
-from kernels.linalg import lu_solve_inplace
-from kernels.status import Status
-from kernels.top.model import P_IINV, P_J30, P_MGL, P_S0, P_X
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
+from geosweep.kernels.core.signatures import F1, contract_types
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec
+from geosweep.kernels.core.views import view2
+from geosweep.kernels.lie.se3 import exp_coeffs
+from geosweep.kernels.linalg import lu_solve_inplace
+from geosweep.kernels.status import Status
+from geosweep.kernels.top.model import P_IINV, P_J30, P_MGL, P_S0, P_X
 
 CB = F1  # the callbacks are the model's parameter vector (the step is specific to the top)
 _STEP, _OBS, _DENSE, _ = contract_types(CB)

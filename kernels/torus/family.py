@@ -1,7 +1,7 @@
 """The ``se3`` family: what an SE(3)ⁿ cell (torus, SO(3) pendulum) stores and how it runs.
 
 The shared names (energy, errors, failure, cost, final and snapshot states) come from
-:mod:`kernels.core.cells`; the family adds the energy parts, momenta, contacts and chart
+:mod:`geosweep.kernels.core.cells`; the family adds the energy parts, momenta, contacts and chart
 margins. Rows after a failure are NaN; the final (last valid) state is stored separately.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from kernels.core.cells import (
+from geosweep.kernels.core.cells import (
     BLOWUP,
     COMMON_DIAGNOSTICS,
     blocks_to_bodies,
@@ -20,12 +20,12 @@ from kernels.core.cells import (
     make_run,
     start_trajectory,
 )
-from kernels.core.trajectory import Trajectory
-from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
-from kernels.torus.forces import N_AUX
-from kernels.torus.integrate import METHODS, integrate
-from kernels.torus.model import SHEAR_MODELS, SYS_PENDULUM, SE3Model, so3_pendulum, torus
-from kernels.torus.stepper import initial_state, make_stepper
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
+from geosweep.kernels.torus.forces import N_AUX
+from geosweep.kernels.torus.integrate import METHODS, integrate
+from geosweep.kernels.torus.model import SHEAR_MODELS, SYS_PENDULUM, SE3Model, so3_pendulum, torus
+from geosweep.kernels.torus.stepper import initial_state, make_stepper
 
 _E = "energy"
 _C = ("time", "component")
@@ -161,7 +161,7 @@ def collect(model: SE3Model, integrator: str, traj: Trajectory, options: dict | 
         steps_per_second=np.float64(traj.steps / wall if wall > 0 else np.nan),
     )
     if model.kind != SYS_PENDULUM:
-        o = 18 * n + N_AUX + 15  # contact-free drifts in the state (kernels.torus.stepper)
+        o = 18 * n + N_AUX + 15  # contact-free drifts in the state (geosweep.kernels.torus.stepper)
         dfree = traj.S[o : o + 6]
         values.update(
             P=out[:, obs.index("P_x") : obs.index("P_x") + 3].copy(),

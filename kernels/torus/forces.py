@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.torus.rodrigues import compose, g_of, rot_all
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.torus.rodrigues import compose, g_of, rot_all
 
 N_AUX = 9
 #: indices into the torus parameter vector

@@ -1,8 +1,8 @@
 """Integrate an SE(3)ⁿ model from Python: :func:`integrate` on the shared driver.
 
-The maps (23), (25), (27) and the state layout are in :mod:`kernels.torus.stepper`; the
+The maps (23), (25), (27) and the state layout are in :mod:`geosweep.kernels.torus.stepper`; the
 bookkeeping (samples, snapshots, summaries over every step, failures, the energy guard
-``|E − E0| > blowup·|E0|`` checked after every step) in :mod:`kernels.core.driver`.
+``|E − E0| > blowup·|E0|`` checked after every step) in :mod:`geosweep.kernels.core.driver`.
 ``fail_reason`` (kernel API only) names the spec §2.5 reason of a failure status.
 """
 
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.core.trajectory import Trajectory as CoreTrajectory
-from kernels.status import Status
-from kernels.torus.forces import N_AUX
-from kernels.torus.model import SE3Model
-from kernels.torus.stepper import METHODS, _forces, initial_state, make_stepper, model_arrays
+from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
+from geosweep.kernels.status import Status
+from geosweep.kernels.torus.forces import N_AUX
+from geosweep.kernels.torus.model import SE3Model
+from geosweep.kernels.torus.stepper import METHODS, _forces, initial_state, make_stepper, model_arrays
 
 SAMPLE_FIELDS: tuple[str, ...] = (
     "KE_trans",
@@ -195,7 +195,7 @@ def from_core(model: SE3Model, traj: CoreTrajectory, builds: int = 0) -> Traject
     f = traj.failure()
     c = traj.costs()
     S = traj.S
-    o = 18 * n + N_AUX + 15  # dfree in the state (see kernels.torus.stepper)
+    o = 18 * n + N_AUX + 15  # dfree in the state (see geosweep.kernels.torus.stepper)
     dfree = S[o : o + 6]
     summary = {
         "E0": e["E0"],

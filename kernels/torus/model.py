@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kernels.torus.forces import N_P_TORUS, P_KA, P_KM, P_KPP, P_KPW, P_KS, P_LITERAL, P_WALL, P_XW
-from kernels.torus.neighbours import NBL_THRESHOLD
+from geosweep.kernels.torus.forces import N_P_TORUS, P_KA, P_KM, P_KPP, P_KPW, P_KS, P_LITERAL, P_WALL, P_XW
+from geosweep.kernels.torus.neighbours import NBL_THRESHOLD
 
 SYS_TORUS = 0
 SYS_PENDULUM = 1
@@ -24,7 +24,7 @@ class SE3Model:
     """A concrete SE(3)ⁿ system with its initial state.
 
     ``kind``: ``SYS_TORUS`` or ``SYS_PENDULUM``. ``p``: float parameter vector of the force
-    kernel (see :mod:`kernels.torus.forces`). Torus topology: ``bonds`` (nb, 2) int64 with
+    kernel (see :mod:`geosweep.kernels.torus.forces`). Torus topology: ``bonds`` (nb, 2) int64 with
     reference vectors ``d0`` (nb, 3) and lengths ``L0``; ``bpart`` (n, 2) bonded partners;
     ``D`` (n,) diameters. ``use_nbl`` selects the Verlet list for contacts (``skin`` in
     length units). ``potential_names`` label the five potential slots.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
+from geosweep.kernels._jit import kjit
 
 #: Bodies above which the driver uses the neighbour list by default.
 NBL_THRESHOLD = 256

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
+from geosweep.kernels._jit import kjit
 
 #: Threshold below which ``g(n) = 2 arctan(n/2)/n`` uses its series ``1 − n²/12``.
 G_SERIES_BELOW = 1e-4

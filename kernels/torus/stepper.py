@@ -24,18 +24,18 @@ from __future__ import annotations
 import numpy as np
 from numba import types
 
-from kernels._jit import kjit
-from kernels.core.driver import compile_driver
-from kernels.core.layout import I_EVALS, I_EXTRA, S_FAIL_INDEX, S_FAIL_VALUE
-from kernels.core.signatures import F1, F2, contract_types
-from kernels.core.trajectory import Reductions, StepperSpec
-from kernels.core.views import view2, view3
-from kernels.linalg import all_finite as _finite
-from kernels.status import Status
-from kernels.torus.forces import N_AUX, pendulum_forces, torus_forces
-from kernels.torus.model import SE3Model
-from kernels.torus.neighbours import PAIRS_PER_BODY, build, needs_rebuild
-from kernels.torus.rodrigues import ALPHA_MAX, compose, rot_into
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.layout import I_EVALS, I_EXTRA, S_FAIL_INDEX, S_FAIL_VALUE
+from geosweep.kernels.core.signatures import F1, F2, contract_types
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec
+from geosweep.kernels.core.views import view2, view3
+from geosweep.kernels.linalg import all_finite as _finite
+from geosweep.kernels.status import Status
+from geosweep.kernels.torus.forces import N_AUX, pendulum_forces, torus_forces
+from geosweep.kernels.torus.model import SE3Model
+from geosweep.kernels.torus.neighbours import PAIRS_PER_BODY, build, needs_rebuild
+from geosweep.kernels.torus.rodrigues import ALPHA_MAX, compose, rot_into
 
 METHODS: dict[str, int] = {"v2_exact": 0, "v2_newmark": 1, "v1": 2}
 #: the model arrays passed as ``cb``: (D, bonds, d0, L0, bpart)

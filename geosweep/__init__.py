@@ -1,0 +1,39 @@
+"""geosweep: parameter sweeps for long-time energy studies of geometric integrators.
+
+One import namespace over the project's folders (mapped in ``pyproject.toml``):
+
+* :mod:`geosweep.kernels` — Numba models and integrators, pure computation on arrays;
+* :mod:`geosweep.sweeps` — spec, grid, plan, Dask execution and the zarr store (no Prefect);
+* :mod:`geosweep.flows` — the Prefect flows, deployments and the ``geosweep`` CLI;
+* :mod:`geosweep.analysis` — the ``ds.geosweep`` xarray accessor and reports;
+* :mod:`geosweep.deploy` — cluster files (Slurm/PBS, Kubernetes) and object-store output.
+
+``import geosweep`` registers the ``ds.geosweep`` accessor on :class:`xarray.Dataset`::
+
+    import xarray as xr, geosweep
+    ds = xr.open_zarr("results/sphere-demo.zarr")
+    ds.geosweep.classify()
+"""
+
+from __future__ import annotations
+
+import pathlib
+from importlib.metadata import PackageNotFoundError, version
+
+# A source checkout (PYTHONPATH=<checkout>, or a worktree next to an editable install): the subpackages are
+# the checkout's top-level folders, so they are found next to this folder. An installed wheel has them inside.
+_here = pathlib.Path(__file__).resolve().parent
+if not (_here / "kernels").is_dir() and (_here.parent / "kernels" / "__init__.py").is_file():
+    __path__.append(str(_here.parent))  # noqa: F821 - the package's own search path
+
+# Before the heavy imports below: a worker process of ``geosweep run --processes`` (a multiprocessing
+# child, which imports this package first) ignores SIGINT at once (geosweep.flows.output: stdlib only).
+from geosweep.flows import output as _output  # noqa: E402, F401, I001
+from geosweep.analysis import accessor as _accessor  # noqa: E402, F401 - registers ds.geosweep
+
+try:
+    __version__ = version("geosweep")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0+unknown"
+
+__all__ = ["__version__"]
