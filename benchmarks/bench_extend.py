@@ -1,4 +1,4 @@
-"""Growing a finished store to a longer T (:mod:`sweeps.extension`): what it costs and what it rewrites.
+"""Growing a finished store to a longer T (:mod:`geosweep.sweeps.extension`): what it costs and what it rewrites.
 
 Run: ``python benchmarks/bench_extend.py [--steps N] [--cells C] [--repeats R]``. Three rows:
 
@@ -32,9 +32,9 @@ warnings.filterwarnings("ignore")
 
 import numpy as np  # noqa: E402
 
-from kernels.core.trajectory import Trajectory  # noqa: E402
-from sweeps.engine import run_sweep  # noqa: E402
-from sweeps.plan import make_plan  # noqa: E402
+from geosweep.kernels.core.trajectory import Trajectory  # noqa: E402
+from geosweep.sweeps.engine import run_sweep  # noqa: E402
+from geosweep.sweeps.plan import make_plan  # noqa: E402
 
 MD = {"name": "md", "system": "lj_sphere", "integrators": ["explicit_vi"], "h": [0.005], "dt_out": 0.5}
 
@@ -78,7 +78,7 @@ def _fingerprints(store: Path) -> dict[str, tuple[int, int]]:
 def store_row(cells: int) -> str:
     import zarr
 
-    import sweeps
+    from geosweep import sweeps
 
     spec = {
         "name": "grow-store",
@@ -111,8 +111,8 @@ def store_row(cells: int) -> str:
 
 
 def carry_rows() -> list[str]:
-    from sweeps.extension import carry_bytes
-    from sweeps.store import StoreRef, cell_bytes
+    from geosweep.sweeps.extension import carry_bytes
+    from geosweep.sweeps.store import StoreRef, cell_bytes
     from tests.test_extend import FAMILIES
 
     rows = []

@@ -53,11 +53,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
-from kernels._jit import kjit  # noqa: E402
-from kernels.core.trajectory import Trajectory  # noqa: E402
-from kernels.s2.model import POTENTIAL_SIG, S2System, s2_potential, threaded_potential  # noqa: E402
-from kernels.s2.stepper import initial_state, make_stepper  # noqa: E402
-from kernels.systems.lj_sphere import _lj_rows, lj_potential, lj_sphere  # noqa: E402
+from geosweep.kernels._jit import kjit  # noqa: E402
+from geosweep.kernels.core.trajectory import Trajectory  # noqa: E402
+from geosweep.kernels.s2.model import POTENTIAL_SIG, S2System, s2_potential, threaded_potential  # noqa: E402
+from geosweep.kernels.s2.stepper import initial_state, make_stepper  # noqa: E402
+from geosweep.kernels.systems.lj_sphere import _lj_rows, lj_potential, lj_sphere  # noqa: E402
 
 H = 0.005
 

@@ -344,11 +344,11 @@ def _batch_kwargs(o: _BatchOptions) -> dict[str, Any]:
 @functools.cache
 def cost_aware_adaptive():
     """``distributed.deploy.Adaptive`` whose target is also the number of workers the running sweep's
-    pending cells can keep busy (:mod:`sweeps.demand`, published by the driver from the plan's cell
+    pending cells can keep busy (:mod:`geosweep.sweeps.demand`, published by the driver from the plan's cell
     costs): from 0 workers, three long cells ask for three workers, not one."""
     from distributed.deploy import Adaptive
 
-    from sweeps.demand import KEY
+    from geosweep.sweeps.demand import KEY
 
     class CostAwareAdaptive(Adaptive):
         async def target(self) -> int:

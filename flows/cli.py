@@ -2,10 +2,10 @@
 
 ``run``/``demo`` write to a local path or an fsspec URL (``--store s3://…`` with
 ``--storage-options``: JSON, or a reference ``env:NAME``/``@FILE``/``profile:NAME`` for credentials,
-see :mod:`sweeps.credentials`) on a local cluster, a scheduler (``--address``) or a cluster
-described in a file (``--cluster FILE``, see :mod:`deploy.clusters`); ``extend`` (and ``run --grow``)
-continues a finished store to a later T (:mod:`sweeps.extension`); ``serve`` serves the
-nightly Prefect deployment of a spec (see :mod:`flows.deployments`).
+see :mod:`geosweep.sweeps.credentials`) on a local cluster, a scheduler (``--address``) or a cluster
+described in a file (``--cluster FILE``, see :mod:`geosweep.deploy.clusters`); ``extend`` (and ``run --grow``)
+continues a finished store to a later T (:mod:`geosweep.sweeps.extension`); ``serve`` serves the
+nightly Prefect deployment of a spec (see :mod:`geosweep.flows.deployments`).
 
 Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom systems; the
 ``geosweep.plugins`` entry points are always loaded, see :mod:`geosweep.flows.plugins`).
@@ -331,10 +331,11 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
-    """``geosweep extend STORE --T NEW``: continue every finished cell to the later T (:mod:`sweeps.extension`)."""
-    from sweeps.extension import extend
-    from sweeps.store import StoreRef
-    from sweeps.summary import status_table
+    """``geosweep extend STORE --T NEW``: continue every finished cell to the later T
+    (:mod:`geosweep.sweeps.extension`)."""
+    from geosweep.sweeps.extension import extend
+    from geosweep.sweeps.store import StoreRef
+    from geosweep.sweeps.summary import status_table
 
     ref = StoreRef.of(args.store, args.storage_options)
     _check_store(ref.url, args.storage_options, write=True)
@@ -796,14 +797,14 @@ def main(argv: list[str] | None = None) -> int:
     with Interrupts(restore=argv is not None) as interrupts:
         try:
             configure(args.log_level, args.quiet)
-            from flows.plugins import PluginError, load_plugins
-            from sweeps.credentials import StorageOptionsError
-            from sweeps.extension import ExtendError
-            from sweeps.lease import LeaseFileError, StoreWriteError
-            from sweeps.liveness import WorkersUnresponsive
-            from sweeps.repair import StoreDamagedError
-            from sweeps.spec import SpecError
-            from sweeps.store import StoreMismatchError
+            from geosweep.flows.plugins import PluginError, load_plugins
+            from geosweep.sweeps.credentials import StorageOptionsError
+            from geosweep.sweeps.extension import ExtendError
+            from geosweep.sweeps.lease import LeaseFileError, StoreWriteError
+            from geosweep.sweeps.liveness import WorkersUnresponsive
+            from geosweep.sweeps.repair import StoreDamagedError
+            from geosweep.sweeps.spec import SpecError
+            from geosweep.sweeps.store import StoreMismatchError
 
             try:
                 for name in load_plugins(args.imports):

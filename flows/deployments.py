@@ -118,11 +118,11 @@ def _join(root: str, *parts: str) -> str:
 
 def extending_night(plan, store_root: str, extend_by: float, storage_options: dict | None, log) -> tuple:
     """(plan, store, previous) of a night that grows ``ROOT/<name>/extended.zarr`` by ``extend_by``
-    (:mod:`sweeps.extension`): the first night runs the spec; a later night, once the store is complete,
+    (:mod:`geosweep.sweeps.extension`): the first night runs the spec; a later night, once the store is complete,
     keeps the store's summaries as ``extended.nights/T<T>.zarr`` (the previous night, to compare
     with) and continues every cell to T + ``extend_by``; an unfinished store is resumed first."""
-    from sweeps.extension import grown_spec
-    from sweeps.store import StoreRef, open_results
+    from geosweep.sweeps.extension import grown_spec
+    from geosweep.sweeps.store import StoreRef, open_results
 
     base = _join(store_root, plan.spec.name)
     store = _join(base, EXTENDED_STORE)
@@ -206,7 +206,7 @@ def nightly_flow(
     ``{store_root}/{name}/extended.zarr``, by ΔT every night (:func:`extending_night`): the
     report compares each cell's summaries with the previous night's (what changed as T grew).
 
-    ``cluster`` is a :class:`deploy.clusters.ClusterConfig` mapping: the cluster is started for
+    ``cluster`` is a :class:`geosweep.deploy.clusters.ClusterConfig` mapping: the cluster is started for
     this run only (batch jobs are submitted at run time, not while the deployment idles) and
     closed afterwards. Otherwise ``address`` or a local cluster of ``n_workers`` is used.
     ``day`` (``YYYY-MM-DD``) overrides the date, e.g. to redo a past night's store. The run

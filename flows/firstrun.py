@@ -65,7 +65,7 @@ DETACHED: dict = {"start_new_session": True, "preexec_fn": _die_with_parent if _
 def _stamp(key: str = "all") -> Path:
     import numba
 
-    import geosweep.kernels as kernels
+    from geosweep import kernels
 
     root = Path(kernels.__file__).resolve().parent
     h = hashlib.sha256()

@@ -51,9 +51,9 @@ def _retry_unless_refused(task, task_run, state) -> bool:
     """Retry a failed sweep task, except when the store refused this run (another spec or format,
     another run holds or took over its lease, it cannot be written) or no Dask worker answered:
     a retry gives the same, or waits as long again."""
-    from sweeps.extension import ExtendError
-    from sweeps.lease import LeaseFileError, StoreWriteError
-    from sweeps.store import StoreMismatchError
+    from geosweep.sweeps.extension import ExtendError
+    from geosweep.sweeps.lease import LeaseFileError, StoreWriteError
+    from geosweep.sweeps.store import StoreMismatchError
 
     refused = (StoreMismatchError, StoreWriteError, LeaseFileError, WorkersUnresponsive, ExtendError)
     data = getattr(state, "data", None)
@@ -86,8 +86,8 @@ def execute_sweep(
     recompute: bool = False,
 ) -> dict[str, Any]:
     """Run the pending cells on Dask; a retry resumes from the store (finished cells stay).
-    ``grow``: grow the store to the spec first — values appended to sweep axes (:mod:`sweeps.grow`)
-    or a larger T (:mod:`sweeps.extension`; ``recompute``: cells without a carry run again)."""
+    ``grow``: grow the store to the spec first — values appended to sweep axes (:mod:`geosweep.sweeps.grow`)
+    or a larger T (:mod:`geosweep.sweeps.extension`; ``recompute``: cells without a carry run again)."""
     logger = get_run_logger()
     if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
         quiet_distributed()  # no distributed INFO in flow-run logs (deployment runs start without the CLI)
@@ -146,8 +146,8 @@ def sweep_flow(
     recompute: bool = False,
 ) -> dict[str, Any]:
     """Run a sweep into a zarr store; resumes an existing store (``grow``: grows it to a spec that
-    adds values at the end of its sweep axes, :mod:`sweeps.grow`, or has a larger T,
-    :mod:`sweeps.extension`).
+    adds values at the end of its sweep axes, :mod:`geosweep.sweeps.grow`, or has a larger T,
+    :mod:`geosweep.sweeps.extension`).
 
     ``plan`` is a :class:`~geosweep.sweeps.plan.Plan` (from :func:`~geosweep.sweeps.plan.make_plan`; used as is)
     or a spec path/mapping (planned once here). ``progress`` is called with every

@@ -3,8 +3,8 @@
 Runs on any ``distributed.Client`` (a ``LocalCluster`` by default); no Prefect here.
 """
 
-from sweeps.extension import extend
-from sweeps.plan import Plan, make_plan
-from sweeps.spec import SpecError, SweepSpec, load_spec
+from geosweep.sweeps.extension import extend
+from geosweep.sweeps.plan import Plan, make_plan
+from geosweep.sweeps.spec import SpecError, SweepSpec, load_spec
 
 __all__ = ["Plan", "SpecError", "SweepSpec", "extend", "load_spec", "make_plan"]

@@ -1,9 +1,9 @@
 """How many workers a sweep's pending cells can keep busy, from the plan's cell costs, published on
-the Dask scheduler for adaptive scaling (:class:`deploy.clusters.CostAwareAdaptive`).
+the Dask scheduler for adaptive scaling (:class:`geosweep.deploy.clusters.CostAwareAdaptive`).
 
 Dask's adaptive scaling counts tasks it knows: from 0 workers it sees only the sweep's model tasks
 and asks for one worker, however long the cells are (serial throughput for a few long cells). The
-driver knows every pending cell's estimated single-core seconds (:meth:`sweeps.plan.Plan.cost`), so
+driver knows every pending cell's estimated single-core seconds (:meth:`geosweep.sweeps.plan.Plan.cost`), so
 it publishes :func:`workers_wanted` as scheduler metadata under :data:`KEY`, updated as cells finish
 and 0 when the run ends; the adaptive target is the larger of Dask's and this number.
 """
@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from sweeps.grid import Cell
+from geosweep.sweeps.grid import Cell
 
 #: scheduler metadata key (``Client.set_metadata``) of the number of workers the running sweep wants
 KEY = ("geosweep", "workers_wanted")

@@ -11,8 +11,8 @@ worker's spare thread where workers declare :data:`SLICE_RESOURCE` (local cluste
 finished shard is written while the next shard's slices run.
 Numba caches are warmed in the driver first (which writes the on-disk cache), then on every
 worker, so workers never compile concurrently. A slice whose workers died is resubmitted as long as
-its cells' checkpoints advance (:mod:`sweeps.resubmit`), and adaptive scaling is told how many
-workers the pending cells can keep busy (:mod:`sweeps.demand`).
+its cells' checkpoints advance (:mod:`geosweep.sweeps.resubmit`), and adaptive scaling is told how many
+workers the pending cells can keep busy (:mod:`geosweep.sweeps.demand`).
 """
 
 from __future__ import annotations
@@ -27,16 +27,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kernels.core.layout import C_HOLD, I_NSAMP
-from kernels.core.trajectory import Trajectory
-from kernels.status import Status
-from sweeps import checkpoints, demand, extension, first_worker, liveness, resubmit, visibility
-from sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
-from sweeps.grid import Cell
-from sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
-from sweeps.plan import Plan, make_plan
-from sweeps.spec import SweepSpec
-from sweeps.store import (
+from geosweep.kernels.core.layout import C_HOLD, I_NSAMP
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.status import Status
+from geosweep.sweeps import checkpoints, demand, extension, first_worker, liveness, resubmit, visibility
+from geosweep.sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
+from geosweep.sweeps.grid import Cell
+from geosweep.sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
+from geosweep.sweeps.plan import Plan, make_plan
+from geosweep.sweeps.spec import SweepSpec
+from geosweep.sweeps.store import (
     ArrayCache,
     StoreRef,
     done_mask,
@@ -153,9 +153,9 @@ def compute_cell(
     rescheduled or retried slice never recomputes a finished cell. A cell that needed
     checkpoints saves its complete trajectory too, so a lost result is not recomputed.
     ``done``: the cell's ``done`` flag if the caller has read it (else it is read here);
-    ``saved_keys``: the checkpoints in the store (:func:`sweeps.checkpoints.present`) if the
+    ``saved_keys``: the checkpoints in the store (:func:`geosweep.sweeps.checkpoints.present`) if the
     caller has listed them (else the cell's checkpoint is looked for here); ``carry``: the cell's
-    final carry from a shorter run (:mod:`sweeps.extension`), continued when there is no checkpoint.
+    final carry from a shorter run (:mod:`geosweep.sweeps.extension`), continued when there is no checkpoint.
     A finished cell also returns its final carry (None when failed or ``ref.carries`` is off) and
     the (samples, snapshots) rows it leaves as stored.
     """
@@ -199,7 +199,7 @@ def compute_cell(
 
 def _continued(traj: Trajectory, saved: dict | None) -> tuple[Trajectory, bool, dict | None, tuple[int, int]]:
     """``traj`` (a fresh start) continued from ``saved`` — a checkpoint of this run, or a carry
-    or checkpoint of a shorter run of the cell, grown to ``traj``'s span (:mod:`sweeps.extension`):
+    or checkpoint of a shorter run of the cell, grown to ``traj``'s span (:mod:`geosweep.sweeps.extension`):
     (trajectory, resumed, the pre-final carry kept so far, the (samples, snapshots) rows the run
     leaves as stored). An incompatible or damaged ``saved`` starts the cell again."""
     if saved is None:
@@ -260,7 +260,7 @@ def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None,
 
 
 def _carries_of(ref: StoreRef, group, cells: list[Cell]) -> dict[Cell, dict]:
-    """The stored final carries of ``cells`` (one read per shard; :mod:`sweeps.extension`)."""
+    """The stored final carries of ``cells`` (one read per shard; :mod:`geosweep.sweeps.extension`)."""
     if not cells:
         return {}
     out: dict[Cell, dict] = {}
@@ -313,7 +313,7 @@ def _run_serial(plan: Plan, by_shard: dict, ref: StoreRef, on_segment, report: C
 
 def _on_segment_events(topic: str | None):
     """``on_segment`` that sends progress to the driver as events on ``topic`` (``Worker.log_event``);
-    first an event that this slice started (its task key: :mod:`sweeps.resubmit` tells a slice whose
+    first an event that this slice started (its task key: :mod:`geosweep.sweeps.resubmit` tells a slice whose
     workers died running it from one that only waited on them)."""
     if not topic:
         return None
@@ -445,7 +445,7 @@ def cell_threads(requested: int | None, pending: int, cores: int) -> int:
     """Threads per cell of a run: ``requested`` if given, else (automatic) one per cell, or
     ``cores // pending`` when fewer cells are runnable than there are cores. Results are bitwise
     the same on any count; families that cannot split a step use one thread
-    (:mod:`kernels.core.threads`; capped there at the worker's ``NUMBA_NUM_THREADS``)."""
+    (:mod:`geosweep.kernels.core.threads`; capped there at the worker's ``NUMBA_NUM_THREADS``)."""
     if requested is not None:
         return max(1, int(requested))
     return max(1, cores // pending) if 0 < pending < cores else 1
@@ -462,7 +462,7 @@ def _with_threads(plan: Plan, pending: int, cores: int, log: Callable[[str], Non
 @dataclass
 class _Shard:
     """One store shard's slices as submitted, kept until the shard is written: what the driver needs
-    to resubmit a slice whose workers died (:mod:`sweeps.resubmit`)."""
+    to resubmit a slice whose workers died (:mod:`geosweep.sweeps.resubmit`)."""
 
     index: int  # rank of the shard (task keys and priorities)
     shard: Any  # the store shard's key (its models' bundle)
@@ -499,7 +499,7 @@ def run_sweep(
     """Run every cell of ``spec`` (a :class:`Plan`, or anything :func:`make_plan` takes) not yet complete in ``store``.
 
     ``grow=True``: ``spec`` may add values at the end of sweep axes of the store's spec; the store
-    is grown to it and only the new cells are computed (:mod:`sweeps.grow`).
+    is grown to it and only the new cells are computed (:mod:`geosweep.sweeps.grow`).
 
     Execution: ``client`` (a ``distributed.Client``), else ``address`` of a scheduler, else a
     new ``LocalCluster`` with ``n_workers`` workers running one slice each (default: all cores;
@@ -509,19 +509,19 @@ def run_sweep(
     ``serial=True`` runs in this process without Dask (same results, bitwise).
     ``threads_per_cell``: threads inside one cell (default: the plan's, else automatic, see
     :func:`cell_threads`; same results, bitwise, on any count).
-    Raises :class:`sweeps.spec.SpecError` for a bad spec,
-    :class:`sweeps.store.StoreMismatchError` if ``store`` holds another sweep,
-    :class:`sweeps.store.StoreFormatError` if it has another store format and
-    :class:`sweeps.lease.StoreBusyError` while another run writes it — all before any work;
-    :class:`sweeps.lease.LeaseLost` if another run takes the lease over meanwhile (this run was
-    stopped past the lease timeout: it writes nothing more) and :class:`sweeps.lease.StoreWriteError`
+    Raises :class:`geosweep.sweeps.spec.SpecError` for a bad spec,
+    :class:`geosweep.sweeps.store.StoreMismatchError` if ``store`` holds another sweep,
+    :class:`geosweep.sweeps.store.StoreFormatError` if it has another store format and
+    :class:`geosweep.sweeps.lease.StoreBusyError` while another run writes it — all before any work;
+    :class:`geosweep.sweeps.lease.LeaseLost` if another run takes the lease over meanwhile (this run was
+    stopped past the lease timeout: it writes nothing more) and :class:`geosweep.sweeps.lease.StoreWriteError`
     when the store refuses writes for good (disk full, read-only). Integration failures are
     recorded as cell status, not raised.
 
     ``grow``: ``spec`` may be the store's with a larger ``T``: the store grows in place and its
-    finished cells continue from their final carries (:mod:`sweeps.extension`; ``recompute``: cells
+    finished cells continue from their final carries (:mod:`geosweep.sweeps.extension`; ``recompute``: cells
     without a carry are computed again from t = 0 instead of refusing with
-    :class:`sweeps.extension.ExtendError`). ``keep_carries``: keep each finished cell's final carry
+    :class:`geosweep.sweeps.extension.ExtendError`). ``keep_carries``: keep each finished cell's final carry
     in the store (default), so that it can be extended later.
     """
     log = log or (lambda msg: None)
@@ -535,8 +535,9 @@ def run_sweep(
         try:
             args = (client, address, n_workers, serial, processes, slice_seconds, progress, log)
             run_ref = dataclasses.replace(lease.ref, carries=keep_carries)
-            if grow:  # a larger T: the store grows to it first (sweeps.extension); added axis values: sweeps.grow
-                from sweeps import extension as grow_mod
+            # a larger T: the store grows to it first (geosweep.sweeps.extension); added axis values: sweeps.grow
+            if grow:
+                from geosweep.sweeps import extension as grow_mod
 
                 grown = grow_mod.prepare(plan, run_ref, log, recompute)
                 if grown is not plan:  # a plan of the grown spec: keep this run's options
@@ -593,7 +594,7 @@ def _run_locked(
             steps = finished_steps + sum(int(f * steps_of.get(c, 0)) for c, f in partial.items())
             progress(Progress(done, total, failed, time.perf_counter() - t_start, skipped, steps, steps_total))
 
-    advances = [0]  # segments and shards reported so far: the run makes progress (sweeps.resubmit)
+    advances = [0]  # segments and shards reported so far: the run makes progress (geosweep.sweeps.resubmit)
 
     def on_segment(cell, fraction: float) -> None:
         with lock:
@@ -644,7 +645,7 @@ def _run_locked(
                     )
                     client = own_client = Client(own_cluster)
             cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
-            # adaptive scaling is told how many workers the pending cells can keep busy (sweeps.demand)
+            # adaptive scaling is told how many workers the pending cells can keep busy (geosweep.sweeps.demand)
             publisher = demand.Publisher(client, demand.Demand({c: cost[c] for c in pending}, slice_seconds))
             publisher.publish()
             # the models of each shard once to the cluster, as one task (a sweep of many seeds has a
@@ -749,7 +750,7 @@ def _run_locked(
 
             def resubmitted(sh: _Shard, exc: BaseException) -> str:
                 """Resubmit the slices of ``sh`` whose workers died (``exc``) if a cell of theirs advanced
-                since the last attempt: ""; else the error line (:mod:`sweeps.resubmit`)."""
+                since the last attempt: ""; else the error line (:mod:`geosweep.sweeps.resubmit`)."""
                 died = resubmit.lost_workers(exc)
                 if not died:
                     return f"{type(exc).__name__}: {exc}"

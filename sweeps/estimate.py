@@ -360,10 +360,10 @@ CARRY_OVERHEAD = 2500
 
 
 def carry_bytes(plan: Plan) -> float:
-    """Bytes per cell of its kept final carry (:mod:`sweeps.extension`): the trajectory's samples,
+    """Bytes per cell of its kept final carry (:mod:`geosweep.sweeps.extension`): the trajectory's samples,
     envelopes, snapshots and state (sized from a short trajectory of the first cell), compressed
-    at :data:`FLOAT_RATIO` when :mod:`sweeps.extension` compresses them."""
-    from sweeps.extension import COMPRESS_BYTES_PER_CELL
+    at :data:`FLOAT_RATIO` when :mod:`geosweep.sweeps.extension` compresses them."""
+    from geosweep.sweeps.extension import COMPRESS_BYTES_PER_CELL
 
     cell = plan.grid.first_cell
     request, options = plan.request(cell)

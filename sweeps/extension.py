@@ -1,7 +1,7 @@
 """Growing a finished study to a longer ``T`` without recomputing it (``geosweep extend``).
 
 Every cell that finished keeps its *final carry* — the arrays of
-:meth:`kernels.core.trajectory.Trajectory.checkpoint` (state, accumulators of every summary over
+:meth:`geosweep.kernels.core.trajectory.Trajectory.checkpoint` (state, accumulators of every summary over
 every step, envelopes, samples, snapshots, adaptive controller) — in the store, one ``.npz``
 object per store shard under ``<store>/_carries/`` (compressed when the cells' arrays are large).
 Extending the store to a later T continues each finished cell from its carry; the result is
@@ -12,7 +12,7 @@ depends on T:
 * fixed-step runs and adaptive runs without dense output (their steps are clipped to every sample
   time) reach T₁ exactly as a longer run does; an adaptive run *with* dense output clips its last
   step to land on T, which a longer run does not take: its carry is the state before that step
-  (the driver's hold, ``kernels.core.layout.C_HOLD``), and the samples inside that last step —
+  (the driver's hold, ``geosweep.kernels.core.layout.C_HOLD``), and the samples inside that last step —
   typically one to a few before T₁ — are computed again (their shard's time chunk is rewritten);
 * the adaptive controller's default first step is T/100: the grown spec pins ``h0`` to the value
   the store used (T₁/100), so the store's spec still describes its results;
@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from sweeps.checkpoints import _fs, _put, cell_key
-from sweeps.grid import Cell
-from sweeps.lease import fence
+from geosweep.sweeps.checkpoints import _fs, _put, cell_key
+from geosweep.sweeps.grid import Cell
+from geosweep.sweeps.lease import fence
 
 DIRNAME = "_carries"
 #: keys of a kept pre-final carry inside a checkpoint (adaptive dense-output cells)
@@ -170,7 +170,7 @@ def _effective_h0(spec: dict[str, Any], name: str) -> float:
 def pin_first_steps(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """``new`` with ``h0`` set, for each adaptive integrator that takes it, to the first step the
     store used (the default h0 is T/100: a longer T would change it), unless ``new`` sets one."""
-    from kernels.registry import INTEGRATORS
+    from geosweep.kernels.registry import INTEGRATORS
 
     new = json.loads(json.dumps(new))
     for name in new.get("integrators", []):
@@ -192,7 +192,7 @@ def grown_spec(ref, T: float) -> dict[str, Any]:
 def typed(spec: dict[str, Any]) -> dict[str, Any]:
     """A spec from its canonical JSON (integers written as floats) with integer-kind parameters
     and integrator options as integers again, so that it validates as the original did."""
-    from kernels.registry import INTEGRATORS, SYSTEMS, load_for
+    from geosweep.kernels.registry import INTEGRATORS, SYSTEMS, load_for
 
     load_for(spec.get("system", ""))
 
@@ -232,7 +232,7 @@ def prepare(plan, ref, log=None, recompute: bool = False):
     Raises :class:`ExtendError` for a smaller T, a spec whose cells cannot be continued, or
     finished cells without a carry (unless ``recompute``: they are computed again from t = 0).
     """
-    from sweeps.plan import make_plan
+    from geosweep.sweeps.plan import make_plan
 
     log = log or (lambda msg: None)
     if not ref.exists():
@@ -260,8 +260,8 @@ def prepare(plan, ref, log=None, recompute: bool = False):
 
 
 def _grow_store(plan, ref, old: dict[str, Any], log, recompute: bool) -> None:
-    from kernels.status import Status
-    from sweeps.store import _consolidate, sweep_shards
+    from geosweep.kernels.status import Status
+    from geosweep.sweeps.store import _consolidate, sweep_shards
 
     group = ref.open_group("r")
     status = np.asarray(group["status"][...])
@@ -311,7 +311,7 @@ def _grow_store(plan, ref, old: dict[str, Any], log, recompute: bool) -> None:
 
 
 def _carried(ref, cells: list[Cell], shards: tuple[int, ...]) -> set[Cell]:
-    from sweeps.store import group_by_shard
+    from geosweep.sweeps.store import group_by_shard
 
     have: set[Cell] = set()
     for index in group_by_shard(cells, shards):
@@ -352,14 +352,14 @@ def extend(
     store: str | os.PathLike, T: float, *, recompute: bool = False, storage_options: dict | None = None, **kwargs
 ):
     """Continue every finished cell of ``store`` to the final time ``T`` (see the module
-    docstring); ``kwargs`` go to :func:`sweeps.engine.run_sweep` (``serial``, ``client``,
-    ``n_workers`` …). Returns its :class:`~sweeps.engine.SweepResult`. Usable from a notebook::
+    docstring); ``kwargs`` go to :func:`geosweep.sweeps.engine.run_sweep` (``serial``, ``client``,
+    ``n_workers`` …). Returns its :class:`~geosweep.sweeps.engine.SweepResult`. Usable from a notebook::
 
-        import sweeps
+        from geosweep import sweeps
         sweeps.extend("results/sphere.zarr", T=2000.0, serial=True)
     """
-    from sweeps.engine import run_sweep
-    from sweeps.store import StoreRef
+    from geosweep.sweeps.engine import run_sweep
+    from geosweep.sweeps.store import StoreRef
 
     ref = StoreRef.of(store, storage_options)
     if not ref.exists():

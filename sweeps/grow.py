@@ -12,10 +12,10 @@ object and every checkpoint (``_checkpoints/c<i>_<j>….npz``) keeps its meaning
 New cells land in new chunks, except where the old extent of a grown axis is not a multiple of
 the store's shard extent along it: the last, partly filled shard along that axis then also
 holds new cells, and its one object per variable is written once more when they are — the
-stored cells' values written back bitwise unchanged (as :func:`sweeps.store.write_shard` does
+stored cells' values written back bitwise unchanged (as :func:`geosweep.sweeps.store.write_shard` does
 for every shard holding finished cells).
 
-Refused (:class:`sweeps.store.StoreMismatchError`, exit 3), with the field named: removed or
+Refused (:class:`geosweep.sweeps.store.StoreMismatchError`, exit 3), with the field named: removed or
 changed values, values inserted before the last stored value (they would move every stored cell
 after them: append new values at the end), a new sweep axis (a fixed parameter made a list, an
 ``h`` or ``tol`` axis the store lacks), any other changed field, and added values that change the
@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from kernels.status import Status
-from sweeps.store import (
+from geosweep.kernels.status import Status
+from geosweep.sweeps.store import (
     StoreMismatchError,
     StoreRef,
     _consolidate,
@@ -48,7 +48,7 @@ from sweeps.store import (
 )
 
 if TYPE_CHECKING:
-    from sweeps.plan import Plan
+    from geosweep.sweeps.plan import Plan
 
 #: group attribute naming the spec a grow in progress switches the store to (see module doc)
 GROWING_ATTR = "geosweep_growing"
@@ -169,7 +169,7 @@ def grow_hint(attrs: dict, spec_json: str) -> str:
 
 
 def _refuse(ref: StoreRef, name: str, problems: list[str]) -> StoreMismatchError:
-    from sweeps.compact import MAX_ITEMS, joined
+    from geosweep.sweeps.compact import MAX_ITEMS, joined
 
     return StoreMismatchError(
         f"store {ref.url} cannot grow to spec {name!r}: {joined(problems, most=MAX_ITEMS, sep='; ')}. "

@@ -42,7 +42,7 @@ class Plan(BaseModel):
     grid: InstanceOf[Grid]
     models: dict[tuple[int, ...], Any]
     sizes: dict[str, int]
-    #: threads each cell may use (families that can split a step); None: :func:`sweeps.engine.cell_threads`
+    #: threads each cell may use (families that can split a step); None: :func:`geosweep.sweeps.engine.cell_threads`
     threads_per_cell: int | None = None
 
     @model_serializer

@@ -2,7 +2,7 @@
 
 Dask gives up on a task once ``distributed.scheduler.allowed-failures`` + 1 workers died while
 running it (``KilledWorker``): a hard walltime, ``scancel``, an out-of-memory kill or a lost node.
-A long cell checkpoints every segment (:mod:`sweeps.checkpoints`), so each worker that dies on it
+A long cell checkpoints every segment (:mod:`geosweep.sweeps.checkpoints`), so each worker that dies on it
 still moves it forward. The driver therefore resubmits such a slice (new task keys, the same
 priority; the shard's other slices and their finished values are kept) whenever the progress of
 its cells — 2 for a cell written to the store, else the fraction its checkpoint holds — is higher
@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sweeps import checkpoints
-from sweeps.grid import Cell
+from geosweep.sweeps import checkpoints
+from geosweep.sweeps.grid import Cell
 
 #: the progress value of a cell whose values are in the store (above any checkpoint fraction)
 WRITTEN = 2.0

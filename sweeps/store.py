@@ -22,7 +22,7 @@ stored values back unchanged). Stores written with one cell per chunk (no shards
 and resumed the same way, each cell being its own shard.
 
 The template (metadata, coordinates, attrs) is written once; ``run --grow`` later extends it
-along sweep axes whose new values are appended (:mod:`sweeps.grow`).
+along sweep axes whose new values are appended (:mod:`geosweep.sweeps.grow`).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class StoreRef:
     url: str
     storage_options: dict | None = field(default=None, repr=False)
     lease: str | None = field(default=None, repr=False, compare=False)
-    carries: bool = field(default=True, repr=False, compare=False)  # keep final carries (sweeps.extension)
+    carries: bool = field(default=True, repr=False, compare=False)  # keep final carries (geosweep.sweeps.extension)
 
     @classmethod
     def of(cls, store: str | os.PathLike | StoreRef, storage_options: Any = None) -> StoreRef:
@@ -299,7 +299,7 @@ SHARD_SECONDS = 128.0
 #: benchmarks/README.md, "Cluster-scale stores"; up to :data:`MAX_SHARD_CELLS` and 1/:data:`MIN_SHARDS`
 #: of the grid). Tests that want one cell per object set it to 0 along with ``SHARD_CELLS``.
 MIN_SHARD_SECONDS = 0.05
-#: (as ``sweeps.engine.KEEP_SECONDS``) a finished cell this long survives an interruption as a checkpoint
+#: (as ``geosweep.sweeps.engine.KEEP_SECONDS``) a finished cell this long survives an interruption as a checkpoint
 KEEP_SECONDS = 2.0
 
 
@@ -646,7 +646,7 @@ def _no_results(group) -> bool:
 
 def ensure_store(plan: Plan, ref: StoreRef, log=None, grow: bool = False) -> bool:
     """Create the store from the template, or check an existing one belongs to ``plan``
-    (``grow``: or grow it to ``plan`` when ``plan``'s spec adds values to its axes, :mod:`sweeps.grow`).
+    (``grow``: or grow it to ``plan`` when ``plan``'s spec adds values to its axes, :mod:`geosweep.sweeps.grow`).
 
     Returns True if the store was created. Raises :class:`StoreFormatError` if the store has
     another format and :class:`StoreMismatchError` if it holds a different sweep (it is never
@@ -679,7 +679,7 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) ->
             _remove(ref)
         else:
             check_format(ref.url, attrs)
-            from sweeps.grow import GROWING_ATTR, grow_store
+            from geosweep.sweeps.grow import GROWING_ATTR, grow_store
 
             if GROWING_ATTR in attrs or (grow and attrs.get("spec_hash") != plan.spec.spec_hash):
                 grow_store(plan, ref, attrs, ds, log)  # refused (StoreMismatchError) unless it only adds values
@@ -791,7 +791,7 @@ def _mismatch_message(url: str, attrs: dict, spec: SweepSpec) -> str:
     from geosweep.sweeps.compact import MAX_ITEMS, joined
 
     details = joined(_differences("", old, new), most=MAX_ITEMS, sep="; ")
-    from sweeps.grow import grow_hint
+    from geosweep.sweeps.grow import grow_hint
 
     hint = grow_hint(attrs, spec.canonical_json())
     return (
@@ -1100,7 +1100,7 @@ def set_blocks(blocks: list[tuple[Any, np.ndarray]], region: tuple[slice, ...]) 
 def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | None = None) -> list[Cell]:
     """Write computed cells of ONE shard: every value variable, then the flags and checksums,
     then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
-    ``rows`` (a grown store, :mod:`sweeps.extension`): per-cell axis → first row to write; the rows
+    ``rows`` (a grown store, :mod:`geosweep.sweeps.extension`): per-cell axis → first row to write; the rows
     before it are left as stored (the checksums still cover every row of the given values).
 
     Cells already ``done`` in the store are left as stored (their values are read and written

@@ -73,7 +73,7 @@ def _status_table(store, storage_options: dict | None = None) -> str:
 
 
 def t_reached(ds) -> str:
-    """``T reached: …`` with the store's extensions (from → to, when; :mod:`sweeps.extension`)."""
+    """``T reached: …`` with the store's extensions (from → to, when; :mod:`geosweep.sweeps.extension`)."""
     ext = [r["extension"] for r in ds.attrs.get("runs", []) if isinstance(r, dict) and "extension" in r]
     text = f"T reached: {float(ds.attrs['T']):g} (dt_out {float(ds.attrs['dt_out']):g})"
     if ext:

@@ -3,7 +3,7 @@
 import numba
 import numpy as np
 
-from kernels.s2 import S2System, s2_potential
+from geosweep.kernels.s2 import S2System, s2_potential
 
 
 @s2_potential(threaded=True)
@@ -40,7 +40,7 @@ def coulomb_sphere(q, p, g):
 
 def charged_sphere(level: int = 1, k: float = 1e-2, spin: float = 1.0) -> S2System:
     """Charges on icosphere vertices, a rigid spin about z plus a shear (rotation invariant: J conserved)."""
-    from kernels.systems.icosphere import icosphere
+    from geosweep.kernels.systems.icosphere import icosphere
 
     q0, _ = icosphere(level)
     w0 = spin * np.stack([0.3 * q0[:, 2], np.zeros(len(q0)), np.ones(len(q0))], axis=1)

@@ -1,4 +1,4 @@
-"""Adaptive scaling is told the plan's cell costs (:mod:`sweeps.demand`): from 0 workers, a sweep of three
+"""Adaptive scaling is told the plan's cell costs (:mod:`geosweep.sweeps.demand`): from 0 workers, a sweep of three
 long cells asks for three workers at once, not one (real ``LocalCluster`` with ``adapt``); the number
 follows the cells left and is 0 when the run ends."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from distributed import Client, LocalCluster
 
-from deploy.clusters import cost_aware_adaptive
-from sweeps.demand import KEY, Demand, workers_wanted
-from sweeps.engine import LOCAL_WORKER, run_sweep
+from geosweep.deploy.clusters import cost_aware_adaptive
+from geosweep.sweeps.demand import KEY, Demand, workers_wanted
+from geosweep.sweeps.engine import LOCAL_WORKER, run_sweep
 
 #: three cells of 2·10⁴ steps (a fraction of a second each; the cost estimate is what counts)
 SPEC = {

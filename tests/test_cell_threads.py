@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels.core.trajectory import Trajectory
-from kernels.s2.integrate import integrate
-from kernels.s2.model import threaded_potential
-from kernels.s2.stepper import initial_state, make_stepper
-from kernels.systems.lj_sphere import lj_potential, lj_sphere
-from sweeps.engine import cell_threads, run_sweep
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.s2.integrate import integrate
+from geosweep.kernels.s2.model import threaded_potential
+from geosweep.kernels.s2.stepper import initial_state, make_stepper
+from geosweep.kernels.systems.lj_sphere import lj_potential, lj_sphere
+from geosweep.sweeps.engine import cell_threads, run_sweep
 from tests.sweep_util import assert_stores_bitwise_equal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,10 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 _THREADS_SCRIPT = r"""
 import json, sys
 import numpy as np
-from kernels.s2.integrate import integrate
-from kernels.s2.model import threaded_potential
-from kernels.s2.stepper import make_stepper
-from kernels.systems.lj_sphere import lj_sphere
+from geosweep.kernels.s2.integrate import integrate
+from geosweep.kernels.s2.model import threaded_potential
+from geosweep.kernels.s2.stepper import make_stepper
+from geosweep.kernels.systems.lj_sphere import lj_sphere
 from tests.custom_threaded import charged_sphere
 
 def arrays(tr):
@@ -196,7 +196,7 @@ def test_dask_worker_threads_and_cli_option(tmp_path, one_thread_store):
     spec_path.write_text('name = "threads"\nsystem = "lj_sphere"\nintegrators = ["explicit_vi"]\nh = [0.005]\n'
                          "T = 20.0\ndt_out = 1.0\n[params]\nlevel = 2\n")  # fmt: skip
     cli_store = tmp_path / "cli.zarr"
-    cmd = [sys.executable, "-m", "flows.cli", "run", str(spec_path), "--store", str(cli_store), "--serial",
+    cmd = [sys.executable, "-m", "geosweep.flows.cli", "run", str(spec_path), "--store", str(cli_store), "--serial",
            "--threads-per-cell", "2"]  # fmt: skip
     out = subprocess.run(cmd, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                          text=True, timeout=300)  # fmt: skip

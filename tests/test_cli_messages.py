@@ -63,8 +63,8 @@ def test_verify_names_damaged_cells_by_their_labels(tmp_path, monkeypatch, capsy
     from geosweep.flows.cli import main
     from geosweep.sweeps.engine import run_sweep
 
-    monkeypatch.setattr(sweeps.store, "SHARD_CELLS", 1)  # one file per cell: damage exactly one
-    monkeypatch.setattr(sweeps.store, "MIN_SHARD_SECONDS", 0.0)
+    monkeypatch.setattr(geosweep.sweeps.store, "SHARD_CELLS", 1)  # one file per cell: damage exactly one
+    monkeypatch.setattr(geosweep.sweeps.store, "MIN_SHARD_SECONDS", 0.0)
     spec = {
         "name": "labels",
         "system": "spring_pendula",

@@ -141,7 +141,7 @@ def test_validate_parses_the_spec_file_once(tmp_path, monkeypatch, capsys):
     parsed once (a 10⁶-cell spec's 250 000-seed list took seconds per parse)."""
     import tomllib
 
-    from flows.cli import main
+    from geosweep.flows.cli import main
 
     path = tmp_path / "s.toml"
     path.write_text(
@@ -178,7 +178,7 @@ def test_the_estimate_asks_the_cost_model_once_per_model_and_integrator(monkeypa
 def test_a_chain_model_per_seed_draws_one_generator(monkeypatch):
     """``ic = "random"`` with unit masses: one random generator per model (its initial state), not a
     second one for masses it does not draw — the models are bitwise those of two generators."""
-    from kernels.chain.model import build_chain
+    from geosweep.kernels.chain.model import build_chain
 
     before = build_chain(3, ic="random", seed=7)
     made = _counting(monkeypatch, np.random, "default_rng")

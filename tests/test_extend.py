@@ -1,4 +1,4 @@
-"""Growing a finished store to a longer T (``geosweep extend``, :mod:`sweeps.extension`): bitwise the
+"""Growing a finished store to a longer T (``geosweep extend``, :mod:`geosweep.sweeps.extension`): bitwise the
 store computed to the new T from the start, for every family, fixed step and adaptive (dense
 output), with the stored samples up to the old T left as written."""
 
@@ -17,10 +17,10 @@ import pytest
 import xarray as xr
 import zarr
 
-import sweeps
-from flows.cli import main
-from sweeps.engine import run_sweep
-from sweeps.extension import ExtendError, typed
+from geosweep import sweeps
+from geosweep.flows.cli import main
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.extension import ExtendError, typed
 from tests.proc_util import geosweep, wait_until
 from tests.sweep_util import assert_stores_bitwise_equal
 
@@ -194,8 +194,8 @@ def test_store_without_carries_refused_or_recomputed(tmp_path, capsys):
 
 def test_carry_bytes_per_cell_are_recorded(tmp_path):
     """The carries of a store are one object per shard, about the size of the cell's samples."""
-    from sweeps.extension import carry_bytes
-    from sweeps.store import StoreRef
+    from geosweep.sweeps.extension import carry_bytes
+    from geosweep.sweeps.store import StoreRef
 
     a = tmp_path / "a.zarr"
     run_sweep(_spec("s2"), a, serial=True)
@@ -243,8 +243,8 @@ def test_killed_extension_resumes_bitwise(tmp_path):
 def test_report_and_accessor_on_an_extended_store(tmp_path):
     """``geosweep report`` and the accessor read a grown store as the store computed to the new T
     from the start: the same figures, the same ok() selection and drift classes."""
-    import analysis  # noqa: F401 - registers ds.geosweep
-    from analysis.report import make_report
+    import geosweep  # noqa: F401 - registers ds.geosweep
+    from geosweep.analysis.report import make_report
 
     spec = _spec("ts2", T=1.0, dt_out=0.1, snapshot_dt=None)
     a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"

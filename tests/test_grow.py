@@ -18,10 +18,9 @@ import pytest
 import xarray as xr
 import zarr
 
-import analysis  # noqa: F401 - registers the ds.geosweep accessor
-from flows.cli import main
-from sweeps.engine import run_sweep
-from sweeps.store import StoreMismatchError, StoreRef, verify
+from geosweep.flows.cli import main
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.store import StoreMismatchError, StoreRef, verify
 from tests.proc_util import geosweep, store_files
 from tests.sweep_util import assert_stores_bitwise_equal
 
@@ -103,7 +102,7 @@ def test_a_new_step_size_computes_only_its_cells_in_new_objects(tmp_path):
     ds = xr.open_zarr(store)
     order = ds.geosweep.order(dim="h")
     assert set(order.integrator.values) == {"explicit_vi", "rk4"}
-    from analysis.report import make_report
+    from geosweep.analysis.report import make_report
 
     rep = make_report(store, tmp_path / "report")
     assert (tmp_path / "report" / "index.md").exists() and rep is not None
@@ -227,7 +226,7 @@ def test_a_grow_interrupted_in_its_metadata_phase_is_finished_by_the_next_run(tm
     """The process dies after the arrays were resized and the coordinates rewritten (or while the
     wider integrator coordinate was being written anew: it is missing): the old spec is refused (the
     store is mid-grow), the grown spec finishes the grow, and the store is as from scratch."""
-    from sweeps import grow
+    from geosweep.sweeps import grow
 
     store = tmp_path / "s.zarr"
     if where == "before-spec-switch":
@@ -311,7 +310,7 @@ def test_the_prefect_flow_grows_on_a_local_cluster(tmp_path):
     LocalCluster) computes the new cells only; a refused grow raises StoreMismatchError (exit 3 in the CLI)."""
     from prefect.testing.utilities import prefect_test_harness
 
-    from flows.sweep_flow import sweep_flow
+    from geosweep.flows.sweep_flow import sweep_flow
 
     store = tmp_path / "s.zarr"
     spec = _with(PENDULA, h=[0.01], params_kappa12=[0.0, 10.0])

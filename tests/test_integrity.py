@@ -30,8 +30,8 @@ def one_cell_per_shard(monkeypatch):
     shards of several cells every cell of a damaged shard is found and recomputed the same way)."""
     import geosweep.sweeps.store
 
-    monkeypatch.setattr(sweeps.store, "SHARD_CELLS", 1)
-    monkeypatch.setattr(sweeps.store, "MIN_SHARD_SECONDS", 0.0)
+    monkeypatch.setattr(geosweep.sweeps.store, "SHARD_CELLS", 1)
+    monkeypatch.setattr(geosweep.sweeps.store, "MIN_SHARD_SECONDS", 0.0)
 
 
 def _chunk_files(store: Path, var: str) -> list[Path]:

@@ -200,8 +200,8 @@ def test_an_extending_nightly_grows_one_store_and_fails_when_cells_fail(server, 
     from prefect.logging.handlers import APILogWorker
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.deployments import nightly_flow
-    from sweeps.extension import typed
+    from geosweep.flows.deployments import nightly_flow
+    from geosweep.sweeps.extension import typed
     from tests.sweep_util import assert_stores_bitwise_equal
 
     # RK4 at h = 0.01 passes its tiny energy guard at t = 0.02, at h = 0.005 only at t = 0.94

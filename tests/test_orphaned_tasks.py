@@ -231,7 +231,7 @@ def test_orphaned_task_on_another_host_writes_nothing_to_an_object_store_once_a_
         lease = json.loads(s3.get_object(Bucket="orphan", Key="s.zarr.lease")["Body"].read())
         assert lease["owner"].split(":")[1] == str(rerun.pid)
         held = _s3_objects(s3, "orphan")
-        from sweeps.store import StoreRef
+        from geosweep.sweeps.store import StoreRef
 
         ref = StoreRef.of(url, {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint}})
         assert int(open_results(ref).done.sum()) == 0  # the orphaned slice had work (and its writes) left

@@ -70,13 +70,16 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "from geosweep.kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
     ("README.md", "from geosweep.sweeps.engine import run_sweep"): "python: executed with a shortened spec_dict",
     ("README.md", "geosweep run sweeps/examples/long_energy.toml"): "shell: parsed, spec and cluster validated",
-    ("README.md", "import sweeps, xarray as xr"): "python: executed in a scratch directory (run, extend)",
+    ("README.md", "from geosweep import sweeps"): "python: executed in a scratch directory (run, extend)",
     ("README.md", "import numpy as np"): "python: my_systems.py of `geosweep run my_sweep.toml --import`",
     ("README.md", "# your package's pyproject.toml"): "toml: parsed, group checked",
     ("README.md", "import math"): "python: executed, then a short sweep",
     ("README.md", "kernels/    geosweep.kernels"): "layout: folders and packages match pyproject",
     ("deploy/README.md", "export NUMBA_CACHE_DIR="): "shell: validate run, Slurm run parsed",
-    ("deploy/README.md", "from deploy.clusters import ClusterConfig"): "python: executed (jobs=0 submits nothing)",
+    (
+        "deploy/README.md",
+        "from geosweep.deploy.clusters import ClusterConfig",
+    ): "python: executed (jobs=0 submits nothing)",
     (
         "deploy/README.md",
         "geosweep serve my_sweep.toml --store-root /scratch/nightly",
@@ -404,7 +407,7 @@ def test_readme_extend_block(tmp_path, monkeypatch):
     import xarray as xr
 
     monkeypatch.chdir(tmp_path)
-    exec(block("README.md", "import sweeps, xarray as xr"), {})
+    exec(block("README.md", "from geosweep import sweeps"), {})
     ds = xr.open_zarr(tmp_path / "long.zarr")
     assert float(ds.attrs["T"]) == 20.0 and bool((ds.status == 0).all())
     assert [r["extension"]["to"] for r in ds.attrs["runs"] if "extension" in r] == [20.0]

@@ -15,9 +15,9 @@ import dask
 import pytest
 from distributed import Client, LocalCluster
 
-from sweeps import checkpoints
-from sweeps.engine import run_sweep
-from sweeps.store import StoreRef
+from geosweep.sweeps import checkpoints
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.store import StoreRef
 from tests.sweep_util import assert_stores_bitwise_equal
 
 

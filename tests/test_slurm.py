@@ -172,7 +172,7 @@ def test_the_jobs_of_a_non_root_user_run_as_that_user(slurm, slurm_user):  # noq
     subprocess.run(["chown", "-R", f"{slurm_user.uid}", str(work)], check=False)  # written by this process
     env = slurm_user.env(slurm)
     env.pop("PREFECT_API_URL", None)
-    cmd = [sys.executable, "-m", "flows.cli", "run", "two.toml", "--store", "t.zarr", "--no-prefect"]
+    cmd = [sys.executable, "-m", "geosweep.flows.cli", "run", "two.toml", "--store", "t.zarr", "--no-prefect"]
     p = subprocess.run(
         slurm_user.command([*cmd, "--cluster", cluster]), cwd=work, env=env, capture_output=True, text=True, timeout=900
     )
@@ -214,7 +214,7 @@ def test_a_long_cell_outlives_hard_walltimes_of_its_jobs(tmp_path, slurm):  # no
     assert "its checkpoints advanced" in p.stderr and "resubmitted (attempt 2)" in p.stderr, p.stderr[-3000:]
     assert "cells complete: 1/1" in p.stdout
     assert _no_jobs_left(slurm) == []
-    from sweeps.store import open_results
+    from geosweep.sweeps.store import open_results
 
     s = _run(tmp_path, ["run", "long.toml", "--store", "serial.zarr", "--serial", "-q"], None, 1500)
     assert s.returncode == 0, s.stderr[-3000:]

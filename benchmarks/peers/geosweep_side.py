@@ -41,13 +41,13 @@ class ChainCase:
     ref: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        from kernels.chain.model import build_chain
+        from geosweep.kernels.chain.model import build_chain
 
         self.model = build_chain(self.n, ic=self.ic)
 
     def reference(self) -> np.ndarray:
         """``rkmk8`` at fixed step T/ref_steps (error ≈ 1e-15 at the default 24 000 steps)."""
-        from kernels.chain.integrate import integrate
+        from geosweep.kernels.chain.integrate import integrate
 
         k = self.ref_steps
         self.ref = integrate(self.model, "rkmk8", self.T / k, k, k).y
@@ -81,8 +81,8 @@ def chain_methods(case: ChainCase) -> list[ChainMethod]:
     """geosweep's order-8 methods and SciPy's DOP853 (main environment)."""
     from scipy.integrate import solve_ivp
 
-    from kernels.chain.integrate import integrate
-    from kernels.chain.rhs import chain_F, work_size
+    from geosweep.kernels.chain.integrate import integrate
+    from geosweep.kernels.chain.rhs import chain_F, work_size
 
     model, n, T = case.model, case.n, case.T
 
@@ -152,8 +152,8 @@ class SphereCase:
     w0: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        from kernels.s2.model import normalise_and_project
-        from kernels.systems.lj_sphere import lj_sphere
+        from geosweep.kernels.s2.model import normalise_and_project
+        from geosweep.kernels.systems.lj_sphere import lj_sphere
 
         self.system = lj_sphere(level=self.level)
         self.q0, self.w0 = normalise_and_project(self.system.q0, self.system.w0)
@@ -172,13 +172,13 @@ class SphereCase:
 
     def energy_run(self, steps: int, every: int):
         """Explicit VI over ``steps`` steps, energy every ``every`` steps: (E (steps/every + 1,), run)."""
-        from kernels.s2.integrate import integrate
+        from geosweep.kernels.s2.integrate import integrate
 
         r = integrate(self.system, "explicit_vi", self.h, steps, every)
         return np.asarray(r.energy), r
 
     def seconds(self, steps: int) -> tuple[float, float]:
         """Wall and CPU seconds of one ``integrate`` call of ``steps`` explicit-VI steps (set-up included)."""
-        from kernels.s2.integrate import integrate
+        from geosweep.kernels.s2.integrate import integrate
 
         return _clock(lambda: integrate(self.system, "explicit_vi", self.h, steps, steps))

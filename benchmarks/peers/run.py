@@ -90,7 +90,7 @@ def compare_chain(repeats: int, ic: str, figure: Path | None, work: Path) -> dic
         peer = PeerProcess(PEERS["diffrax"])
         versions = peer.call("init", **case.export(work / "chain"))["versions"]
         print(f"diffrax side: {versions}")
-        from kernels.chain.rhs import chain_F, work_size
+        from geosweep.kernels.chain.rhs import chain_F, work_size
 
         F = np.empty((case.n, 6))
         chain_F(case.model.y0, case.model.params, np.zeros(work_size(case.n)), F)

@@ -30,7 +30,7 @@ so calling again with a larger ``k_stop`` (accepted steps) or ``t_stop`` (time) 
 exactly where the last call stopped — a run in k segments is bitwise identical to one
 uninterrupted run. The only step that depends on ``T`` is an adaptive dense-output method's last
 one (clipped to land on ``T``): with ``ictl[C_HOLD] = 1`` the driver stops before it (and sets 2),
-so that the state there can be kept and continued to a later ``T`` (:mod:`sweeps.extension`).
+so that the state there can be kept and continued to a later ``T`` (:mod:`geosweep.sweeps.extension`).
 """
 
 from __future__ import annotations

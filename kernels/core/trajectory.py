@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from kernels.core import fastcall
-from kernels.core import layout as L
-from kernels.core.threads import numba_threads
-from kernels.status import Status
+from geosweep.kernels.core import fastcall
+from geosweep.kernels.core import layout as L
+from geosweep.kernels.core.threads import numba_threads
+from geosweep.kernels.status import Status
 
 
 class Reductions:
@@ -62,7 +62,7 @@ class StepperSpec:
     has_energy: bool = True
     has_dense: bool = False
     extra: dict = field(default_factory=dict)
-    #: Numba threads the driver call runs on (:mod:`kernels.core.threads`; 1: this thread only)
+    #: Numba threads the driver call runs on (:mod:`geosweep.kernels.core.threads`; 1: this thread only)
     threads: int = 1
 
     @property

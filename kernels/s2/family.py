@@ -17,12 +17,12 @@ from geosweep.kernels.core.cells import (
     start_trajectory,
     unit_sphere_values,
 )
-from kernels.core.driver import compile_driver
-from kernels.core.trajectory import Trajectory
-from kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
-from kernels.s2.integrate import METHODS, integrate
-from kernels.s2.model import POTENTIAL_SIG, PotentialType, S2System, compile_potentials, threaded_potential
-from kernels.s2.stepper import (
+from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
+from geosweep.kernels.s2.integrate import METHODS, integrate
+from geosweep.kernels.s2.model import POTENTIAL_SIG, PotentialType, S2System, compile_potentials, threaded_potential
+from geosweep.kernels.s2.stepper import (
     _STEP_SIG,
     STEPS,
     initial_state,

@@ -109,7 +109,7 @@ def integrate(
     and t = T). ``blowup``: stop with ENERGY_BLOWUP when |E − E0| > blowup·|E0| (0: off).
     ``steps_per_segment`` runs the driver in segments of that many steps (same result, bitwise).
     ``threads``: threads for a potential compiled with ``threaded=True`` (same result, bitwise;
-    see :func:`kernels.s2.stepper.make_stepper`).
+    see :func:`geosweep.kernels.s2.stepper.make_stepper`).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose from {sorted(METHODS)}")

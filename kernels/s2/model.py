@@ -46,7 +46,7 @@ def s2_potential(fn=None, *, lazy: bool = False, threaded: bool | Callable = Fal
     of a per-body energy array, and add those up in a plain loop afterwards (see
     :func:`tests.custom_threaded.coulomb_sphere`). ``threaded=other_fn`` compiles ``other_fn``
     (same signature and values, written with ``prange``) as the threaded copy instead (see
-    :func:`kernels.systems.lj_sphere.lj_potential`).
+    :func:`geosweep.kernels.systems.lj_sphere.lj_potential`).
     """
     if fn is None:
         return lambda f: s2_potential(f, lazy=lazy, threaded=threaded)

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels._jit import kjit
-from kernels.core.driver import compile_driver
-from kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
-from kernels.core.signatures import contract_types
-from kernels.core.threads import usable_threads
-from kernels.core.trajectory import Reductions, StepperSpec
-from kernels.core.views import view2, view3
-from kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System, threaded_potential
-from kernels.s2.steps import (
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
+from geosweep.kernels.core.signatures import contract_types
+from geosweep.kernels.core.threads import usable_threads
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec
+from geosweep.kernels.core.views import view2, view3
+from geosweep.kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System, threaded_potential
+from geosweep.kernels.s2.steps import (
     constraint_errors,
     kinetic,
     momentum,
@@ -239,7 +239,7 @@ def make_stepper(
     """The driver's view of ``system`` integrated with ``method`` (one of :data:`METHODS`).
 
     ``threads`` > 1 runs the potential's threaded copy on that many threads when it has one
-    (``@s2_potential(threaded=True)``; capped by :func:`kernels.core.threads.usable_threads`);
+    (``@s2_potential(threaded=True)``; capped by :func:`geosweep.kernels.core.threads.usable_threads`);
     the results are bitwise the same as on one thread.
     """
     cb = system.potential

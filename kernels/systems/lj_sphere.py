@@ -18,9 +18,9 @@ from numba.extending import intrinsic
 from numba.np.ufunc.parallel import _iget_num_threads as _num_threads  # cacheable, unlike get_num_threads
 from scipy.optimize import brentq
 
-from kernels._jit import kjit
-from kernels.s2.model import S2System, s2_potential
-from kernels.systems.icosphere import edges, icosphere
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.s2.model import S2System, s2_potential
+from geosweep.kernels.systems.icosphere import edges, icosphere
 
 SIGMA_RULES = ("mean_edge", "zero_mean_force", "mean_nn", "explicit")
 
