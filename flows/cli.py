@@ -664,7 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--grow",
         action="store_true",
         help="grow the --store to this spec: values appended at the end of its sweep axes (only the new cells "
-        "are computed; stored cells are kept as they are) or a larger T (finished cells continue, see extend)",
+        "are computed; stored cells are kept as they are) and/or a larger T (finished cells continue, see extend)",
     )
     p.add_argument(
         "--recompute", action="store_true", help="with --grow: cells without a kept carry run again from t = 0"

@@ -226,8 +226,9 @@ def _only_T_differs(old: dict[str, Any], new: dict[str, Any]) -> bool:
 def prepare(plan, ref, log=None, recompute: bool = False):
     """Before a run with ``grow``: when ``plan``'s spec is the store's with a larger T, grow the
     store to it (arrays resized, finished cells to be continued from their carries, the spec and
-    the extension recorded) and return the plan to run (first steps pinned); otherwise return
-    ``plan`` unchanged (the usual identity check follows). Call under the store's lease.
+    the extension recorded) and return the plan to run (first steps pinned); a larger T with
+    values appended to sweep axes grows the axes first (:mod:`geosweep.sweeps.grow`); otherwise
+    return ``plan`` unchanged (the usual identity check follows). Call under the store's lease.
 
     Raises :class:`ExtendError` for a smaller T, a spec whose cells cannot be continued, or
     finished cells without a carry (unless ``recompute``: they are computed again from t = 0).
@@ -239,10 +240,19 @@ def prepare(plan, ref, log=None, recompute: bool = False):
         return plan
     old = stored_spec(ref)
     asked = json.loads(plan.spec.canonical_json())
+    keep = {k: v for k, v in plan.spec.model_dump(mode="json").items() if k in _NOT_IDENTITY and v is not None}
     new = pin_first_steps(old, asked)
+    if float(asked.get("T", 0.0)) > float(old["T"]) and not _only_T_differs(pin_first_steps(old, old), new):
+        # a larger T and more: values appended to sweep axes (anything else is refused there, the
+        # field named). The axes grow first, at the store's T (geosweep.sweeps.grow: the new cells are
+        # not run yet), then the time axis below; the new cells run from t = 0 to the new T.
+        from geosweep.sweeps.store import ensure_store
+
+        ensure_store(make_plan({**typed({**asked, "T": old["T"]}), **keep}), ref, log, grow=True)
+        old = stored_spec(ref)
+        new = pin_first_steps(old, asked)
     if old == asked or not _only_T_differs(pin_first_steps(old, old), new):
         return plan  # the same sweep, or one the usual identity check judges
-    keep = {k: v for k, v in plan.spec.model_dump(mode="json").items() if k in _NOT_IDENTITY and v is not None}
     if new == old:  # an extension that was interrupted: resume it with the store's (pinned) spec
         return make_plan({**typed(new), **keep})
     T1, T2 = float(old["T"]), float(new["T"])

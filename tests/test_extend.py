@@ -177,6 +177,24 @@ def test_cli_extend_status_and_refusals(tmp_path, capsys):
     assert "T: store has 1.5, spec has 2.0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("family", ["s2", "ts2"])
+def test_a_larger_T_and_appended_axis_values_grow_in_one_run(tmp_path, family):
+    """``run --grow`` with a spec that raises T *and* appends values (a step size; for ts2 also a
+    tolerance and an adaptive integrator): bitwise a store computed with that spec from t = 0."""
+    spec = _spec(family)
+    a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
+    run_sweep(spec, a, serial=True)
+    more = {"T": 2 * spec["T"], "h": [*spec["h"], spec["h"][0] / 2]}
+    if family == "ts2":
+        more.update(tol=[*spec["tol"], 1e-7])
+    res = run_sweep({**spec, **more}, a, serial=True, grow=True)
+    assert res.complete and 0 < res.resumed < res.ran  # old cells continued, new ones from t = 0
+    _direct(a, b)
+    assert_stores_bitwise_equal(str(a), str(b))
+    ds = xr.open_zarr(a)
+    assert list(ds.h.values) == more["h"] and float(ds.time[-1]) == pytest.approx(more["T"])
+
+
 def test_store_without_carries_refused_or_recomputed(tmp_path, capsys):
     spec = _spec("ts2")
     a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
