@@ -13,6 +13,9 @@
 
 from __future__ import annotations
 
+if __name__ != "geosweep.analysis":  # the folder imported as a top-level ``analysis`` (the checkout on sys.path)
+    raise ImportError(f"import geosweep.analysis, not {__name__}: analysis/ is the package geosweep.analysis")
+
 from geosweep.analysis.accessor import CellsDroppedWarning, GeosweepAccessor, sweep_dims
 from geosweep.analysis.fits import linear_fit, loglog_fit
 

@@ -11,6 +11,9 @@ Conventions
   clamp, renormalise silently or return NaN for steps they completed.
 """
 
+if __name__ != "geosweep.kernels":  # the folder imported as a top-level ``kernels`` (the checkout on sys.path)
+    raise ImportError(f"import geosweep.kernels, not {__name__}: the folder kernels/ is the package geosweep.kernels")
+
 from geosweep.kernels.status import Status
 
 __all__ = ["Status"]

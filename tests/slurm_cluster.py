@@ -265,7 +265,7 @@ def slurm_user(slurm):
     subprocess.run(["chown", "-R", f"{entry.pw_uid}:{entry.pw_gid}", str(work)], check=True)
     user = SlurmUser(TEST_USER, entry.pw_uid, work, _in_namespace(slurm.root, TEST_USER))
     probe = subprocess.run(
-        user.command([sys.executable, "-c", "import distributed, flows"]),
+        user.command([sys.executable, "-c", "import distributed, geosweep.flows"]),
         env=user.env(slurm), capture_output=True, text=True, cwd=work, timeout=120,
     )  # fmt: skip
     try:
