@@ -411,6 +411,30 @@ def _identity(x: Any) -> Any:
     return x
 
 
+#: Most bytes :func:`_spread` copies to the workers (bundle bytes × other workers).
+SPREAD_BYTES = 512 * 2**20
+
+
+def _spread(client: Any, bundles: list, n_workers: int, log: Callable[[str], None]) -> None:
+    """Copy the shards' model bundles to every worker when that costs at most :data:`SPREAD_BYTES`.
+
+    A slice depends on its shard's bundle, and Dask gives a ready task to a worker that holds its
+    dependencies: with one bundle per worker, each worker ran "its" shard and the shards were
+    written together at the end (an interruption then lost all of them). With a copy everywhere
+    the workers take the slices in priority order, shard by shard."""
+    if n_workers < 2 or not bundles:
+        return
+    try:
+        from distributed import wait
+
+        wait(bundles)
+        size = sum(client.nbytes(keys=[b.key for b in bundles], summary=False).values())
+        if size * (n_workers - 1) <= SPREAD_BYTES:
+            client.replicate(bundles)
+    except Exception as exc:  # noqa: BLE001 — an optimisation: the run goes on without it
+        log(f"model bundles not copied to every worker ({type(exc).__name__}: {exc})")
+
+
 def warm_plan(plan: Plan, cells: Sequence[Cell] | None = None) -> None:
     """Compile (or load from the cache) the kernels ``cells`` (default: every cell) of ``plan`` run:
     only their models and integrators when the family can say so (``FamilyDef.warm_for``), else
@@ -680,6 +704,7 @@ def _run_locked(
                     log(f"worker {addr}: not warmed up ({line!r:.200})")
                 elif line:  # empty: nothing was compiled
                     log(f"worker {line}")
+            _spread(client, list(bundles.values()), n_w, log)
             # cores: the workers' threads, less the spare writer thread of a LOCAL_WORKER
             cores = sum(int(w.get("nthreads", 1)) for w in workers.values()) - (len(workers) if resources else 0)
             bare = _with_threads(plan, len(pending), max(1, cores), log).part(models={})

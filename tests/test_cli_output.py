@@ -40,9 +40,10 @@ dt_out = 0.05
 [params]
 omega = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4, 2.6, 2.8, 3.0]
 """
-#: LONG's cells: four store shards of four. Dask hands a worker its slices up front and the worker
-#: runs them shard by shard, but the two workers' shares of a shard do not end together, so with
-#: two shards both were often written in the same second (done went 0 → 8, nothing to interrupt)
+#: LONG's cells: two store shards of eight, one cell per slice. The shards' models are copied to both
+#: workers, so both run the first shard's slices before the second's: the first shard is written
+#: half-way, well before the end (when each worker was tied to the shard whose models it held, both
+#: shards were written in the same second, done 0 → 16, and the interrupt found nothing to stop).
 N_LONG = 16
 
 

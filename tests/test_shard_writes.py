@@ -74,6 +74,10 @@ def test_a_shards_writer_starts_when_its_slices_end(tmp_path):
     assert any(s < first[0] < e for s, e in slices.values()), "no slice ran beside the first write: nothing tested"
     for start, last in writers.values():
         assert start - last < 0.5 * cell, (start - last, cell)
+    # shard by shard: both workers begin with the first shard's slices (its models are on every
+    # worker, so no worker is tied to the shard whose models it happened to compute)
+    first_two = sorted(slices, key=lambda k: slices[k][0])[:2]
+    assert all(re.search(r"-slice-0-\d+$", k) for k in first_two), first_two
 
 
 def test_one_task_per_thread_without_the_resource(tmp_path):
