@@ -31,6 +31,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -373,6 +374,7 @@ def build_models(spec: SweepSpec, sysdef: SystemDef, idefs: dict[str, Integrator
     A builder error or an integrator not applicable to a model raises :class:`SpecError`.
     """
     models: dict[tuple[int, ...], Any] = {}
+    shared: dict[tuple, Any] = {}
     for key, combo in zip(spec.combination_indices(), spec.param_combinations()):
         try:
             model = sysdef.build(**spec.system_kwargs(combo, sysdef))
@@ -385,8 +387,30 @@ def build_models(spec: SweepSpec, sysdef: SystemDef, idefs: dict[str, Integrator
                 problems.append((f"integrators[{i}]", f"{reason} (system {spec.system}, {combo or 'defaults'})"))
         if problems:
             raise SpecError(problems, spec.name)
-        models[key] = model
+        models[key] = _share_large_arrays(model, shared)
     return models
+
+
+#: Arrays from this many bytes up that are equal in several models are kept once (:func:`build_models`).
+SHARE_BYTES = 65536
+
+
+def _share_large_arrays(model: Any, seen: dict[tuple, Any]) -> Any:
+    """``model`` with each large array attribute replaced by an equal one an earlier model holds.
+
+    Models of one sweep often carry the same large array (e.g. the 642 × 642 mass matrix of every LJ
+    sphere model): one object is built into the plan and pickled once per bundle instead of once per
+    model. Values are unchanged (the same bytes, dtype and shape)."""
+    attrs = getattr(model, "__dict__", None)
+    if not attrs:
+        return model
+    for name, value in attrs.items():
+        if isinstance(value, np.ndarray) and value.nbytes >= SHARE_BYTES and value.flags.c_contiguous:
+            key = (value.shape, value.dtype.str, hashlib.blake2b(memoryview(value).cast("B")).digest())
+            other = seen.setdefault(key, value)
+            if other is not value and np.array_equal(other, value):
+                object.__setattr__(model, name, other)
+    return model
 
 
 def check_spec(spec: SweepSpec) -> SweepSpec:

@@ -186,3 +186,19 @@ def test_a_chain_model_per_seed_draws_one_generator(monkeypatch):
     assert len(made) == 50
     after = plan.models[(7,)]
     assert all(getattr(after, f).tobytes() == getattr(before, f).tobytes() for f in ("m", "L", "y0", "params"))
+
+
+def test_models_share_their_equal_large_arrays():
+    """Every LJ sphere model holds a 642 × 642 matrix that the parameters do not change: the plan keeps
+    one, so a shard's model bundle is pickled (sent to the cluster) at about one model's size."""
+    import pickle
+
+    plan = make_plan(
+        {"name": "share", "system": "lj_sphere", "integrators": ["rk4"], "h": [0.01], "T": 0.02,
+         "dt_out": 0.01, "params": {"omega": [0.0, 0.5, 1.0, 1.5]}}
+    )  # fmt: skip
+    models = list(plan.models.values())
+    assert models[0].M.nbytes > 10**6 and all(m.M is models[0].M for m in models)
+    assert not np.array_equal(models[0].w0, models[1].w0) or models[0].params != models[1].params
+    one = len(pickle.dumps(models[0]))
+    assert len(pickle.dumps(dict(plan.models))) < 1.2 * one
