@@ -23,6 +23,7 @@ import os
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -681,10 +682,12 @@ def _run_locked(
             def models_of(shard: Any) -> dict:
                 return {k: plan.models[k] for k in plan.combinations(pending_by_shard[shard])}
 
-            bundles = {
-                shard: client.submit(_identity, models_of(shard), key=f"geosweep-models-{tag}-{i}", pure=False)
-                for i, shard in enumerate(pending_by_shard)
-            }
+            with warnings.catch_warnings():  # the models travel once per shard, by design (and shared arrays once)
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                bundles = {
+                    shard: client.submit(_identity, models_of(shard), key=f"geosweep-models-{tag}-{i}", pure=False)
+                    for i, shard in enumerate(pending_by_shard)
+                }
             workers = client.scheduler_info(n_workers=-1).get("workers", {})
             if not workers:
                 # an adaptive cluster starts workers for the pending model tasks; the slices' layout
