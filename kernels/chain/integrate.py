@@ -9,6 +9,7 @@ intervals (``T = n_steps·h``), ``stride`` is ignored; see :mod:`geosweep.kernel
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +75,23 @@ def chain_stepper(model: ChainModel, method: str | Method, adaptive: bool = Fals
     nwc = work_size(model.n, dense)
     ffield = chain_F_dense if dense else chain_F
     return make_stepper((chain_f, ffield, chain_diag), model.params, model.n, nwc, m, adaptive)
+
+
+def scipy_rhs(model: ChainModel, dense: bool = False) -> Callable[[float, np.ndarray], np.ndarray]:
+    """The chain's ambient field as a SciPy ``solve_ivp`` right-hand side ``f(t, y_flat)`` (a new
+    array each call): the compiled O(N) field, or the dense reference formula with ``dense``."""
+    n = model.n
+    work = np.zeros(work_size(n, dense))
+    buf = np.empty((n, 6))
+    yb = np.empty((n, 6))
+    field = chain_F_dense if dense else chain_F
+
+    def rhs(t: float, yf: np.ndarray) -> np.ndarray:
+        yb[:, :] = yf.reshape(n, 6)
+        field(yb, model.params, work, buf)
+        return buf.ravel().copy()
+
+    return rhs
 
 
 def integrate(
