@@ -26,6 +26,7 @@ import geosweep  # noqa: F401 - registers ds.geosweep
 from geosweep.analysis import figures as F
 from geosweep.analysis import system_figures as S
 from geosweep.analysis.accessor import ROUNDOFF_ULPS, CellsDroppedWarning
+from geosweep.kernels.vocabulary import RUN_DEPENDENT
 
 MAX_FAILURE_ROWS = 50
 
@@ -541,7 +542,7 @@ def main_report(
 # night against night
 # ---------------------------------------------------------------------------------------
 #: per-cell values that are run stamps, not results: never compared between nights
-RUN_STAMPS = frozenset({"wall_time", "completed_at", "done", "steps_per_second"})
+RUN_STAMPS = RUN_DEPENDENT
 MAX_CHANGE_ROWS = 50
 
 
@@ -633,7 +634,7 @@ def compare_stores(
         n
         for n, v in b.data_vars.items()
         if v.dims and set(v.dims) == set(dims) and n in a and a[n].dims == v.dims and n not in RUN_STAMPS
-        if v.dtype.kind in "fiub"
+        if n != "done" and v.dtype.kind in "fiub"
     ]
     a, b = xr.align(a[[*names, "done"]], b[[*names, "done"]], join="inner")
     a, b = a.load().transpose(*dims), b.load().transpose(*dims)

@@ -33,9 +33,8 @@ from scipy.integrate import solve_ivp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from geosweep.kernels.chain.family import reference_solution
-from geosweep.kernels.chain.integrate import integrate
+from geosweep.kernels.chain.integrate import integrate, scipy_rhs
 from geosweep.kernels.chain.model import build_chain
-from geosweep.kernels.chain.rhs import chain_F, work_size
 
 
 def _best_of(fn, repeat: int = 5) -> float:
@@ -67,14 +66,7 @@ def work_precision(n: int = 20, T: float = 3.0) -> None:
     print(f"\n== work-precision, N = {n}, T = {T} (global error ‖y(T) − y_ref‖₂) ==")
     model = build_chain(n)
     ref = reference_solution(model, T, 1e-13)
-    work = np.zeros(work_size(n))
-    buf = np.empty((n, 6))
-    yb = np.empty((n, 6))
-
-    def rhs_compiled(t, yf):
-        yb[:, :] = yf.reshape(n, 6)
-        chain_F(yb, model.params, work, buf)
-        return buf.ravel().copy()
+    rhs_compiled = scipy_rhs(model)
 
     M = model.inertia
     c_grav = model.mu * model.g * model.L
@@ -202,14 +194,7 @@ def order8_vs_scipy(n: int = 20, T: float = 3.0, repeats: int = 7, ic: str = "pa
     ref = integrate(model, tableaux.get("rkmk8"), T / k_ref, k_ref, k_ref).y
     d = np.linalg.norm(ref - reference_solution(model, T))
     print(f"reference: rkmk8, {k_ref} steps; ‖ref − DOP853(1e-13)‖ = {d:.1e}")
-    work = np.zeros(work_size(n))
-    buf = np.empty((n, 6))
-    yb = np.empty((n, 6))
-
-    def rhs(t, yf):
-        yb[:, :] = yf.reshape(n, 6)
-        chain_F(yb, model.params, work, buf)
-        return buf.ravel().copy()
+    rhs = scipy_rhs(model)
 
     def run(name: str, tol: float):
         if name == "scipy":

@@ -58,3 +58,29 @@ def all_finite(a):
         for k in range(a.shape[1]):
             bad |= (a[i, k] - a[i, k]) != 0.0
     return not bad
+
+
+#: the stall rule of :func:`newton_converged`: a solve whose update stops contracting
+#: (‖Δ_k‖ > STALL_RATIO·‖Δ_{k−1}‖) within STALL_FLOOR·scale has reached its round-off floor
+STALL_RATIO = 0.5
+STALL_FLOOR = 1e3
+
+
+@kjit(inline="always")
+def newton_converged(dx, dx_prev, it, scale, min_stall_it, inclusive):
+    """The stop test of every Newton-type solve in the kernels (discrete gradients, DLA, SLGI).
+
+    ``dx``: the norm of iteration ``it``'s update, ``dx_prev`` the previous one (inf before the
+    first), ``scale``: the tolerance in the update's units (e.g. tol·max(1, ‖x‖)). Converged when
+    ``dx ≤ scale``; also accepted as stalled at round-off when ``it ≥ min_stall_it``,
+    ``dx ≤ STALL_FLOOR·scale`` and the update stopped contracting: ``dx > STALL_RATIO·dx_prev``
+    (``dx ≥ …`` with ``inclusive``). The two stall parameters keep each caller's iterates as they
+    were: the discrete-gradient and DLA solves use (3, False), the SLGI Newton (1, True).
+    NaN never converges."""
+    if dx <= scale:
+        return True
+    if it < min_stall_it or not dx <= STALL_FLOOR * scale:
+        return False
+    if inclusive:
+        return dx >= STALL_RATIO * dx_prev
+    return dx > STALL_RATIO * dx_prev

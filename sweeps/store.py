@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 import numpy as np
 
 from geosweep.kernels.status import STATUS_MEANINGS, Status
+from geosweep.kernels.vocabulary import RUN_DEPENDENT
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.spec import SweepSpec
 
@@ -880,8 +881,8 @@ def _stored(arr, value) -> np.ndarray:
     return out
 
 
-#: stored values that differ from run to run (timings): not part of a cell's checksum
-CHECKSUM_SKIP = ("steps_per_second",)
+#: stored values that differ from run to run (timings, stamps): not part of a cell's checksum
+CHECKSUM_SKIP = RUN_DEPENDENT
 
 
 _DTYPE_NAMES: dict[np.dtype, bytes] = {}

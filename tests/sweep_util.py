@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-#: Variables that legitimately differ between two runs of the same cells.
-RUN_STAMPS = ("wall_time", "completed_at", "steps_per_second")
+from geosweep.kernels.vocabulary import RUN_DEPENDENT
+
+#: Variables that legitimately differ between two runs of the same cells (the one list).
+RUN_STAMPS = RUN_DEPENDENT
 
 
 def assert_stores_bitwise_equal(a: str, b: str) -> None:

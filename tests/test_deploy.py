@@ -31,6 +31,7 @@ from geosweep.deploy.clusters import (  # noqa: E402
     MissingDependencyError,
     make_cluster,
 )
+from geosweep.kernels.vocabulary import RUN_DEPENDENT  # noqa: E402
 from geosweep.sweeps.engine import SLICE_RESOURCE, run_sweep  # noqa: E402
 from geosweep.sweeps.store import StoreRef, mark_for_rerun  # noqa: E402
 
@@ -51,7 +52,7 @@ h = [0.01, 0.005]
 T = 1.0
 dt_out = 0.05
 """
-RUN_STAMPS = ("wall_time", "completed_at")
+RUN_STAMPS = RUN_DEPENDENT
 
 
 def _free_port() -> int:

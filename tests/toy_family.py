@@ -1,7 +1,10 @@
 """A fourth family in one file: n uncoupled harmonic oscillators x'' = −ω_i² x (CONTRIBUTING.md (c)).
 
 Everything a family provides — model, step/observe functions with the contract signatures,
-method records, declarations — and nothing else: the shared driver does the rest.
+method records, declarations — and nothing else: the shared driver does the rest. Each stored
+diagnostic beyond the shared ones is an :class:`~geosweep.kernels.core.observables.Observable` in
+:data:`OBSERVABLES` plus the line of ``osc_observe`` that computes its column (CONTRIBUTING.md
+(d); ``tests/test_recipes.py`` adds one that way).
 """
 
 from __future__ import annotations
@@ -9,9 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from geosweep.kernels._jit import kjit
+from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import BLOWUP, COMMON_DIAGNOSTICS, common_values, finish, make_run, start_trajectory
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS
+from geosweep.kernels.core.observables import Max, Observable
 from geosweep.kernels.core.signatures import F1, contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec, Trajectory
 from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
@@ -19,6 +24,12 @@ from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, Integra
 CB = F1  # the model data handed to step/observe: the frequencies ω_i
 _STEP, _OBS, _DENSE, _ = contract_types(CB)
 METHODS = {"symplectic_euler": 0.0, "verlet": 1.0}
+#: the observation columns, their reductions and what a cell stores from them
+OBSERVABLES: tuple[Observable, ...] = (
+    Observable("energy"),
+    Observable("amplitude", Reductions.MAX, (Max(Diagnostic("max_amplitude", (), "1", "max_i |x_i|")),)),
+)
+O_AMPLITUDE = observables.columns(OBSERVABLES)["amplitude"]
 
 
 @kjit(_STEP)
@@ -48,7 +59,7 @@ def osc_observe(w, meth, S, p, work, full, obs):
         E += 0.5 * (S[n + i] ** 2 + (w[i] * S[i]) ** 2)
         amp = max(amp, abs(S[i]))
     obs[0] = E
-    obs[1] = amp
+    obs[O_AMPLITUDE] = amp
 
 
 @kjit(_DENSE)
@@ -60,38 +71,42 @@ def build(n: int = 3, omega: float = 1.0) -> np.ndarray:
     return omega * (1.0 + np.arange(n, dtype=np.float64))
 
 
-def start(model: np.ndarray, integrator: str, request: RunRequest, options: dict) -> Trajectory:
-    n = model.shape[0]
-    stepper = StepperSpec(
-        drive=compile_driver(CB), step=osc_step, observe=osc_observe, dense=osc_no_dense, cb=model,
-        meth=np.array([METHODS[integrator]]), p=np.zeros(1), work_size=1, iwork_size=1, state_size=2 * n,
-        n_check=2 * n, obs_names=("energy", "amplitude"), red=np.array([Reductions.NONE, Reductions.MAX]),
-    )  # fmt: skip
-    S0 = np.concatenate([np.ones(n), np.zeros(n)])
-    return start_trajectory(stepper, S0, request, options)
+def make_family(declared: tuple[Observable, ...] = OBSERVABLES, observe=osc_observe) -> FamilyDef:
+    """The family's declaration with these observables and this observe kernel (the module's own
+    by default; a test adds a diagnostic by passing one more observable and its kernel)."""
+
+    def start(model: np.ndarray, integrator: str, request: RunRequest, options: dict) -> Trajectory:
+        n = model.shape[0]
+        stepper = StepperSpec(
+            drive=compile_driver(CB), step=osc_step, observe=observe, dense=osc_no_dense, cb=model,
+            meth=np.array([METHODS[integrator]]), p=np.zeros(1), work_size=1, iwork_size=1, state_size=2 * n,
+            n_check=2 * n, obs_names=observables.obs_names(declared), red=observables.reductions(declared, model),
+        )  # fmt: skip
+        S0 = np.concatenate([np.ones(n), np.zeros(n)])
+        return start_trajectory(stepper, S0, request, options)
+
+    def collect(model: np.ndarray, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
+        n = model.shape[0]
+        values = common_values(traj, lambda x: np.ascontiguousarray(x.reshape(2, n).T))
+        values.update(observables.values(declared, traj, model, integrator))
+        return finish(traj, values)
+
+    run = make_run(start, collect)
+    return FamilyDef(
+        name="osc",
+        diagnostics=lambda model: COMMON_DIAGNOSTICS + observables.diagnostics(declared),
+        sizes=lambda model: {"body": model.shape[0], "state": 2},
+        run=run,
+        warmup=lambda: run(build(1), "verlet", RunRequest(T=1.0, dt_out=0.5, h=0.5), {}) and None,
+        cost_per_step=lambda model, integrator: 1e-8 * model.shape[0],
+        state_labels=("x", "v"),
+        start=start,
+        collect=collect,
+    )
 
 
-def collect(model: np.ndarray, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
-    n = model.shape[0]
-    values = common_values(traj, lambda x: np.ascontiguousarray(x.reshape(2, n).T))
-    values["max_amplitude"] = np.float64(traj.reduced("amplitude"))
-    return finish(traj, values)
-
-
-run = make_run(start, collect)
-
-
-FAMILY = FamilyDef(
-    name="osc",
-    diagnostics=lambda model: COMMON_DIAGNOSTICS + (Diagnostic("max_amplitude", (), "1", "max_i |x_i|"),),
-    sizes=lambda model: {"body": model.shape[0], "state": 2},
-    run=run,
-    warmup=lambda: run(build(1), "verlet", RunRequest(T=1.0, dt_out=0.5, h=0.5), {}) and None,
-    cost_per_step=lambda model, integrator: 1e-8 * model.shape[0],
-    state_labels=("x", "v"),
-    start=start,
-    collect=collect,
-)
+FAMILY = make_family()
+start, collect, run = FAMILY.start, FAMILY.collect, FAMILY.run
 INTEGRATORS = (
     IntegratorDef("symplectic_euler", "osc", 1, "Kick–drift symplectic Euler.", params=(BLOWUP,)),
     IntegratorDef("verlet", "osc", 2, "Velocity Verlet.", params=(BLOWUP,)),

@@ -81,8 +81,7 @@ def chain_methods(case: ChainCase) -> list[ChainMethod]:
     """geosweep's order-8 methods and SciPy's DOP853 (main environment)."""
     from scipy.integrate import solve_ivp
 
-    from geosweep.kernels.chain.integrate import integrate
-    from geosweep.kernels.chain.rhs import chain_F, work_size
+    from geosweep.kernels.chain.integrate import integrate, scipy_rhs
 
     model, n, T = case.model, case.n, case.T
 
@@ -104,14 +103,7 @@ def chain_methods(case: ChainCase) -> list[ChainMethod]:
         r = fixed(k)
         return r.y, int(r.info["f_evals"]), r.core.reduced("unit_error"), r.core.reduced("tangency_error")
 
-    work = np.zeros(work_size(n))
-    buf = np.empty((n, 6))
-    yb = np.empty((n, 6))
-
-    def rhs(t, yf):
-        yb[:, :] = yf.reshape(n, 6)
-        chain_F(yb, model.params, work, buf)
-        return buf.ravel().copy()
+    rhs = scipy_rhs(model)
 
     def scipy_run(tol: float):
         with warnings.catch_warnings():

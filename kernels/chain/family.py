@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from geosweep.kernels.chain.integrate import chain_stepper, integrate
+from geosweep.kernels.chain.integrate import chain_stepper, integrate, scipy_rhs
 from geosweep.kernels.chain.model import ChainModel, build_chain, chain_params
-from geosweep.kernels.chain.rhs import chain_F_dense, work_size
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,
@@ -91,20 +90,10 @@ def reference_solution(model: ChainModel, T: float, tol: float = 1e-13) -> np.nd
     """y(T) (N, 6) from scipy DOP853 (rtol = atol = ``tol``) on the dense ambient RHS."""
     from scipy.integrate import solve_ivp
 
-    n = model.n
-    work = np.zeros(work_size(n, True))
-    buf = np.empty((n, 6))
-    yb = np.empty((n, 6))
-
-    def rhs(t, yf):
-        yb[:, :] = yf.reshape(n, 6)
-        chain_F_dense(yb, model.params, work, buf)
-        return buf.ravel().copy()
-
-    sol = solve_ivp(rhs, (0.0, T), model.y0.ravel(), method="DOP853", rtol=tol, atol=tol)
+    sol = solve_ivp(scipy_rhs(model, dense=True), (0.0, T), model.y0.ravel(), method="DOP853", rtol=tol, atol=tol)
     if not sol.success:
         raise RuntimeError(f"reference integration failed: {sol.message}")
-    return sol.y[:, -1].reshape(n, 6)
+    return sol.y[:, -1].reshape(model.n, 6)
 
 
 def start(model: ChainModel, integrator: str, request: RunRequest, options: dict) -> Trajectory:

@@ -9,12 +9,14 @@ intervals (``T = n_steps·h``), ``stride`` is ignored; see :mod:`geosweep.kernel
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from geosweep.kernels.chain.model import ChainModel
 from geosweep.kernels.chain.rhs import N_DIAG, chain_diag, chain_F, chain_f, chain_F_dense, work_size
+from geosweep.kernels.core.results import StoredResult
 from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
 from geosweep.kernels.lie import tableaux
 from geosweep.kernels.lie.stepper import initial_state, make_stepper
@@ -26,11 +28,15 @@ INFO_FIELDS = ("status", "fail_step", "steps", "rejected", "f_evals", "samples")
 
 
 @dataclass
-class ChainRun:
+class ChainRun(StoredResult):
     """Result: ``time`` (K,), ``diag`` (K, 6) = [E, L_x, L_y, L_z, max|√(q·q) − 1|, max|q·ω|]
     (NaN after a failure), ``step_size`` (K,) in force at each sample, final (or last valid)
     state ``y`` (N, 6), ``summary``/``info`` dicts, ``wall_time`` (s), and the ``core``
-    trajectory (summaries over every step)."""
+    trajectory (summaries over every step).
+
+    ``run[name]`` is the value a sweep cell of the same run stores under ``name`` (e.g.
+    ``run["rejected_steps"]``); ``info``/``summary`` keep older names of some of them as
+    deprecated aliases (``rejected`` = ``rejected_steps``)."""
 
     time: np.ndarray
     diag: np.ndarray
@@ -40,10 +46,18 @@ class ChainRun:
     info: dict[str, int]
     wall_time: float
     core: CoreTrajectory | None = None
+    model: ChainModel | None = None
+    method: str = ""
 
     @property
     def status(self) -> Status:
         return Status(self.info["status"])
+
+    def _stored_values(self) -> dict[str, np.ndarray]:
+        from geosweep.kernels.chain.family import collect  # the family module imports this one
+
+        assert self.core is not None and self.model is not None
+        return collect(self.model, self.method, self.core).values
 
     @property
     def energy(self) -> np.ndarray:
@@ -61,6 +75,23 @@ def chain_stepper(model: ChainModel, method: str | Method, adaptive: bool = Fals
     nwc = work_size(model.n, dense)
     ffield = chain_F_dense if dense else chain_F
     return make_stepper((chain_f, ffield, chain_diag), model.params, model.n, nwc, m, adaptive)
+
+
+def scipy_rhs(model: ChainModel, dense: bool = False) -> Callable[[float, np.ndarray], np.ndarray]:
+    """The chain's ambient field as a SciPy ``solve_ivp`` right-hand side ``f(t, y_flat)`` (a new
+    array each call): the compiled O(N) field, or the dense reference formula with ``dense``."""
+    n = model.n
+    work = np.zeros(work_size(n, dense))
+    buf = np.empty((n, 6))
+    yb = np.empty((n, 6))
+    field = chain_F_dense if dense else chain_F
+
+    def rhs(t: float, yf: np.ndarray) -> np.ndarray:
+        yb[:, :] = yf.reshape(n, 6)
+        field(yb, model.params, work, buf)
+        return buf.ravel().copy()
+
+    return rhs
 
 
 def integrate(
@@ -104,10 +135,10 @@ def integrate(
         )
     while not traj.finished:
         traj.advance(steps_per_segment)
-    return from_core(model, traj)
+    return from_core(model, traj, method if isinstance(method, str) else method.name)
 
 
-def from_core(model: ChainModel, traj: CoreTrajectory) -> ChainRun:
+def from_core(model: ChainModel, traj: CoreTrajectory, method: str = "") -> ChainRun:
     """The kernel-level :class:`ChainRun` view of a core trajectory."""
     n = model.n
     c = traj.costs()
@@ -135,4 +166,6 @@ def from_core(model: ChainModel, traj: CoreTrajectory) -> ChainRun:
         info=info,
         wall_time=traj.wall_time,
         core=traj,
+        model=model,
+        method=method,
     )

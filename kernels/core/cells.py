@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.core import observables
+from geosweep.kernels.core.observables import Envelope, Max, Mean, Observable, Samples
+from geosweep.kernels.core.trajectory import Reductions, Trajectory
 from geosweep.kernels.registry import CellResult, Diagnostic, Param, RunRequest
 
 _E = "energy"
@@ -74,34 +76,32 @@ COMMON_DIAGNOSTICS: tuple[Diagnostic, ...] = (
 
 #: Constraint errors of states made of unit vectors with tangent velocities ((S²)ⁿ and (TS²)ᴺ):
 #: observation columns ``unit_error`` and ``tangency_error`` with MEANMAX / MAX reductions.
-UNIT_SPHERE_DIAGNOSTICS: tuple[Diagnostic, ...] = (
-    Diagnostic("unit_error", ("time",), "1", "unit-length error max_i |√(q_i·q_i) − 1|"),
-    Diagnostic("tangency_error", ("time",), "1 / time", "tangency error max_i |q_i·ω_i|"),
-    Diagnostic(
-        "unit_error_upper", ("time",), "1", "max of the unit-length error over the steps of the interval ending at t",
-        computed_over=_EVERY,
-    ),
-    Diagnostic(
-        "tangency_error_upper", ("time",), "1 / time", "max of the tangency error over the interval ending at t",
-        computed_over=_EVERY,
-    ),
-    Diagnostic("mean_unit_error", (), "1", "mean over k = 0..K of the unit-length error", computed_over=_EVERY),
-    Diagnostic("max_unit_error", (), "1", "max of the unit-length error", computed_over=_EVERY),
-    Diagnostic("max_tangency_error", (), "1 / time", "max of the tangency error", computed_over=_EVERY),
+UNIT_SPHERE_OBSERVABLES: tuple[Observable, ...] = (
+    Observable("unit_error", Reductions.MEANMAX, (
+        Samples(Diagnostic("unit_error", ("time",), "1", "unit-length error max_i |√(q_i·q_i) − 1|")),
+        Envelope(Diagnostic(
+            "unit_error_upper", ("time",), "1",
+            "max of the unit-length error over the steps of the interval ending at t", computed_over=_EVERY,
+        )),
+        Mean(Diagnostic("mean_unit_error", (), "1", "mean over k = 0..K of the unit-length error",
+                        computed_over=_EVERY)),
+        Max(Diagnostic("max_unit_error", (), "1", "max of the unit-length error", computed_over=_EVERY)),
+    )),
+    Observable("tangency_error", Reductions.MAX, (
+        Samples(Diagnostic("tangency_error", ("time",), "1 / time", "tangency error max_i |q_i·ω_i|")),
+        Envelope(Diagnostic(
+            "tangency_error_upper", ("time",), "1 / time", "max of the tangency error over the interval ending at t",
+            computed_over=_EVERY,
+        )),
+        Max(Diagnostic("max_tangency_error", (), "1 / time", "max of the tangency error", computed_over=_EVERY)),
+    )),
 )  # fmt: skip
+UNIT_SPHERE_DIAGNOSTICS: tuple[Diagnostic, ...] = observables.diagnostics(UNIT_SPHERE_OBSERVABLES)
 
 
 def unit_sphere_values(traj: Trajectory) -> dict[str, Any]:
     """The values of :data:`UNIT_SPHERE_DIAGNOSTICS` from a finished trajectory."""
-    return {
-        "unit_error": traj.samples("unit_error").copy(),
-        "tangency_error": traj.samples("tangency_error").copy(),
-        "unit_error_upper": np.array(traj.envelope("unit_error"), copy=True),
-        "tangency_error_upper": np.array(traj.envelope("tangency_error"), copy=True),
-        "mean_unit_error": np.float64(traj.reduced("unit_error", "mean")),
-        "max_unit_error": np.float64(traj.reduced("unit_error")),
-        "max_tangency_error": np.float64(traj.reduced("tangency_error")),
-    }
+    return observables.values(UNIT_SPHERE_OBSERVABLES, traj)
 
 
 #: The energy guard every family's integrators take as an option.

@@ -61,6 +61,7 @@ from geosweep.kernels.core.signatures import contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec
 from geosweep.kernels.dg.gradients import lu_factor, lu_solve
 from geosweep.kernels.dg.model import CB_TYPE, LagrangianForm, SkewSystem, dg_skew, reduce_angles, with_angles
+from geosweep.kernels.linalg import newton_converged
 from geosweep.kernels.status import Status
 
 _STEP_SIG, _OBS_SIG, _DENSE_SIG, _ = contract_types(CB_TYPE)
@@ -72,8 +73,6 @@ K_SI, K_I = 0, 1
 #: integrator name → kind
 METHODS: dict[str, int] = {"si_dla": K_SI, "i_dla": K_I}
 P_HEAD = 4
-STALL_RATIO = 0.5
-STALL_FLOOR = 1e3
 
 
 @dg_skew
@@ -216,7 +215,7 @@ def dla_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
             u[i] += G[i]
         dx = _norm_inf(G)
         sc = tol * max(1.0, _norm_inf(u))
-        if dx <= sc or (it >= 3 and dx > STALL_RATIO * dx_prev and dx <= STALL_FLOOR * sc):
+        if newton_converged(dx, dx_prev, it, sc, 3, False):  # the discrete gradients' stall rule
             ok = True
             break
         dx_prev = dx

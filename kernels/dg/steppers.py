@@ -44,6 +44,7 @@ from geosweep.kernels.dg.gradients import (
     lu_solve,
 )
 from geosweep.kernels.dg.model import CB_TYPE, SkewSystem, reduce_angles, with_angles
+from geosweep.kernels.linalg import newton_converged
 from geosweep.kernels.status import Status
 
 _OK = int(Status.OK)
@@ -61,10 +62,9 @@ _O_TAB = M_HEAD + 2 * S_MAX  # DOPRI5: A (7·7), b (7), b̂ (7), P (7·4)
 P_N, P_K, P_NINV, P_NPER = 0, 1, 2, 3
 P_HEAD = 4
 _EPS = np.finfo(np.float64).eps
-#: a solve that stops contracting (‖Δ_k‖ > STALL_RATIO·‖Δ_{k−1}‖, k ≥ 3) below STALL_FLOOR·tol·scale
-#: has reached its round-off floor and is accepted
-STALL_RATIO = 0.5
-STALL_FLOOR = 1e3
+#: a solve that stops contracting from its third iteration on (‖Δ_k‖ > STALL_RATIO·‖Δ_{k−1}‖)
+#: below STALL_FLOOR·tol·scale has reached its round-off floor and is accepted
+#: (:func:`geosweep.kernels.linalg.newton_converged`)
 
 #: integrator name → (kind, discrete-gradient kind)
 METHODS: dict[str, tuple[int, int]] = {
@@ -299,7 +299,7 @@ def _dg_step(cb, p, meth, k, nk, o, h, x, xn, work, piv, info, sio):
             lam[al] += G[n + al]
         dx = _norm_inf(G, n)
         sc = tol * max(1.0, _norm_inf(xn, n))
-        if dx <= sc or (it >= 3 and dx > STALL_RATIO * dx_prev and dx <= STALL_FLOOR * sc):
+        if newton_converged(dx, dx_prev, it, sc, 3, False):
             ok = True
             break
         dx_prev = dx

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
+from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     BLOWUP,
     COMMON_DIAGNOSTICS,
     UNIT_SPHERE_DIAGNOSTICS,
-    blocks_to_bodies,
-    common_values,
     finish,
     make_run,
     start_trajectory,
-    unit_sphere_values,
 )
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.trajectory import Trajectory
@@ -24,7 +20,9 @@ from geosweep.kernels.s2.integrate import METHODS, integrate
 from geosweep.kernels.s2.model import POTENTIAL_SIG, PotentialType, S2System, compile_potentials, threaded_potential
 from geosweep.kernels.s2.stepper import (
     _STEP_SIG,
+    OWN_OBSERVABLES,
     STEPS,
+    cell_values,
     initial_state,
     make_stepper,
 )
@@ -35,21 +33,8 @@ _E = "energy"  # placeholder replaced by the system's energy units in the store 
 _EVERY = "every step"
 STATE_LABELS = ("q_x", "q_y", "q_z", "w_x", "w_y", "w_z")
 
-OWN = (
-    Diagnostic("momentum", ("time", "component"), "angular momentum", "momentum map J = Σ π_i"),
-    Diagnostic(
-        "momentum_error",
-        ("time",),
-        "angular momentum",
-        "|J − J0| (V rotation invariant) or |a·J − a·J0| (invariant about axis a); NaN if not conserved",
-    ),
-    Diagnostic(
-        "max_momentum_error", (), "angular momentum", "max of the momentum error; NaN if not conserved",
-        computed_over=_EVERY,
-    ),
-    Diagnostic("max_step_norm", (), "1", "explicit VI: max_i |a_i| (validity needs < 1); NaN otherwise",
-               computed_over=_EVERY),
-)  # fmt: skip
+#: the family's own stored diagnostics, from its observables' declarations
+OWN = observables.diagnostics(OWN_OBSERVABLES)
 
 
 def diagnostics(model: S2System) -> tuple[Diagnostic, ...]:
@@ -75,27 +60,7 @@ def start(model: S2System, integrator: str, request: RunRequest, options: dict) 
 
 def collect(model: S2System, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
     """The stored values of a finished (or failed) trajectory."""
-    n = model.n
-    values = common_values(traj, blocks_to_bodies(n, 2))
-    J = traj.out[:, 3:6].copy()
-    with np.errstate(over="ignore", invalid="ignore"):
-        if model.symmetry == "full":
-            merr = np.sqrt(((J - J[0]) ** 2).sum(axis=1))
-            mom = traj.reduced("J_x")
-        elif model.symmetry == "axis":
-            ax = traj.samples("J_axis")
-            merr = np.abs(ax - ax[0])
-            mom = traj.reduced("J_axis")
-        else:
-            merr = np.full(len(J), np.nan)
-            mom = np.nan
-    values.update(unit_sphere_values(traj))
-    values.update(
-        momentum=J,
-        momentum_error=merr,
-        max_momentum_error=np.float64(mom),
-        max_step_norm=np.float64(traj.reduced("step_norm") if integrator == "explicit_vi" else np.nan),
-    )
+    values = cell_values(model, integrator, traj)
     return finish(traj, values)
 
 

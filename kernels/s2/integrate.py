@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from geosweep.kernels.core.results import StoredResult
 from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
 from geosweep.kernels.s2.model import S2System, normalise_and_project
 from geosweep.kernels.s2.stepper import METHODS as _METHODS
-from geosweep.kernels.s2.stepper import initial_state, make_stepper
+from geosweep.kernels.s2.stepper import cell_values, initial_state, make_stepper
 from geosweep.kernels.status import Status
 
 METHODS: dict[str, int] = {name: i for i, name in enumerate(_METHODS)}
@@ -55,8 +56,15 @@ INFO_FIELDS: tuple[str, ...] = (
 # Python entry point
 # --------------------------------------------------------------------------------------
 @dataclass
-class Trajectory:
+class Trajectory(StoredResult):
     """Result of :func:`integrate` (all arrays float64 unless stated).
+
+    ``tr[name]`` is the value a sweep cell of the same run stores under ``name`` (e.g.
+    ``tr["mean_abs_energy_error"]``, see :class:`~geosweep.kernels.core.results.StoredResult`).
+    ``summary`` and ``info`` are the older names of some of them, kept as deprecated aliases:
+    ``mean_abs_dE`` = ``mean_abs_energy_error``, ``max_abs_dE`` = ``max_abs_energy_error``,
+    ``max_rel_dE`` = ``max_rel_energy_error``, ``drift_slope`` = ``energy_drift_slope``,
+    ``steps_done`` = ``steps``, ``potential_evals`` = ``f_evals``.
 
     ``time`` (K,), ``energy``/``energy_error``/``unit_error``/``tangency_error`` (K,) and
     ``momentum`` (K, 3) sampled every ``stride`` steps (NaN after a failure); ``q``, ``w``
@@ -79,10 +87,16 @@ class Trajectory:
     info: dict[str, int]
     wall_time: float
     core: CoreTrajectory | None = None
+    system: S2System | None = None
+    method: str = ""
 
     @property
     def status(self) -> Status:
         return Status(self.info["status"])
+
+    def _stored_values(self) -> dict[str, np.ndarray]:
+        assert self.core is not None and self.system is not None
+        return cell_values(self.system, self.method, self.core)
 
 
 def integrate(
@@ -191,4 +205,6 @@ def from_core(system: S2System, method: str, traj: CoreTrajectory) -> Trajectory
         info=info,
         wall_time=traj.wall_time,
         core=traj,
+        system=system,
+        method=method,
     )

@@ -20,12 +20,16 @@ from __future__ import annotations
 import numpy as np
 
 from geosweep.kernels._jit import kjit
+from geosweep.kernels.core import observables
+from geosweep.kernels.core.cells import UNIT_SPHERE_OBSERVABLES, blocks_to_bodies, common_values
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
+from geosweep.kernels.core.observables import Derived, Observable, Samples, columns, obs_names, reductions
 from geosweep.kernels.core.signatures import contract_types
 from geosweep.kernels.core.threads import usable_threads
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec
 from geosweep.kernels.core.views import view2, view3
+from geosweep.kernels.registry import Diagnostic
 from geosweep.kernels.s2.model import SYMMETRY_CODES, PotentialType, S2System, threaded_potential
 from geosweep.kernels.s2.steps import (
     constraint_errors,
@@ -44,7 +48,62 @@ M_HEAD = 8
 P_N, P_DIAG, P_SYM, P_AXIS = 0, 1, 2, 3
 P_HEAD = 8
 
-OBS_NAMES = ("energy", "unit_error", "tangency_error", "J_x", "J_y", "J_z", "J_axis", "step_norm")
+_EVERY = "every step"
+
+
+def _momentum_error(traj, model: S2System, integrator: str, obs: Observable) -> np.ndarray:
+    """|J − J0| (rotation invariant V), |a·J − a·J0| (invariant about a), NaN otherwise."""
+    J = traj.out[:, O_J : O_J + 3]
+    with np.errstate(over="ignore", invalid="ignore"):
+        if model.symmetry == "full":
+            return np.sqrt(((J - J[0]) ** 2).sum(axis=1))
+        if model.symmetry == "axis":
+            ax = traj.samples("J_axis")
+            return np.abs(ax - ax[0])
+    return np.full(len(J), np.nan)
+
+
+def _max_momentum_error(traj, model: S2System, integrator: str, obs: Observable) -> np.float64:
+    """The running max deviation of the conserved momentum (DEVNORM3 / DEV), NaN if none."""
+    col = {"full": "J_x", "axis": "J_axis"}.get(model.symmetry)
+    return np.float64(traj.reduced(col) if col is not None else np.nan)
+
+
+def _max_step_norm(traj, model: S2System, integrator: str, obs: Observable) -> np.float64:
+    return np.float64(traj.reduced("step_norm") if integrator == "explicit_vi" else np.nan)
+
+
+#: The observables of an (S²)ⁿ cell beyond the shared ones: what the family stores from them.
+OWN_OBSERVABLES: tuple[Observable, ...] = (
+    Observable(
+        "momentum",
+        lambda m: Reductions.DEVNORM3 if m.symmetry == "full" else Reductions.NONE,
+        (
+            Samples(Diagnostic("momentum", ("time", "component"), "angular momentum", "momentum map J = Σ π_i")),
+            Derived(Diagnostic(
+                "momentum_error", ("time",), "angular momentum",
+                "|J − J0| (V rotation invariant) or |a·J − a·J0| (invariant about axis a); NaN if not conserved",
+            ), rank=0, fn=_momentum_error),
+            Derived(Diagnostic(
+                "max_momentum_error", (), "angular momentum", "max of the momentum error; NaN if not conserved",
+                computed_over=_EVERY,
+            ), fn=_max_momentum_error),
+        ),
+        columns=("J_x", "J_y", "J_z"),
+    ),
+    Observable("J_axis", lambda m: Reductions.DEV if m.symmetry == "axis" else Reductions.NONE),
+    Observable("step_norm", Reductions.MAX, (
+        Derived(Diagnostic("max_step_norm", (), "1", "explicit VI: max_i |a_i| (validity needs < 1); NaN otherwise",
+                           computed_over=_EVERY), fn=_max_step_norm),
+    )),
+)  # fmt: skip
+#: Every observation column of the family, in order: energy, the unit-sphere constraint errors, own.
+OBSERVABLES: tuple[Observable, ...] = (Observable("energy"), *UNIT_SPHERE_OBSERVABLES, *OWN_OBSERVABLES)
+OBS_NAMES = obs_names(OBSERVABLES)
+_COL = columns(OBSERVABLES)
+O_UNIT, O_TANGENCY, O_J, O_J_AXIS, O_STEP_NORM = (
+    _COL[c] for c in ("unit_error", "tangency_error", "J_x", "J_axis", "step_norm")
+)
 
 _STEP_SIG, _OBS_SIG, _DENSE_SIG, _ = contract_types(PotentialType)
 
@@ -201,12 +260,12 @@ def s2_observe(pot, meth, S, p, work, full, obs):
     qd = view2(work, 0, n, 3)
     obs[0] = kinetic(M, diag, q, w, qd) + S[9 * n]
     u, tau = constraint_errors(q, w)
-    obs[1] = u
-    obs[2] = tau
-    J = obs[3:6]
+    obs[O_UNIT] = u
+    obs[O_TANGENCY] = tau
+    J = obs[O_J : O_J + 3]
     momentum(M, diag, q, qd, J)
-    obs[6] = p[P_AXIS] * obs[3] + p[P_AXIS + 1] * obs[4] + p[P_AXIS + 2] * obs[5]
-    obs[7] = S[9 * n + 1]
+    obs[O_J_AXIS] = p[P_AXIS] * J[0] + p[P_AXIS + 1] * J[1] + p[P_AXIS + 2] * J[2]
+    obs[O_STEP_NORM] = S[9 * n + 1]
 
 
 @kjit(_DENSE_SIG)
@@ -233,6 +292,14 @@ def initial_state(system: S2System, q: np.ndarray, w: np.ndarray) -> np.ndarray:
     return S
 
 
+def cell_values(system: S2System, method: str, traj) -> dict[str, np.ndarray]:
+    """A finished (or failed) trajectory's stored values, keyed by the stored names: the shared
+    ones (:func:`geosweep.kernels.core.cells.common_values`) and every output of :data:`OBSERVABLES`."""
+    values = common_values(traj, blocks_to_bodies(system.n, 2))
+    values.update(observables.values(OBSERVABLES, traj, system, method))
+    return values
+
+
 def make_stepper(
     system: S2System, method: str, *, tol: float = 1e-14, maxit: int = 50, threads: int = 1
 ) -> StepperSpec:
@@ -252,14 +319,7 @@ def make_stepper(
     s = int(meth[M_S])
     n = system.n
     diag = system.is_diagonal
-    red = np.zeros(len(OBS_NAMES), dtype=np.int64)
-    red[1] = Reductions.MEANMAX
-    red[2] = Reductions.MAX
-    if system.symmetry == "full":
-        red[3] = Reductions.DEVNORM3
-    elif system.symmetry == "axis":
-        red[6] = Reductions.DEV
-    red[7] = Reductions.MAX
+    red = reductions(OBSERVABLES, system)
     return StepperSpec(
         drive=compile_driver(PotentialType),
         step=STEPS[kind],

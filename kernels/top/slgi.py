@@ -29,7 +29,7 @@ from geosweep.kernels.core.signatures import F1, contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec
 from geosweep.kernels.core.views import view2
 from geosweep.kernels.lie.se3 import exp_coeffs
-from geosweep.kernels.linalg import lu_solve_inplace
+from geosweep.kernels.linalg import lu_solve_inplace, newton_converged
 from geosweep.kernels.status import Status
 from geosweep.kernels.top.model import P_IINV, P_J30, P_MGL, P_S0, P_X
 
@@ -215,7 +215,7 @@ def slgi_step(prm, meth, h, S, Sn, p, work, iwork, info, sio):
             if not r <= resid:  # also catches NaN
                 resid = r
         # converged; or stagnating at the round-off floor (no contraction within 1e3·tol)
-        if resid <= tol or (resid <= 1e3 * tol and resid >= 0.5 * prev):
+        if newton_converged(resid, prev, it, tol, 1, True):
             conv = True
             break
         prev = resid

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from geosweep.kernels.core.results import StoredResult
 from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
 from geosweep.kernels.status import Status
 from geosweep.kernels.torus.forces import N_AUX
@@ -74,24 +75,31 @@ SUMMARY_FIELDS: tuple[str, ...] = (
 INFO_FIELDS: tuple[str, ...] = (
     "status",
     "fail_step",
-    "fail_reason",
     "fail_index",
     "steps_done",
     "force_evals",
     "nbl_rebuilds",
 )  # force_evals includes the evaluation at t = 0
-FAIL_REASONS: dict[int, str] = {
-    0: "none",
-    1: "rotation_increment",
-    2: "chart_singular",
-    3: "nonfinite",
-    4: "energy_blowup",
+#: the spec §2.5 name of each failure :class:`Status` of these maps (DOMAIN: the rotation
+#: increment left the chart's domain); any other status is reported as non-finite
+FAIL_REASONS: dict[Status, str] = {
+    Status.OK: "none",
+    Status.DOMAIN: "rotation_increment",
+    Status.CHART_SINGULAR: "chart_singular",
+    Status.NONFINITE: "nonfinite",
+    Status.ENERGY_BLOWUP: "energy_blowup",
 }
 
 
 @dataclass
-class Trajectory:
+class Trajectory(StoredResult):
     """Result of :func:`integrate`.
+
+    ``tr[name]`` is the value a sweep cell of the same run stores under ``name`` (e.g.
+    ``tr["first_wall_contact_t"]``); ``summary``/``info`` are the older names of some of them,
+    kept as deprecated aliases (``first_wall_t`` = ``first_wall_contact_t``, ``max_abs_dE`` =
+    ``max_abs_energy_error``, ``steps_done`` = ``steps``, …). ``fail_reason`` names the spec
+    §2.5 reason of :attr:`status` (:data:`FAIL_REASONS`).
 
     ``time`` (K,) and ``samples`` (K, len(SAMPLE_FIELDS)) every ``stride`` steps (NaN after a
     failure); ``snap_time`` (S,) and ``snap`` (S, n, 12) = (x, v, α, Ω) snapshots; final (or
@@ -109,6 +117,15 @@ class Trajectory:
     summary: dict[str, float]
     info: dict[str, int]
     wall_time: float
+    core: CoreTrajectory | None = None
+    model: SE3Model | None = None
+    method: str = ""
+
+    def _stored_values(self) -> dict[str, np.ndarray]:
+        from geosweep.kernels.torus.family import collect  # the family module imports this one
+
+        assert self.core is not None
+        return collect(self.model, self.method, self.core).values
 
     def field(self, name: str) -> np.ndarray:
         """One sample column by name (see :data:`SAMPLE_FIELDS`)."""
@@ -128,16 +145,7 @@ class Trajectory:
 
     @property
     def fail_reason(self) -> str:
-        return FAIL_REASONS[self.info["fail_reason"]]
-
-
-_REASON_OF_STATUS = {
-    int(Status.OK): 0,
-    int(Status.DOMAIN): 1,
-    int(Status.CHART_SINGULAR): 2,
-    int(Status.NONFINITE): 3,
-    int(Status.ENERGY_BLOWUP): 4,
-}
+        return FAIL_REASONS.get(self.status, FAIL_REASONS[Status.NONFINITE])
 
 
 def integrate(
@@ -182,10 +190,10 @@ def integrate(
     )
     while not traj.finished:
         traj.advance(steps_per_segment)
-    return from_core(model, traj, builds)
+    return from_core(model, traj, builds, method)
 
 
-def from_core(model: SE3Model, traj: CoreTrajectory, builds: int = 0) -> Trajectory:
+def from_core(model: SE3Model, traj: CoreTrajectory, builds: int = 0, method: str = "") -> Trajectory:
     """The kernel-level :class:`Trajectory` view of a finished core trajectory."""
     n = model.n
     col = {name: traj.stepper.obs_names.index(name) for name in traj.stepper.obs_names}
@@ -217,7 +225,6 @@ def from_core(model: SE3Model, traj: CoreTrajectory, builds: int = 0) -> Traject
     info = {
         "status": status,
         "fail_step": f["fail_step"],
-        "fail_reason": _REASON_OF_STATUS.get(status, 3),
         "fail_index": f["fail_index"],
         "steps_done": c["steps"],
         "force_evals": c["f_evals"] + traj.stepper.extra.get("evals0", 0),
@@ -236,6 +243,9 @@ def from_core(model: SE3Model, traj: CoreTrajectory, builds: int = 0) -> Traject
         summary=summary,
         info=info,
         wall_time=traj.wall_time,
+        core=traj,
+        model=model,
+        method=method,
     )
 
 

@@ -27,6 +27,7 @@ from numba import types
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, I_EXTRA, S_FAIL_INDEX, S_FAIL_VALUE
+from geosweep.kernels.core.observables import Observable, columns, obs_names, reductions
 from geosweep.kernels.core.signatures import F1, F2, contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec
 from geosweep.kernels.core.views import view2, view3
@@ -46,13 +47,29 @@ _STEP_SIG, _OBS_SIG, _DENSE_SIG, _ = contract_types(CB_TYPE)
 P_KIND, P_M, P_J, P_NBL, P_SKIN, P_RC, P_N = range(7)
 P_HEAD = 8
 
-OBS_NAMES = (
-    "energy", "KE_trans", "KE_rot", "U_0", "U_1", "U_2", "U_3", "U_4",
-    "P_x", "P_y", "P_z", "L_x", "L_y", "L_z", "Ls_x", "Ls_y", "Ls_z",
-    "n_contact_pp", "n_contact_bonded_pp", "n_contact_wall",
-    "max_abs_alpha", "max_bond_angle", "max_hb2", "qnorm_integrand",
-    "rho_dot_Omega", "e3_dot_Omega", "rho_norm_error", "hb2_step",
+#: The observation columns and their running reductions, declared once: ``obs_names``, ``red``
+#: and the column numbers ``se3_observe`` writes come from here (the family's ``collect`` names
+#: the stored values).
+OBSERVABLES: tuple[Observable, ...] = (
+    Observable("energy"), Observable("KE_trans"), Observable("KE_rot"),
+    Observable("U", columns=("U_0", "U_1", "U_2", "U_3", "U_4")),  # the five energy terms (aux[0:5])
+    *(Observable(c, Reductions.DEV) for c in ("P_x", "P_y", "P_z", "L_x", "L_y", "L_z")),
+    Observable("L_spin", columns=("Ls_x", "Ls_y", "Ls_z")),
+    Observable("n_contact_pp"), Observable("n_contact_bonded_pp"), Observable("n_contact_wall", Reductions.WHENPOS),
+    Observable("max_abs_alpha", Reductions.MAX), Observable("max_bond_angle", Reductions.MAX),
+    Observable("max_hb2"), Observable("qnorm_integrand"),
+    Observable("rho_dot_Omega"), Observable("e3_dot_Omega"), Observable("rho_norm_error"),
+    Observable("hb2_step", Reductions.MAX),
 )  # fmt: skip
+OBS_NAMES = obs_names(OBSERVABLES)
+_COL = columns(OBSERVABLES)
+O_KE_TRANS, O_KE_ROT, O_U, O_PL = _COL["KE_trans"], _COL["KE_rot"], _COL["U_0"], _COL["P_x"]  # PL: P, L, L_spin
+O_PP, O_BONDED, O_WALL, O_ALPHA, O_BOND = (
+    _COL[c] for c in ("n_contact_pp", "n_contact_bonded_pp", "n_contact_wall", "max_abs_alpha", "max_bond_angle")
+)
+O_HB2, O_QNORM, O_RHO_OMEGA, O_E3_OMEGA, O_RHO_NORM, O_HB2_STEP = (
+    _COL[c] for c in ("max_hb2", "qnorm_integrand", "rho_dot_Omega", "e3_dot_Omega", "rho_norm_error", "hb2_step")
+)
 
 _OK = int(Status.OK)
 _DOMAIN = int(Status.DOMAIN)
@@ -288,19 +305,19 @@ def se3_observe(cb, meth, S, p, work, full, obs):
     kr = S[e + 1]
     U = 0.0
     for c in range(5):
-        obs[3 + c] = aux[c]
+        obs[O_U + c] = aux[c]
         U += aux[c]
     obs[0] = kt + kr + U
-    obs[1] = kt
-    obs[2] = kr
+    obs[O_KE_TRANS] = kt
+    obs[O_KE_ROT] = kr
     for c in range(9):
-        obs[8 + c] = PL[c]
-    obs[17] = aux[5]
-    obs[18] = aux[6]
-    obs[19] = aux[7]
-    obs[20] = np.sqrt(S[e + 2])
-    obs[21] = aux[8]
-    obs[27] = S[o + 1]
+        obs[O_PL + c] = PL[c]
+    obs[O_PP] = aux[5]
+    obs[O_BONDED] = aux[6]
+    obs[O_WALL] = aux[7]
+    obs[O_ALPHA] = np.sqrt(S[e + 2])
+    obs[O_BOND] = aux[8]
+    obs[O_HB2_STEP] = S[o + 1]
     if not full:
         return
     h = meth[1]
@@ -319,17 +336,17 @@ def se3_observe(cb, meth, S, p, work, full, obs):
         qn += (x[i, 0] * x[i, 0] + x[i, 1] * x[i, 1] + x[i, 2] * x[i, 2]
                + v[i, 0] * v[i, 0] + v[i, 1] * v[i, 1] + v[i, 2] * v[i, 2]
                + th * th + W[i, 0] * W[i, 0] + W[i, 1] * W[i, 1] + W[i, 2] * W[i, 2])  # fmt: skip
-    obs[22] = hb2
-    obs[23] = qn
+    obs[O_HB2] = hb2
+    obs[O_QNORM] = qn
     # pendulum invariants of body 0 (ρ = R e3): ρ·Ω, e3·Ω, |ρ| − 1
     R = view3(work, 12 * n, 1, 3, 3)
     rot_into(a[0, 0], a[0, 1], a[0, 2], R, 0)
     r0 = R[0, 0, 2]
     r1 = R[0, 1, 2]
     r2 = R[0, 2, 2]
-    obs[24] = r0 * W[0, 0] + r1 * W[0, 1] + r2 * W[0, 2]
-    obs[25] = W[0, 2]
-    obs[26] = np.sqrt(r0 * r0 + r1 * r1 + r2 * r2) - 1.0
+    obs[O_RHO_OMEGA] = r0 * W[0, 0] + r1 * W[0, 1] + r2 * W[0, 2]
+    obs[O_E3_OMEGA] = W[0, 2]
+    obs[O_RHO_NORM] = np.sqrt(r0 * r0 + r1 * r1 + r2 * r2) - 1.0
 
 
 @kjit(_DENSE_SIG)
@@ -400,13 +417,7 @@ def model_arrays(model: SE3Model) -> tuple:
 def make_stepper(model: SE3Model, method: str, h: float) -> StepperSpec:
     """The driver's view of ``model`` integrated with map ``method`` at step ``h``."""
     n = model.n
-    red = np.zeros(len(OBS_NAMES), dtype=np.int64)
-    for j in range(8, 14):
-        red[j] = Reductions.DEV
-    red[19] = Reductions.WHENPOS
-    red[20] = Reductions.MAX
-    red[21] = Reductions.MAX
-    red[27] = Reductions.MAX
+    red = reductions(OBSERVABLES, model)
     return StepperSpec(
         drive=compile_driver(CB_TYPE),
         step=se3_step,

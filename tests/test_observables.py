@@ -1,0 +1,81 @@
+"""One vocabulary from kernel to store (issue 24 item 3): observables declared once give the
+stepper's columns and reductions and the stored diagnostics; the kernels-alone results are read
+by the stored names, with the older result names kept as aliases of the same values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from geosweep.kernels.chain.family import FAMILY as CHAIN
+from geosweep.kernels.chain.integrate import integrate as chain_integrate
+from geosweep.kernels.chain.model import build_chain
+from geosweep.kernels.core import observables
+from geosweep.kernels.core.cells import UNIT_SPHERE_DIAGNOSTICS
+from geosweep.kernels.core.trajectory import Reductions
+from geosweep.kernels.s2 import integrate as s2_integrate
+from geosweep.kernels.s2 import stepper as s2
+from geosweep.kernels.s2.family import FAMILY as S2
+from geosweep.kernels.status import Status
+from geosweep.kernels.systems.catalogue import double_spherical_pendulum, spring_pendula
+from geosweep.kernels.systems.lj_sphere import lj_sphere
+from geosweep.kernels.torus import integrate as torus_integrate
+from geosweep.kernels.torus.family import FAMILY as SE3
+from geosweep.kernels.torus.model import torus
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.tobytes() == np.asarray(b, dtype=a.dtype).tobytes()
+
+
+def test_s2_columns_reductions_and_diagnostics_come_from_one_declaration():
+    names = [c for o in s2.OBSERVABLES for c in o.columns]
+    assert s2.OBS_NAMES == tuple(names)
+    assert names[s2.O_J : s2.O_J + 3] == ["J_x", "J_y", "J_z"] and names[s2.O_STEP_NORM] == "step_norm"
+    stored = {d.name for d in S2.diagnostics(None)}
+    assert {d.name for d in observables.diagnostics(s2.OBSERVABLES)} <= stored
+    assert {d.name for d in UNIT_SPHERE_DIAGNOSTICS} <= stored
+    full, axis = lj_sphere(), spring_pendula()
+    assert full.symmetry == "full"
+    red = s2.make_stepper(full, "rk4").red
+    assert red[s2.O_J] == Reductions.DEVNORM3 and red[s2.O_J_AXIS] == Reductions.NONE
+    assert red[names.index("unit_error")] == Reductions.MEANMAX and red[s2.O_STEP_NORM] == Reductions.MAX
+    if axis.symmetry == "axis":
+        assert s2.make_stepper(axis, "rk4").red[s2.O_J_AXIS] == Reductions.DEV
+
+
+@pytest.mark.parametrize("system", [lj_sphere, double_spherical_pendulum], ids=["lj_sphere", "double_pendulum"])
+def test_s2_result_is_keyed_by_the_stored_names(system):
+    model = system()
+    method = "explicit_vi" if model.is_diagonal else "implicit_vi"
+    tr = s2_integrate(model, method, 1e-3, 200, 10)
+    assert set(tr.values) == {d.name for d in S2.diagnostics(model)}
+    assert tr.status is Status.OK and isinstance(tr.status, Status)
+    aliases = {"mean_abs_dE": "mean_abs_energy_error", "max_abs_dE": "max_abs_energy_error",
+               "max_rel_dE": "max_rel_energy_error", "drift_slope": "energy_drift_slope",
+               "max_unit_error": "max_unit_error", "max_momentum_error": "max_momentum_error"}  # fmt: skip
+    for old, new in aliases.items():
+        assert _same(tr[new], tr.summary[old]), (old, new)
+    assert tr["steps"] == tr.info["steps_done"] and tr["f_evals"] == tr.info["potential_evals"]
+    assert _same(tr["energy"], tr.energy) and _same(tr["momentum"], tr.momentum)
+    with pytest.raises(KeyError, match="mean_abs_dE.*not a stored name"):
+        tr["mean_abs_dE"]
+
+
+def test_torus_result_is_keyed_by_the_stored_names_and_fails_with_a_status():
+    model = torus()
+    tr = torus_integrate.integrate(model, "v2_newmark", 1e-3, 300, 10)
+    assert set(tr.values) == {d.name for d in SE3.diagnostics(model)}
+    assert _same(tr["first_wall_contact_t"], tr.summary["first_wall_t"])
+    assert _same(tr["max_abs_energy_error"], tr.summary["max_abs_dE"]) and tr["steps"] == tr.info["steps_done"]
+    assert "fail_reason" not in tr.info and set(torus_integrate.FAIL_REASONS) <= set(Status)
+    assert tr.fail_reason == torus_integrate.FAIL_REASONS[tr.status]
+
+
+def test_chain_result_is_keyed_by_the_stored_names():
+    model = build_chain(3)
+    run = chain_integrate(model, "rkmk45", 1e-2, 50, adaptive=True, tol=1e-8)
+    assert set(run.values) == {d.name for d in CHAIN.diagnostics(model)}
+    assert run["rejected_steps"] == run.info["rejected"] and run["steps"] == run.info["steps"]
+    assert _same(run["energy"], run.energy)
