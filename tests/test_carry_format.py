@@ -64,3 +64,25 @@ def test_an_object_of_the_older_layout_is_read_and_merged(tmp_path):
     back = extension.load_shard(ref, (0, 0))
     assert set(back) == {*old, (0, 3)} and back[(0, 3)]["out"].tobytes() == new["out"].tobytes()
     assert back[(0, 1)]["S"].tobytes() == old[(0, 1)]["S"].tobytes()
+
+
+def test_a_run_of_cheap_cells_writes_fewer_carry_entries_than_cells(tmp_path):
+    """The issue's ensemble (0.1 ms cells): the carries of 400 cells are a few dozen zip entries."""
+    from geosweep.sweeps.engine import run_sweep
+
+    spec = {
+        "name": "carries",
+        "system": "pendulum_chain",
+        "integrators": ["rkmk4", "cf4"],
+        "h": [0.01, 0.005],
+        "T": 0.1,
+        "dt_out": 0.01,
+        "params": {"N": 3, "ic": "random", "seed": list(range(100))},
+    }
+    store = tmp_path / "c.zarr"
+    assert run_sweep(spec, str(store), serial=True).ran == 400
+    objects = sorted((store / extension.DIRNAME).glob("*.npz"))
+    ref = StoreRef.of(str(store))
+    entries = sum(len(_entries(ref, extension._cell_of(p.stem))) for p in objects)
+    assert objects and entries < 100, entries  # was 9 per cell: 3600
+    assert sum(len(extension.carried_cells(ref, extension._cell_of(p.stem))) for p in objects) == 400
