@@ -4,7 +4,8 @@ Flow: plan (spec validated and models built once, :mod:`geosweep.sweeps.plan`) �
 store → pending cells (``done == 0``) → slices of ~``slice_seconds`` of work that never cross a
 store shard → one plain Dask future per slice, and one writer future per shard that depends on
 the shard's slices. Each shard's models go to the cluster once, as a tiny task of their own (not scattered
-data: the scheduler can recompute them when the worker holding them dies or retires); a slice receives the plan part
+data: the scheduler can recompute them when the worker holding them dies or retires; models too large
+to travel in a task are built by it on the worker, :mod:`geosweep.sweeps.bundles`); a slice receives the plan part
 its cells need and runs the kernels cell by cell (long cells in checkpointed segments); the
 shard's writer writes all its cells at once, one object per variable (:mod:`geosweep.sweeps.store`), on a
 worker's spare thread where workers declare :data:`SLICE_RESOURCE` (local clusters do), so a
@@ -23,7 +24,6 @@ import os
 import socket
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -31,6 +31,7 @@ from typing import Any, Literal
 from geosweep.kernels.core.layout import C_HOLD, I_NSAMP
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.status import Status
+from geosweep.sweeps import bundles as bundles_mod
 from geosweep.sweeps import checkpoints, demand, extension, first_worker, liveness, resubmit, visibility
 from geosweep.sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from geosweep.sweeps.grid import Cell
@@ -408,10 +409,6 @@ def slice_resources(workers: dict[str, dict]) -> dict[str, float] | None:
     return None
 
 
-def _identity(x: Any) -> Any:
-    return x
-
-
 #: Most bytes :func:`_spread` copies to the workers (bundle bytes × other workers).
 SPREAD_BYTES = 512 * 2**20
 
@@ -679,15 +676,14 @@ def _run_locked(
             tag = f"{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
             pending_by_shard = group_by_shard(pending, shards)
 
-            def models_of(shard: Any) -> dict:
-                return {k: plan.models[k] for k in plan.combinations(pending_by_shard[shard])}
+            no_models = plan.part(models={})  # large models are built on the worker (geosweep.sweeps.bundles)
+            per_model = bundles_mod.model_bytes(plan)
 
-            with warnings.catch_warnings():  # the models travel once per shard, by design (and shared arrays once)
-                warnings.filterwarnings("ignore", message="Sending large graph")
-                bundles = {
-                    shard: client.submit(_identity, models_of(shard), key=f"geosweep-models-{tag}-{i}", pure=False)
-                    for i, shard in enumerate(pending_by_shard)
-                }
+            def bundle(shard: Any, key: str) -> Any:
+                keys = plan.combinations(pending_by_shard[shard])
+                return bundles_mod.submit_bundle(client, plan, no_models, keys, key, per_model)
+
+            bundles = {shard: bundle(shard, f"geosweep-models-{tag}-{i}") for i, shard in enumerate(pending_by_shard)}
             workers = client.scheduler_info(n_workers=-1).get("workers", {})
             if not workers:
                 # an adaptive cluster starts workers for the pending model tasks; the slices' layout
@@ -739,9 +735,7 @@ def _run_locked(
                 again = "" if sh.attempt == 1 else f"-r{sh.attempt}"
                 models = bundles[sh.shard]
                 if models.status == "error":  # the shard's model task died with its workers: sent again
-                    bundles[sh.shard] = client.submit(
-                        _identity, models_of(sh.shard), key=f"geosweep-models-{tag}-{sh.index}{again}", pure=False
-                    )
+                    bundles[sh.shard] = bundle(sh.shard, f"geosweep-models-{tag}-{sh.index}{again}")
                 for i in redo:
                     cells = sh.slices[i]
                     sh.parts[i] = client.submit(

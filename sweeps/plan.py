@@ -1,10 +1,11 @@
 """The plan of a sweep: the spec validated and every model built, exactly once.
 
 :func:`make_plan` is the only place a spec is validated against the registry and the only
-place ``SystemDef.build`` runs during a sweep. The :class:`Plan` then travels on: CLI →
+place ``SystemDef.build`` runs in the driver. The :class:`Plan` then travels on: CLI →
 Prefect flow → :func:`geosweep.sweeps.engine.run_sweep` → Dask workers. Workers receive a plan (or
-the :meth:`Plan.part` their cells need) and never parse a spec, build a model or touch the
-global registries ``SYSTEMS``/``INTEGRATORS``/``FAMILIES``.
+the :meth:`Plan.part` their cells need) and never parse a spec or touch the global registries
+``SYSTEMS``/``INTEGRATORS``/``FAMILIES``; they build a model only when it is too large to ship
+(:mod:`geosweep.sweeps.bundles`, the plan's own ``SystemDef.build``).
 
 A plan is a frozen pydantic model so that it pickles for worker processes (by cloudpickle;
 user potentials are Numba dispatchers, which pickle) and so that Prefect, which records every

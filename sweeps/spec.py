@@ -406,7 +406,7 @@ def _share_large_arrays(model: Any, seen: dict[tuple, Any]) -> Any:
         return model
     for name, value in attrs.items():
         if isinstance(value, np.ndarray) and value.nbytes >= SHARE_BYTES and value.flags.c_contiguous:
-            key = (value.shape, value.dtype.str, hashlib.blake2b(memoryview(value).cast("B")).digest())
+            key = (value.shape, value.dtype.str, hashlib.blake2b(value.data).digest())
             other = seen.setdefault(key, value)
             if other is not value and np.array_equal(other, value):
                 object.__setattr__(model, name, other)
