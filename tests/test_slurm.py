@@ -2,7 +2,10 @@
 ``munge``, one node on loopback): jobs submitted through ``--cluster``, workers connect, the sweep equals
 ``--serial`` bitwise; ``scancel`` of every job mid-run on an adaptive cluster (new jobs finish it); fixed
 jobs with a worker lifetime refused in one line; from 0 jobs a job per long cell; a long cell outliving
-hard walltimes; the jobs of a non-root user; PBS when one runs."""
+hard walltimes; the jobs of a non-root user; the ``pbs`` kind's job scripts through Slurm's Torque
+compatibility commands (``slurm-wlm-torque``); a real PBS when one runs (none is packaged here).
+
+Each run is waited on with a limit (:func:`_finish`): a stall fails with what ``squeue`` says."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.slurm_cluster import slurm, slurm_user  # noqa: F401 - the fixtures
+from tests.slurm_cluster import install_torque_wrappers, is_torque_wrapper, slurm, slurm_user  # noqa: F401
 from tests.test_cli_output import LONG, N_LONG, _cells_done, _cmd
 from tests.test_cluster_interrupts import _no_jobs_left, slurm_cluster_file
 
@@ -288,6 +291,8 @@ def _pbs_unavailable() -> str | None:
     """Why no real PBS runs here, or None when ``qsub``/``pbsnodes`` are installed and answer."""
     import shutil
 
+    if is_torque_wrapper("qsub"):
+        return "qsub is Slurm's Torque wrapper (slurm-wlm-torque), not a PBS: see the test on those wrappers"
     if shutil.which("qsub") is None or shutil.which("pbsnodes") is None:
         policy = subprocess.run(
             ["apt-cache", "policy", "openpbs-server", "torque-server"], capture_output=True, text=True, check=False
@@ -315,3 +320,26 @@ def test_a_sweep_through_pbs_jobs(tmp_path):
     p = _run(tmp_path, ["run", "two.toml", "--store", "t.zarr", "--no-prefect", "--cluster", "pbs.toml"], env)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "cells complete: 2/2" in p.stdout
+
+
+def test_pbs_job_scripts_run_through_slurms_torque_commands(tmp_path, slurm):  # noqa: F811
+    """No PBS is packaged for this machine, but Slurm's Torque compatibility commands are: the ``pbs`` kind's
+    job script (dask-jobqueue's ``#PBS`` directives) goes through ``qsub``, its worker connects, the sweep
+    completes and ``qdel`` leaves no job. This checks geosweep's PBS path up to the ``qsub``/``qdel``
+    interface; PBS's own scheduling is the Slurm behind the wrappers."""
+    if reason := install_torque_wrappers():
+        pytest.skip(reason)
+    (tmp_path / "two.toml").write_text(TWO)
+    (tmp_path / "pbs.toml").write_text(
+        f'kind = "pbs"\ncores = 1\nmemory = "1GiB"\nwalltime = "00:20:00"\njobs = 1\n'
+        f'numba_cache_dir = "{os.environ.get("NUMBA_CACHE_DIR", "$HOME/.cache/geosweep/numba")}"\n'
+        f'log_directory = "{tmp_path / "joblogs"}"\ndashboard_address = ":0"\n'
+    )
+    env = {**slurm.env()}
+    env.pop("PREFECT_API_URL", None)
+    proc = _start(tmp_path, ["run", "two.toml", "--store", "t.zarr", "--no-prefect", "--cluster", "pbs.toml"], env)
+    out, err = _finish(proc, slurm, 300, "the run through qsub")
+    assert proc.returncode == 0, err[-3000:]
+    assert "cells complete: 2/2" in out
+    assert sorted(tmp_path.glob("*.sh.e*")), "no job log named as qsub names it (SCRIPT.eJOBID)"
+    assert _no_jobs_left(slurm) == []
