@@ -85,6 +85,36 @@ def _install() -> str | None:
     return None if not _missing() else f"still missing after apt-get: {', '.join(_missing())}"
 
 
+#: Slurm's Torque/PBS compatibility commands (``qsub``, ``qdel``, ``qstat``, ``pbsnodes`` as Perl wrappers)
+TORQUE_WRAPPERS = "slurm-wlm-torque"
+
+
+def is_torque_wrapper(command: str) -> bool:
+    """Whether ``command`` on PATH is one of Slurm's Torque compatibility wrappers (not a PBS)."""
+    path = shutil.which(command)
+    if path is None:
+        return False
+    with open(path, "rb") as f:
+        head = f.read(600)
+    return head.startswith(b"#!") and b"SchedMD" in head
+
+
+def install_torque_wrappers() -> str | None:
+    """Install :data:`TORQUE_WRAPPERS` with apt-get when ``qsub`` is missing; None when the wrappers are
+    there, else why not (a real PBS's ``qsub`` already installed, not root, no apt-get, apt failed)."""
+    if shutil.which("qsub") is not None:
+        return None if is_torque_wrapper("qsub") else "qsub is a real PBS's, not Slurm's Torque wrapper"
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        return f"{TORQUE_WRAPPERS} is not installed and cannot be (not root or no apt-get)"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    p = subprocess.run(
+        ["apt-get", "install", "-y", TORQUE_WRAPPERS], env=env, capture_output=True, text=True, timeout=900
+    )
+    if p.returncode != 0:
+        return f"apt-get install {TORQUE_WRAPPERS} failed: {p.stderr.strip()[-300:]}"
+    return None if is_torque_wrapper("qsub") else f"no qsub after apt-get install {TORQUE_WRAPPERS}"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -2,19 +2,24 @@
 ``munge``, one node on loopback): jobs submitted through ``--cluster``, workers connect, the sweep equals
 ``--serial`` bitwise; ``scancel`` of every job mid-run on an adaptive cluster (new jobs finish it); fixed
 jobs with a worker lifetime refused in one line; from 0 jobs a job per long cell; a long cell outliving
-hard walltimes; the jobs of a non-root user; PBS when one runs."""
+hard walltimes; the jobs of a non-root user; the ``pbs`` kind's job scripts through Slurm's Torque
+compatibility commands (``slurm-wlm-torque``); a real PBS when one runs (none is packaged here).
+
+Each run is waited on with a limit (:func:`_finish`): a stall fails with what ``squeue`` says."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import signal
 import subprocess
 import time
 
 import numpy as np
 import pytest
 
-from tests.slurm_cluster import slurm, slurm_user  # noqa: F401 - the fixtures
+from tests.slurm_cluster import install_torque_wrappers, is_torque_wrapper, slurm, slurm_user  # noqa: F401
 from tests.test_cli_output import LONG, N_LONG, _cells_done, _cmd
 from tests.test_cluster_interrupts import _no_jobs_left, slurm_cluster_file
 
@@ -26,19 +31,55 @@ def _run(tmp_path, args, env, timeout=900) -> subprocess.CompletedProcess:
     return subprocess.run([*_cmd(), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def _same_as_serial(tmp_path, store) -> None:
-    from geosweep.sweeps.store import open_results
+def _start(tmp_path, args, env) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*_cmd(), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
-    p = _run(tmp_path, ["run", "long.toml", "--store", "serial.zarr", "--serial", "-q"], None)
-    assert p.returncode == 0, p.stderr[-3000:]
-    got, want = open_results(str(store)), open_results(str(tmp_path / "serial.zarr"))
-    assert int(got.done.sum()) == got.done.size == N_LONG
+
+def _finish(proc: subprocess.Popen, slurm, seconds: float, what: str) -> tuple[str, str]:  # noqa: F811
+    """``proc``'s (stdout, stderr) once it exits. A run still going after ``seconds`` is interrupted and
+    the test fails with what Slurm's queue says and the run's last lines: a stall fails in minutes."""
+    try:
+        return proc.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        queue = slurm.squeue()
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        slurm.cancel_all()
+        pytest.fail(f"{what} still running after {seconds:.0f} s; squeue: {queue}; its stderr: {err[-2500:]}")
+
+
+def _same_values(got, want) -> None:
     for name in want.data_vars:
         if name not in TIMING:
             np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
 
 
-def test_a_sweep_through_slurm_jobs_equals_serial_bitwise(tmp_path, slurm):  # noqa: F811
+@pytest.fixture(scope="module")
+def long_serial(tmp_path_factory):
+    """LONG run with ``--serial`` once for the module's bitwise comparisons."""
+    from geosweep.flows.cli import main
+
+    d = tmp_path_factory.mktemp("long-serial")
+    (d / "long.toml").write_text(LONG)
+    assert main(["run", str(d / "long.toml"), "--store", str(d / "serial.zarr"), "--serial", "-q"]) == 0
+    return d / "serial.zarr"
+
+
+def _same_as_serial(store, serial) -> None:
+    from geosweep.sweeps.store import open_results
+
+    got, want = open_results(str(store)), open_results(str(serial))
+    assert int(got.done.sum()) == got.done.size == N_LONG
+    _same_values(got, want)
+
+
+def test_a_sweep_through_slurm_jobs_equals_serial_bitwise(tmp_path, slurm, long_serial):  # noqa: F811
     (tmp_path / "long.toml").write_text(LONG)
     env = {**slurm.env()}
     env.pop("PREFECT_API_URL", None)
@@ -49,38 +90,34 @@ def test_a_sweep_through_slurm_jobs_equals_serial_bitwise(tmp_path, slurm):  # n
     assert "waiting for a first Dask worker" in p.stderr or "on 2 workers" in p.stderr, p.stderr[-3000:]
     assert sorted((tmp_path / "joblogs").glob("*.err")), "no job logs"  # the jobs really ran through sbatch
     assert _no_jobs_left(slurm) == []
-    _same_as_serial(tmp_path, tmp_path / "l.zarr")
+    _same_as_serial(tmp_path / "l.zarr", long_serial)
 
 
-@pytest.mark.slow  # ≈ 1.5 min: CI keeps the Slurm tests to a few minutes
-def test_scancel_of_every_job_mid_run_on_an_adaptive_cluster_is_finished_by_new_jobs(tmp_path, slurm):  # noqa: F811
+def test_scancel_of_every_job_mid_run_on_an_adaptive_cluster_is_finished_by_new_jobs(tmp_path, slurm, long_serial):  # noqa: F811
     """Every job cancelled once a cell is done: adaptive scaling submits new jobs, the cells rerun from
     their checkpoints, and the store equals ``--serial`` bitwise."""
     (tmp_path / "long.toml").write_text(LONG)
     env = {**slurm.env()}
     env.pop("PREFECT_API_URL", None)
     cluster = slurm_cluster_file(tmp_path, slurm, jobs=0, adapt_max_jobs=2)
-    args = ["run", "long.toml", "--store", "l.zarr", "--no-prefect", "--cluster", cluster]
-    proc = subprocess.Popen(
-        [*_cmd(), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    proc = _start(tmp_path, ["run", "long.toml", "--store", "l.zarr", "--no-prefect", "--cluster", cluster], env)
     try:
         t0 = time.monotonic()
         while _cells_done(tmp_path / "l.zarr") < 1:
             assert proc.poll() is None, proc.communicate()[1][-3000:]
-            assert time.monotonic() - t0 < 300
+            assert time.monotonic() - t0 < 300, f"no cell done after 300 s; squeue: {slurm.squeue()}"
             time.sleep(0.2)
         cancelled = [j["id"] for j in slurm.squeue() if j["state"] == "RUNNING"]
         assert cancelled
         subprocess.run(["scancel", *cancelled], env=env, check=True)
-        out, err = proc.communicate(timeout=900)
+        out, err = _finish(proc, slurm, 600, "the run after scancel")
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err[-3000:]
     assert f"cells complete: {N_LONG}/{N_LONG}" in out
     assert _no_jobs_left(slurm) == []
-    _same_as_serial(tmp_path, tmp_path / "l.zarr")
+    _same_as_serial(tmp_path / "l.zarr", long_serial)
 
 
 def test_fixed_jobs_with_a_worker_lifetime_are_refused_in_one_line(tmp_path):
@@ -184,50 +221,78 @@ def test_the_jobs_of_a_non_root_user_run_as_that_user(slurm, slurm_user):  # noq
     assert _no_jobs_left(slurm) == []
 
 
-#: one cell of ≈ 100 s of work (load-dependent), a checkpoint every ≈ 3 s
+#: one cell of lj_sphere's rk4, T set by :func:`_walltime_spec`; a checkpoint every ≈ 1/60 of the cell
 WALLTIME = """
 name = "walltime"
 system = "lj_sphere"
 integrators = ["rk4"]
 h = [0.0025]
-T = 240.0
+T = {T}
 dt_out = 1.0
-checkpoint_every = 6.0
+checkpoint_every = {every}
 [params]
 omega = [0.0]
 """
+#: Slurm ends a job of a one-minute walltime 60–90 s after its start (slurmctld checks time limits every
+#: 30 s); a job started after a kill starts just after such a check, so it lives ≈ 90 s. A cell of this many
+#: seconds of this machine's work outlasts two jobs' work whatever the phase of the checks
+WALLTIME_CELL_SECONDS = 220.0
 
 
-@pytest.mark.slow  # 5–20 min (load): a cell longer than a job's walltime, then the same cell with --serial
+def _walltime_spec(tmp_path) -> str:
+    """WALLTIME with a T of :data:`WALLTIME_CELL_SECONDS` of work at this machine's speed, measured by a
+    short serial run of the same cell (machines differ by more than the margin of two jobs' work)."""
+    from geosweep.flows.cli import main
+    from geosweep.sweeps.store import open_results
+
+    (tmp_path / "cal.toml").write_text(WALLTIME.format(T=10.0, every=5.0))
+    cal = str(tmp_path / "cal.zarr")
+    assert main(["run", str(tmp_path / "cal.toml"), "--store", cal, "--serial", "--threads-per-cell", "1", "-q"]) == 0
+    ds = open_results(cal)
+    rate = float(ds.steps.sum() / ds.wall_time.sum())  # steps per second
+    T = min(10 * math.ceil(WALLTIME_CELL_SECONDS * rate * 0.0025 / 10), 5000)
+    return WALLTIME.format(T=float(T), every=float(max(1, round(T / 60))))
+
+
 def test_a_long_cell_outlives_hard_walltimes_of_its_jobs(tmp_path, slurm):  # noqa: F811
-    """Jobs of a one-minute walltime (Slurm kills them: SIGTERM, then SIGKILL) run a cell of more than a
-    minute; Dask gives the slice up at the first death (``allowed-failures`` 0 in the driver, so one walltime
-    is enough), the driver resubmits it since its checkpoint advanced, new jobs continue it, and the store
-    equals ``--serial`` bitwise. Before: ``KilledWorker``, exit 1."""
-    (tmp_path / "long.toml").write_text(WALLTIME)
+    """Jobs of a one-minute walltime (Slurm kills them: SIGTERM, then SIGKILL) run a cell longer than two
+    of them; Dask gives the slice up at each death (``allowed-failures`` 0 in the driver, so one walltime
+    is enough), the driver resubmits it since its checkpoint advanced, new jobs continue it (twice at
+    least), and the store equals ``--serial`` bitwise (run meanwhile on the other core). Before:
+    ``KilledWorker``, exit 1."""
+    (tmp_path / "long.toml").write_text(_walltime_spec(tmp_path))
     env = {**slurm.env(), "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
     env.pop("PREFECT_API_URL", None)
     cluster = slurm_cluster_file(tmp_path, slurm, jobs=0, adapt_max_jobs=1, walltime="00:01:00")
-    args = ["run", "long.toml", "--store", "l.zarr", "--no-prefect", "--cluster", cluster]
-    p = _run(tmp_path, args, env, 1500)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert "its checkpoints advanced" in p.stderr and "resubmitted (attempt 2)" in p.stderr, p.stderr[-3000:]
-    assert "cells complete: 1/1" in p.stdout
+    proc = _start(tmp_path, ["run", "long.toml", "--store", "l.zarr", "--no-prefect", "--cluster", cluster], env)
+    serial = _start(
+        tmp_path, ["run", "long.toml", "--store", "serial.zarr", "--serial", "--threads-per-cell", "1"], None
+    )
+    try:
+        out, err = _finish(proc, slurm, 900, "the run on one-minute jobs")
+        s_out, s_err = _finish(serial, slurm, 300, "the --serial run")
+    finally:
+        for p in (proc, serial):
+            if p.poll() is None:
+                p.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert "DUE TO TIME LIMIT" in "".join(f.read_text() for f in (tmp_path / "joblogs").glob("*.err"))
+    for attempt in (2, 3):  # two walltimes at least, each survived
+        assert re.search(rf"checkpoints advanced \(.*\): resubmitted \(attempt {attempt}\)", err), err[-3000:]
+    assert "cells complete: 1/1" in out
     assert _no_jobs_left(slurm) == []
+    assert serial.returncode == 0, s_err[-3000:]
     from geosweep.sweeps.store import open_results
 
-    s = _run(tmp_path, ["run", "long.toml", "--store", "serial.zarr", "--serial", "-q"], None, 1500)
-    assert s.returncode == 0, s.stderr[-3000:]
-    got, want = open_results(str(tmp_path / "l.zarr")), open_results(str(tmp_path / "serial.zarr"))
-    for name in want.data_vars:
-        if name not in TIMING:
-            np.testing.assert_array_equal(got[name].values, want[name].values, err_msg=name)
+    _same_values(open_results(str(tmp_path / "l.zarr")), open_results(str(tmp_path / "serial.zarr")))
 
 
 def _pbs_unavailable() -> str | None:
     """Why no real PBS runs here, or None when ``qsub``/``pbsnodes`` are installed and answer."""
     import shutil
 
+    if is_torque_wrapper("qsub"):
+        return "qsub is Slurm's Torque wrapper (slurm-wlm-torque), not a PBS: see the test on those wrappers"
     if shutil.which("qsub") is None or shutil.which("pbsnodes") is None:
         policy = subprocess.run(
             ["apt-cache", "policy", "openpbs-server", "torque-server"], capture_output=True, text=True, check=False
@@ -255,3 +320,26 @@ def test_a_sweep_through_pbs_jobs(tmp_path):
     p = _run(tmp_path, ["run", "two.toml", "--store", "t.zarr", "--no-prefect", "--cluster", "pbs.toml"], env)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "cells complete: 2/2" in p.stdout
+
+
+def test_pbs_job_scripts_run_through_slurms_torque_commands(tmp_path, slurm):  # noqa: F811
+    """No PBS is packaged for this machine, but Slurm's Torque compatibility commands are: the ``pbs`` kind's
+    job script (dask-jobqueue's ``#PBS`` directives) goes through ``qsub``, its worker connects, the sweep
+    completes and ``qdel`` leaves no job. This checks geosweep's PBS path up to the ``qsub``/``qdel``
+    interface; PBS's own scheduling is the Slurm behind the wrappers."""
+    if reason := install_torque_wrappers():
+        pytest.skip(reason)
+    (tmp_path / "two.toml").write_text(TWO)
+    (tmp_path / "pbs.toml").write_text(
+        f'kind = "pbs"\ncores = 1\nmemory = "1GiB"\nwalltime = "00:20:00"\njobs = 1\n'
+        f'numba_cache_dir = "{os.environ.get("NUMBA_CACHE_DIR", "$HOME/.cache/geosweep/numba")}"\n'
+        f'log_directory = "{tmp_path / "joblogs"}"\ndashboard_address = ":0"\n'
+    )
+    env = {**slurm.env()}
+    env.pop("PREFECT_API_URL", None)
+    proc = _start(tmp_path, ["run", "two.toml", "--store", "t.zarr", "--no-prefect", "--cluster", "pbs.toml"], env)
+    out, err = _finish(proc, slurm, 300, "the run through qsub")
+    assert proc.returncode == 0, err[-3000:]
+    assert "cells complete: 2/2" in out
+    assert sorted(tmp_path.glob("*.sh.e*")), "no job log named as qsub names it (SCRIPT.eJOBID)"
+    assert _no_jobs_left(slurm) == []
