@@ -14,7 +14,16 @@ from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS
 from geosweep.kernels.core.signatures import F1, contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec, Trajectory
-from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
+from geosweep.kernels.registry import (
+    CellResult,
+    Diagnostic,
+    FamilyDef,
+    Figure,
+    IntegratorDef,
+    Param,
+    RunRequest,
+    SystemDef,
+)
 
 CB = F1  # the model data handed to step/observe: the frequencies ω_i
 _STEP, _OBS, _DENSE, _ = contract_types(CB)
@@ -81,6 +90,17 @@ def collect(model: np.ndarray, integrator: str, traj: Trajectory, options: dict 
 run = make_run(start, collect)
 
 
+def energy_figure(ds):
+    """The family's report figure: energy error against time of every ok cell."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ok = ds["energy_error"].where(ds["status"] == 0)
+    for cell in ok.stack(cell=[d for d in ok.dims if d != "time"]).transpose("cell", "time").values:
+        ax.plot(ds["time"].values, cell)
+    return fig, "Energy error of every ok cell against time.", []
+
+
 FAMILY = FamilyDef(
     name="osc",
     diagnostics=lambda model: COMMON_DIAGNOSTICS + (Diagnostic("max_amplitude", (), "1", "max_i |x_i|"),),
@@ -91,6 +111,8 @@ FAMILY = FamilyDef(
     state_labels=("x", "v"),
     start=start,
     collect=collect,
+    order_error_vars=("max_abs_energy_error",),
+    figures=(Figure("oscillator_energy", "tests.toy_family:energy_figure"),),
 )
 INTEGRATORS = (
     IntegratorDef("symplectic_euler", "osc", 1, "Kick–drift symplectic Euler.", params=(BLOWUP,)),
