@@ -6,7 +6,8 @@ Conventions (see README "Store layout", store format 2): the *sweep dims* are th
 −1 not run, −2 not applicable; the label of every code is read from the data (the CF attrs
 ``flag_values``/``flag_meanings`` of ``status``), and each integrator's family, order and
 adaptivity from the coordinates ``integrator_family``, ``integrator_order`` and
-``integrator_adaptive``; nothing is looked up in the kernel registry. Every method that
+``integrator_adaptive``; only the default error variable of orders and the default report slice
+are looked up in the kernel registry (what the family and system declare). Every method that
 leaves cells out says how many and why through a :class:`CellsDroppedWarning` (always
 shown, never de-duplicated) and records the same text in ``attrs["geosweep_selection"]``
 of its result.
@@ -30,15 +31,6 @@ import xarray as xr
 from geosweep.analysis.fits import linear_fit, loglog_fit
 
 METHOD_DIMS = ("integrator", "h", "tol")
-#: Default error variable for convergence orders, per family (first one present wins).
-ORDER_ERROR_VARS = {
-    "s2": ("mean_abs_energy_error", "max_abs_energy_error"),
-    "se3": ("energy_error_38", "max_rel_energy_error"),
-    "ts2": ("global_error", "max_rel_energy_error"),
-    "top": ("global_error", "max_rel_energy_error"),
-    "quad": ("global_error",),  # the controlled system's energy is not conserved: no energy error
-    "dg": ("max_rel_energy_error",),
-}
 #: Per-cell dims of an error variable that are reduced by taking one label (``block`` 0: the whole state).
 ERROR_BLOCK = {"block": 0}
 #: The cost variable counting potential/force/vector-field evaluations (every family).
@@ -128,6 +120,15 @@ def declared_selection(system: str) -> dict[str, Any]:
     out = {p.name: p.default for p in sysdef.params if p.default is not None}
     out.update(getattr(sysdef, "report_sel", None) or {})
     return out
+
+
+def declared_order_error_vars(system: str, family: str) -> tuple[str, ...]:
+    """The error variables ``family`` declares for convergence orders (``FamilyDef.order_error_vars``);
+    () for a family no loaded module declares."""
+    from geosweep.kernels.registry import declared
+
+    fam = declared(system, family)[1]
+    return fam.order_error_vars if fam is not None else ()
 
 
 def sweep_dims(ds: xr.Dataset) -> tuple[Hashable, ...]:
@@ -514,8 +515,9 @@ class GeosweepAccessor:
 
     # ------------------------------------------------------------------ convergence and cost
     def default_error_var(self) -> str:
-        """The summary error used by default for orders and work–precision (per family)."""
-        for name in ORDER_ERROR_VARS.get(self.family, ()):
+        """The summary error used by default for orders and work–precision: the first present of the
+        family's declared ``order_error_vars`` (:class:`geosweep.kernels.registry.FamilyDef`)."""
+        for name in declared_order_error_vars(str(self._ds.attrs.get("system", "")), self.family):
             if name in self._ds:
                 if name == "global_error" and not bool(np.isfinite(self._ds[name].values).any()):
                     continue

@@ -5,6 +5,8 @@ states (Figs. 3–4), adaptive step sizes (any store with an adaptive method; 00
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from typing import Any
 
 import numpy as np
@@ -407,23 +409,28 @@ def dg_invariants(ds: xr.Dataset):
     return fig, caption, []
 
 
+def _maker(path: str) -> Any:
+    """The function a :class:`geosweep.kernels.registry.Figure` names (``"package.module:function"``)."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _call(figure: Any, sub: xr.Dataset, ke_times: Any) -> Any:
+    make = _maker(figure.maker)
+    if "times" in inspect.signature(make).parameters:
+        return lambda: make(sub, times=ke_times)
+    return lambda: make(sub)
+
+
 def system_figures(system: str, family: str, ds: xr.Dataset, sub: xr.Dataset, ke_times=None) -> list[tuple[str, Any]]:
-    """(name, maker) of the figures specific to a system or family; each maker returns
+    """(name, maker) of the figures the system and then its family declare (``SystemDef.figures``,
+    ``FamilyDef.figures``), then the step sizes of adaptive methods; each maker returns
     ``(figure or None, caption, notes)``."""
-    out: list[tuple[str, Any]] = []
-    if system == "lj_sphere":
-        out.append(("ke_map", lambda: ke_map(sub, ke_times)))
-    if system == "torus":
-        out += [
-            ("torus_energy_partition", lambda: torus_energy_partition(sub)),
-            ("torus_snapshots", lambda: torus_snapshots(sub)),
-        ]
-    if family == "top":
-        out.append(("top_invariants", lambda: top_invariants(sub)))
-    if family == "dg":
-        out.append(("dg_invariants", lambda: dg_invariants(sub)))
-    if family == "quad":
-        out += [("quad_trajectory", lambda: quad_trajectory(sub)), ("quad_constraints", lambda: quad_constraints(sub))]
+    from geosweep.kernels.registry import declared
+
+    sysdef, famdef = declared(system, family)
+    declared_figures = (sysdef.figures if sysdef is not None else ()) + (famdef.figures if famdef is not None else ())
+    out: list[tuple[str, Any]] = [(f.name, _call(f, sub, ke_times)) for f in declared_figures]
     if "integrator_adaptive" in ds.coords and bool(ds["integrator_adaptive"].any()):
         out.append(("adaptive_step_sizes", lambda: adaptive_step_sizes(sub)))
     return out

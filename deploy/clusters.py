@@ -3,7 +3,7 @@
 Every Dask worker is a process on one core that runs one slice at a time (the Dask resource
 ``geosweep-slice``; the kernels are single-threaded Numba code, so one process per core avoids
 the GIL and keeps results bitwise identical to a serial run) and has a second thread that
-writes finished store shards meanwhile (:data:`geosweep.sweeps.engine.WORKER_ARGS`). Batch jobs export
+writes finished store shards meanwhile (:data:`geosweep.sweeps.execution.WORKER_ARGS`). Batch jobs export
 ``NUMBA_NUM_THREADS=1`` (and the BLAS thread counts) and put the Numba cache on shared storage
 (``NUMBA_CACHE_DIR``) so a kernel compiled once is loaded by every worker.
 
@@ -32,6 +32,8 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
+
+from geosweep.sweeps.execution import WORKER_ARGS, local_cluster
 
 KINDS = ("local", "slurm", "pbs", "kubernetes")
 
@@ -232,13 +234,8 @@ def make_cluster(kind: str, **options: Any):
 # builders
 # ---------------------------------------------------------------------------------------
 def _local(o: LocalOptions):
-    from distributed import LocalCluster
-
-    from geosweep.sweeps.engine import LOCAL_WORKER
-
-    return LocalCluster(
-        n_workers=o.n_workers or os.cpu_count() or 1,
-        **LOCAL_WORKER,  # one slice at a time, a spare thread for shard writers
+    return local_cluster(
+        o.n_workers,  # one slice at a time, a spare thread for shard writers
         processes=True,
         memory_limit=o.memory_limit,
         dashboard_address=o.dashboard_address,
@@ -309,8 +306,6 @@ def batch_prologue(o: _BatchOptions) -> list[str]:
 def _batch_kwargs(o: _BatchOptions) -> dict[str, Any]:
     """Keyword arguments of the dask-jobqueue cluster. Keys left None are read by dask-jobqueue from
     the dask configuration (the site's jobqueue.yaml) itself."""
-    from geosweep.sweeps.engine import WORKER_ARGS
-
     extra = list(batch_setting(o, "worker-extra-args", o.worker_extra_args) or [])
     if not {"--nthreads", "--resources"} & set(extra):
         # dask-jobqueue starts `cores` workers of one thread each; a second thread (the later
@@ -380,8 +375,6 @@ def _pbs(o: PBSOptions):
 
 def _kubernetes(o: KubernetesOptions):
     from dask_kubernetes.operator import KubeCluster
-
-    from geosweep.sweeps.engine import WORKER_ARGS
 
     if o.manifest:
         cluster = KubeCluster(custom_cluster_spec=o.manifest, namespace=o.namespace)

@@ -29,6 +29,7 @@ from prefect.cache_policies import NO_CACHE
 from geosweep.flows.output import quiet_distributed
 from geosweep.sweeps.credentials import StorageOptions, resolve
 from geosweep.sweeps.engine import Progress, run_sweep
+from geosweep.sweeps.execution import Execution
 from geosweep.sweeps.liveness import WorkersUnresponsive
 from geosweep.sweeps.plan import Plan, make_plan
 from geosweep.sweeps.summary import status_table
@@ -76,11 +77,8 @@ def _retry_unless_refused(task, task_run, state) -> bool:
 def execute_sweep(
     plan: Plan,
     store: str | None,
-    address: str | None,
-    n_workers: int | None,
-    slice_seconds: float,
+    execution: Execution,
     storage_options: StorageOptions | None,
-    processes: bool = False,
     progress: Callable[[Progress], None] | None = None,
     grow: bool = False,
     recompute: bool = False,
@@ -107,10 +105,7 @@ def execute_sweep(
     result = run_sweep(
         plan,
         store,
-        address=address,
-        n_workers=n_workers,
-        processes=processes,
-        slice_seconds=slice_seconds,
+        execution=execution,
         storage_options=resolve(storage_options),
         progress=on_progress,
         log=logger.info,
@@ -160,8 +155,7 @@ def sweep_flow(
     """
     storage_options = StorageOptions.of(storage_options)
     planned = plan_sweep(plan)
-    result = execute_sweep(
-        planned, store, address, n_workers, slice_seconds, storage_options, processes, progress, grow, recompute
-    )
+    execution = Execution(address=address, n_workers=n_workers, slice_seconds=slice_seconds, processes=processes)
+    result = execute_sweep(planned, store, execution, storage_options, progress, grow, recompute)
     result["summary"] = finalise_sweep(result["store"], storage_options)
     return result

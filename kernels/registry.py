@@ -153,6 +153,17 @@ class RunRequest:
 
 
 @dataclass(frozen=True)
+class Figure:
+    """A report figure a family or system declares: ``name`` (the file stem) and ``maker``, the
+    path ``"package.module:function"`` of ``function(ds, **options) -> (figure or None, caption,
+    notes)`` called on the report's slice (a path, so that kernels never import matplotlib; a
+    maker taking ``times`` gets the report's ``ke_times``)."""
+
+    name: str
+    maker: str
+
+
+@dataclass(frozen=True)
 class SystemDef:
     """A sweepable system: parameters and a builder returning a family model object."""
 
@@ -170,6 +181,8 @@ class SystemDef:
     report_sel: dict[str, Any] = field(default_factory=dict)
     #: former parameter names → current ones, so that an old spec is refused naming the new name
     renamed: dict[str, str] = field(default_factory=dict)
+    #: report figures specific to this system (before its family's :attr:`FamilyDef.figures`)
+    figures: tuple[Figure, ...] = ()
 
     def param(self, name: str) -> Param:
         for p in self.params:
@@ -239,6 +252,11 @@ class FamilyDef:
     #: sweep engine prefers it to ``warmup`` when a family has it; integrators of other families
     #: are ignored)
     warm_for: Callable[[Sequence[Any], Sequence[str]], None] | None = None
+    #: the summary error variables convergence orders use by default, first one present wins
+    #: (``ds.geosweep.order()``); none: ``max_rel_energy_error``
+    order_error_vars: tuple[str, ...] = ()
+    #: report figures of every system of this family
+    figures: tuple[Figure, ...] = ()
 
 
 SYSTEMS: dict[str, SystemDef] = {}
@@ -334,6 +352,19 @@ def load_for(system: str, integrators: Sequence[str] = ()) -> None:
         if not missing():
             return
         _load_module(name)
+
+
+def declared(system: str, family: str) -> tuple[SystemDef | None, FamilyDef | None]:
+    """The registered declarations of ``system`` and ``family`` (a store's attrs), loading the
+    built-in families when needed; ``None`` for a name no family declares (e.g. a plugin not loaded)."""
+    try:
+        if system and (system not in SYSTEMS or family not in FAMILIES):
+            load_for(system)
+        elif family and family not in FAMILIES:
+            load_builtins()
+    except ImportError:  # a broken plugin or optional dependency: nothing declared
+        pass
+    return SYSTEMS.get(system), FAMILIES.get(family)
 
 
 def integrators_for(system: SystemDef) -> list[IntegratorDef]:

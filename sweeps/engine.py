@@ -34,6 +34,7 @@ from geosweep.kernels.status import Status
 from geosweep.sweeps import bundles as bundles_mod
 from geosweep.sweeps import checkpoints, demand, extension, first_worker, liveness, resubmit, visibility
 from geosweep.sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
+from geosweep.sweeps.execution import LOCAL_WORKER, SLICE_RESOURCE, WORKER_ARGS, Execution  # noqa: F401 - re-exported
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
 from geosweep.sweeps.plan import Plan, make_plan
@@ -390,17 +391,6 @@ def _write_part(ref: StoreRef, *parts: list[CellRun] | StoreFault) -> list[tuple
     return _guarded(ref, write_runs, ref, [run for part in parts if not isinstance(part, StoreFault) for run in part])
 
 
-#: A worker resource admitting one slice at a time. A worker that declares it and has one thread
-#: more (:data:`LOCAL_WORKER`) runs a shard's writer on its spare thread as soon as the shard's
-#: slices are done, beside the next slice, instead of after it. Slices ask for it only when every
-#: worker declares it; other clusters run one task per thread as before.
-SLICE_RESOURCE = "geosweep-slice"
-#: ``LocalCluster`` keywords of a geosweep worker: one slice at a time plus a thread for writers
-LOCAL_WORKER: dict[str, Any] = {"threads_per_worker": 2, "resources": {SLICE_RESOURCE: 1}}
-#: the same worker as ``dask worker`` options (batch job scripts, Kubernetes pods)
-WORKER_ARGS = ("--nthreads", str(LOCAL_WORKER["threads_per_worker"]), "--resources", f"{SLICE_RESOURCE}=1")
-
-
 def slice_resources(workers: dict[str, dict]) -> dict[str, float] | None:
     """``resources=`` for slice tasks on a cluster of ``workers`` (the scheduler's worker info):
     :data:`SLICE_RESOURCE` if every worker has it."""
@@ -517,6 +507,7 @@ def run_sweep(
     threads_per_cell: int | None = None,
     recompute: bool = False,
     keep_carries: bool = True,
+    execution: Execution | None = None,
 ) -> SweepResult:
     """Run every cell of ``spec`` (a :class:`Plan`, or anything :func:`make_plan` takes) not yet complete in ``store``.
 
@@ -545,17 +536,29 @@ def run_sweep(
     without a carry are computed again from t = 0 instead of refusing with
     :class:`geosweep.sweeps.extension.ExtendError`). ``keep_carries``: keep each finished cell's final carry
     in the store (default), so that it can be extended later.
+
+    ``execution``: all of the execution options at once (:class:`~geosweep.sweeps.execution.Execution`,
+    e.g. from the command line) instead of ``address``, ``n_workers``, ``serial``, ``processes``,
+    ``slice_seconds`` and ``threads_per_cell``.
     """
     log = log or (lambda msg: None)
+    if execution is None:
+        execution = Execution(
+            serial=serial,
+            address=address,
+            n_workers=n_workers,
+            processes=processes,
+            slice_seconds=slice_seconds,
+            threads_per_cell=threads_per_cell,
+        )
     plan = make_plan(spec)
-    if threads_per_cell is not None:
-        plan = plan.model_copy(update={"threads_per_cell": threads_per_cell})
+    if execution.threads_per_cell is not None:
+        plan = plan.model_copy(update={"threads_per_cell": execution.threads_per_cell})
     ref = StoreRef.of(store if store is not None else default_store_path(plan.spec), storage_options)
     # one writer per store; refused at once (StoreBusyError) while another run holds it. Every write
     # goes through lease.ref (the store's real path and this run's token) and is fenced by the lease.
     with Lease(ref, log=log) as lease:
         try:
-            args = (client, address, n_workers, serial, processes, slice_seconds, progress, log)
             run_ref = dataclasses.replace(lease.ref, carries=keep_carries)
             # a larger T: the store grows to it first (geosweep.sweeps.extension); added axis values: sweeps.grow
             if grow:
@@ -564,7 +567,7 @@ def run_sweep(
                 grown = grow_mod.prepare(plan, run_ref, log, recompute)
                 if grown is not plan:  # a plan of the grown spec: keep this run's options
                     plan = grown.model_copy(update={"threads_per_cell": plan.threads_per_cell})
-            return _run_locked(plan, run_ref, *args, lease=lease, grow=grow)
+            return _run_locked(plan, run_ref, execution, client, progress, log, lease=lease, grow=grow)
         except OSError as exc:
             if (fault := store_fault(lease.ref, exc)) is None:
                 raise
@@ -572,7 +575,14 @@ def run_sweep(
 
 
 def _run_locked(
-    plan, ref, client, address, n_workers, serial, processes, slice_seconds, progress, log, lease=None, grow=False
+    plan: Plan,
+    ref: StoreRef,
+    execution: Execution,
+    client: Any,
+    progress: Callable[[Progress], None] | None,
+    log: Callable[[str], None],
+    lease: Lease | None = None,
+    grow: bool = False,
 ) -> SweepResult:
     spec, grid = plan.spec, plan.grid
     created = ensure_store(plan, ref, log, grow=grow)
@@ -645,30 +655,18 @@ def _run_locked(
     own_client = None
     publisher: demand.Publisher | None = None
     try:
-        if serial:
-            by_shard = plan.shard_slices(pending, shards, slice_seconds, 1)
+        if execution.serial:
+            by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, 1)
             slices = [cells for group in by_shard.values() for cells in group]
             plan = _with_threads(plan, len(pending), os.cpu_count() or 1, log)
             _run_serial(plan, by_shard, ref, on_segment, report)
         else:
-            from distributed import Client, LocalCluster
-
             if client is None:
-                if address:
-                    client = own_client = Client(address)
-                else:
-                    n = n_workers or os.cpu_count() or 1
-                    own_cluster = LocalCluster(
-                        n_workers=n,
-                        **LOCAL_WORKER,
-                        processes=processes,
-                        dashboard_address=None,  # no dashboard; its HTTP server on a free port, not 8787
-                        scheduler_kwargs={"dashboard_address": ":0"},
-                    )
-                    client = own_client = Client(own_cluster)
+                own_cluster, client = execution.open_client()
+                own_client = client
             cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
             # adaptive scaling is told how many workers the pending cells can keep busy (geosweep.sweeps.demand)
-            publisher = demand.Publisher(client, demand.Demand({c: cost[c] for c in pending}, slice_seconds))
+            publisher = demand.Publisher(client, demand.Demand({c: cost[c] for c in pending}, execution.slice_seconds))
             publisher.publish()
             # the models of each shard once to the cluster, as one task (a sweep of many seeds has a
             # model per seed: a task each cost more than their cells); slices carry the plan without
@@ -694,7 +692,7 @@ def _run_locked(
             visibility.check_workers(client, ref, log)  # every worker sees this store, before any slice
             n_w = max(1, len(workers))
             resources = slice_resources(workers)
-            by_shard = plan.shard_slices(pending, shards, slice_seconds, n_w)
+            by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w)
             slices = [cells for group in by_shard.values() for cells in group]
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
             # a worker that cannot be reached (paused, lost) is named, not fatal: liveness.completed watches it
@@ -747,7 +745,7 @@ def _run_locked(
                         topic,
                         key=f"geosweep-{tag}-slice-{sh.index}-{i}{again}",
                         pure=False,
-                        retries=2,  # a slice that raised is retried; finished cells and checkpoints make it cheap
+                        retries=execution.retries,  # a slice that raised is retried; finished cells, checkpoints: cheap
                         priority=rank + min(int(1000 * sum(cost[c] for c in cells)), 10**12 - 1),
                         resources=resources,
                     )
@@ -759,7 +757,7 @@ def _run_locked(
                         *sh.parts,
                         key=f"geosweep-{tag}-shard-{sh.index}{again}",
                         pure=False,
-                        retries=2,
+                        retries=execution.retries,
                         priority=10**15 + rank,
                     )
                 waiting[fut] = sh

@@ -5,6 +5,7 @@ Each check runs in a fresh interpreter: the test process itself has imported eve
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import subprocess
@@ -49,3 +50,41 @@ def test_builtin_systems_map_names_the_declaring_module():
         assert module in BUILTIN_FAMILIES, module
         declared = {s.name for s in importlib.import_module(module).SYSTEMS}
         assert system in declared, (system, module)
+
+
+def test_builtin_systems_map_lists_every_declared_system():
+    """The shortcut map is complete: every system a built-in family declares is in it."""
+    for module in BUILTIN_FAMILIES:
+        for system in importlib.import_module(module).SYSTEMS:
+            assert BUILTIN_SYSTEMS.get(system.name) == module, (system.name, module)
+
+
+def _string_literals(path: Path) -> set[str]:
+    """String constants of a module that are not docstrings."""
+    tree = ast.parse(path.read_text())
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return {
+        n.value
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs
+    }
+
+
+def test_only_the_families_name_a_family_or_system():
+    """No layer above the kernels names a built-in family or system: order variables and figures
+    are declared by the family (FamilyDef/SystemDef), the analysis reads them from the registry."""
+    from geosweep.kernels.registry import FAMILIES, SYSTEMS, load_builtins
+
+    load_builtins()
+    names = set(FAMILIES) | set(SYSTEMS)
+    for folder in ("analysis", "sweeps", "flows"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            named = _string_literals(path) & names
+            assert not named, f"{path.relative_to(ROOT)} names {sorted(named)}"

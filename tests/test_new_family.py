@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.registry import FAMILIES, RunRequest, register_module
@@ -51,3 +52,43 @@ def test_toy_family_registers_with_one_line():
         SYSTEMS.pop("oscillators", None)
         for name in ("symplectic_euler", "verlet"):
             INTEGRATORS.pop(name, None)
+
+
+@pytest.fixture
+def toy_registered():
+    """The toy family registered for one test, then removed (the registry is process-wide)."""
+    from geosweep.kernels.registry import INTEGRATORS, SYSTEMS
+
+    register_module(toy_family)
+    yield
+    FAMILIES.pop("osc", None)
+    SYSTEMS.pop("oscillators", None)
+    for name in ("symplectic_euler", "verlet"):
+        INTEGRATORS.pop(name, None)
+
+
+def test_toy_family_declares_its_order_variable_and_figures(toy_registered, tmp_path):
+    """The analysis reads a family's order-error variables and figures from its declaration:
+    nothing in geosweep.analysis names the toy family."""
+    from geosweep.analysis.report import make_report
+    from geosweep.sweeps.engine import run_sweep
+    from geosweep.sweeps.store import open_results
+
+    spec = {
+        "name": "toy-orders",
+        "system": "oscillators",
+        "integrators": ["symplectic_euler", "verlet"],
+        "h": [0.02, 0.01, 0.005],
+        "T": 10.0,
+        "dt_out": 0.5,
+    }
+    store = tmp_path / "toy.zarr"
+    assert run_sweep(spec, store, serial=True).complete
+    ds = open_results(str(store))
+    assert ds.geosweep.default_error_var() == "max_abs_energy_error"  # not the generic max_rel_energy_error
+    order = ds.geosweep.order()
+    assert order.attrs.get("error_var", "max_abs_energy_error") == "max_abs_energy_error"
+    observed = dict(zip(order["integrator"].values.tolist(), order["order"].values.tolist(), strict=True))
+    assert abs(observed["symplectic_euler"] - 1.0) < 0.2 and abs(observed["verlet"] - 2.0) < 0.2, observed
+    rep = make_report(store, tmp_path / "report")
+    assert "oscillator_energy" in rep.figures and rep.figures["oscillator_energy"].stat().st_size > 1000

@@ -19,7 +19,16 @@ from geosweep.kernels.core.layout import I_EVALS
 from geosweep.kernels.core.observables import Max, Observable
 from geosweep.kernels.core.signatures import F1, contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec, Trajectory
-from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
+from geosweep.kernels.registry import (
+    CellResult,
+    Diagnostic,
+    FamilyDef,
+    Figure,
+    IntegratorDef,
+    Param,
+    RunRequest,
+    SystemDef,
+)
 
 CB = F1  # the model data handed to step/observe: the frequencies ω_i
 _STEP, _OBS, _DENSE, _ = contract_types(CB)
@@ -102,7 +111,20 @@ def make_family(declared: tuple[Observable, ...] = OBSERVABLES, observe=osc_obse
         state_labels=("x", "v"),
         start=start,
         collect=collect,
+        order_error_vars=("max_abs_energy_error",),
+        figures=(Figure("oscillator_energy", "tests.toy_family:energy_figure"),),
     )
+
+
+def energy_figure(ds):
+    """The family's report figure: energy error against time of every ok cell."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ok = ds["energy_error"].where(ds["status"] == 0)
+    for cell in ok.stack(cell=[d for d in ok.dims if d != "time"]).transpose("cell", "time").values:
+        ax.plot(ds["time"].values, cell)
+    return fig, "Energy error of every ok cell against time.", []
 
 
 FAMILY = make_family()

@@ -220,6 +220,7 @@ FAMILY = FamilyDef(
     state_labels=STATE_LABELS,
     start=start,
     collect=collect,
+    order_error_vars=("global_error", "max_rel_energy_error"),
 )
 
 _REF = (BLOWUP, *REFERENCE_PARAMS)

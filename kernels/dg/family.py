@@ -27,7 +27,7 @@ from geosweep.kernels.dg.model import SkewSystem, reduce_angles
 from geosweep.kernels.dg.steppers import METHODS, make_stepper
 from geosweep.kernels.dg.systems import SYSTEMS as _BUILTIN
 from geosweep.kernels.dg.systems import rigid_body
-from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
+from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, Figure, IntegratorDef, Param, RunRequest
 from geosweep.kernels.status import Status
 
 _EVERY = "every step"
@@ -162,6 +162,8 @@ FAMILY = FamilyDef(
     cost_per_step=cost_per_step,
     start=start,
     collect=collect,
+    order_error_vars=("max_rel_energy_error",),
+    figures=(Figure("dg_invariants", "geosweep.analysis.system_figures:dg_invariants"),),
 )
 
 _SOLVE = (

@@ -30,7 +30,7 @@ from geosweep.kernels.lie.methods import LieAction
 from geosweep.kernels.lie.stepper import dense_evals
 from geosweep.kernels.quad import stepper as qs
 from geosweep.kernels.quad.model import pack_params
-from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, Param, RunRequest, SystemDef
+from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, Figure, Param, RunRequest, SystemDef
 
 _EVERY = "every step"
 STATE_LABELS = (
@@ -277,6 +277,11 @@ FAMILY = FamilyDef(
     state_labels=STATE_LABELS,
     start=start,
     collect=collect,
+    order_error_vars=("global_error",),  # the controlled system's energy is not conserved: no energy error
+    figures=(
+        Figure("quad_trajectory", "geosweep.analysis.system_figures:quad_trajectory"),
+        Figure("quad_constraints", "geosweep.analysis.system_figures:quad_constraints"),
+    ),
 )
 _REF = REFERENCE_PARAMS
 

@@ -122,6 +122,7 @@ FAMILY = FamilyDef(
     state_labels=STATE_LABELS,
     start=start,
     collect=collect,
+    order_error_vars=("mean_abs_energy_error", "max_abs_energy_error"),
 )
 
 

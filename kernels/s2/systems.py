@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from geosweep.kernels.registry import Param, SystemDef
+from geosweep.kernels.registry import Figure, Param, SystemDef
 from geosweep.kernels.s2.model import S2System, s2_potential
 from geosweep.kernels.systems import catalogue
 from geosweep.kernels.systems.lj_sphere import SIGMA_RULES, lj_sphere
@@ -158,6 +158,7 @@ SYSTEMS = (
         ),
         build=_lj_build,
         example={"h": [0.01, 0.005], "T": 5.0, "dt_out": 0.05},
+        figures=(Figure("ke_map", "geosweep.analysis.system_figures:ke_map"),),
         report_sel={"omega": 3.25},  # the vortex case (ω = 0 starts at rest: nothing to see)
     ),
     SystemDef(

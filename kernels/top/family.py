@@ -35,7 +35,16 @@ from geosweep.kernels.lie.methods import LieAction
 from geosweep.kernels.lie.stepper import dense_evals
 from geosweep.kernels.lie.stepper import initial_state as lie_initial_state
 from geosweep.kernels.lie.stepper import make_stepper as lie_make_stepper
-from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
+from geosweep.kernels.registry import (
+    CellResult,
+    Diagnostic,
+    FamilyDef,
+    Figure,
+    IntegratorDef,
+    Param,
+    RunRequest,
+    SystemDef,
+)
 from geosweep.kernels.top import lp, slgi
 from geosweep.kernels.top.model import E3, P_J30, P_S0, TopModel, heavy_top
 
@@ -278,6 +287,8 @@ FAMILY = FamilyDef(
     state_labels=STATE_LABELS,
     start=start,
     collect=collect,
+    order_error_vars=("global_error", "max_rel_energy_error"),
+    figures=(Figure("top_invariants", "geosweep.analysis.system_figures:top_invariants"),),
 )
 
 _REF = (BLOWUP, *REFERENCE_PARAMS)

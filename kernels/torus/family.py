@@ -21,7 +21,16 @@ from geosweep.kernels.core.cells import (
     start_trajectory,
 )
 from geosweep.kernels.core.trajectory import Trajectory
-from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest, SystemDef
+from geosweep.kernels.registry import (
+    CellResult,
+    Diagnostic,
+    FamilyDef,
+    Figure,
+    IntegratorDef,
+    Param,
+    RunRequest,
+    SystemDef,
+)
 from geosweep.kernels.torus.forces import N_AUX
 from geosweep.kernels.torus.integrate import METHODS, integrate
 from geosweep.kernels.torus.model import SHEAR_MODELS, SYS_PENDULUM, SE3Model, so3_pendulum, torus
@@ -209,6 +218,7 @@ FAMILY = FamilyDef(
     state_labels=STATE_LABELS,
     start=start,
     collect=collect,
+    order_error_vars=("energy_error_38", "max_rel_energy_error"),
 )
 
 _BLOWUP = BLOWUP
@@ -291,6 +301,10 @@ SYSTEMS = (
         time_units="1",
         energy_units="1",
         example={"N_p": 80, "tilt": 0.0, "shear": "objective"},
+        figures=(
+            Figure("torus_energy_partition", "geosweep.analysis.system_figures:torus_energy_partition"),
+            Figure("torus_snapshots", "geosweep.analysis.system_figures:torus_snapshots"),
+        ),
     ),
     SystemDef(
         name="so3_pendulum",

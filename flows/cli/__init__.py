@@ -1,0 +1,145 @@
+"""``geosweep`` command line: run, demo, extend, serve, validate, status, verify, report, systems.
+
+``run``/``demo`` write to a local path or an fsspec URL (``--store s3://…`` with
+``--storage-options``: JSON, or a reference ``env:NAME``/``@FILE``/``profile:NAME`` for credentials,
+see :mod:`geosweep.sweeps.credentials`) on a local cluster, a scheduler (``--address``) or a cluster
+described in a file (``--cluster FILE``, see :mod:`geosweep.deploy.clusters`); ``extend`` (and ``run --grow``)
+continues a finished store to a later T (:mod:`geosweep.sweeps.extension`); ``serve`` serves the
+nightly Prefect deployment of a spec (see :mod:`geosweep.flows.deployments`).
+
+Every command takes ``--quiet``, ``--log-level`` and ``--import MODULE`` (custom systems; the
+``geosweep.plugins`` entry points are always loaded, see :mod:`geosweep.flows.plugins`).
+
+Exit codes: 0 success (cells whose integration failed are results, not errors), 1 some
+slices raised or no Dask worker answered (:mod:`geosweep.sweeps.liveness`) or connected
+(:mod:`geosweep.sweeps.first_worker`), 2 the spec, cluster file, options, a plugin, the scheduler address
+or the store location were refused, a worker does not see the store (:mod:`geosweep.sweeps.visibility`), the store is
+damaged, cannot be written (disk full, read-only) or its ``<store>.lease`` is not a lease file
+(one line each), 3 the store belongs to another spec or has
+another store format, or another run holds its lease (also ``verify --repair``; a run that lost
+its lease to another stops with exit 3, writing nothing more), 130/143 interrupted by
+SIGINT/SIGTERM (one line, no traceback; rerun to resume).
+
+One module per command (``flows/cli/run.py`` … ``systems.py``), the parser in ``parser.py``, helpers in
+``common.py``; :mod:`geosweep.flows.cli.exits` is the one table from exceptions to exit codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from geosweep.flows.cli.common import DEMO_SPEC, StoreProblem, _demo_spec_path
+from geosweep.flows.cli.exits import EXIT_CODES, OptionsError, exit_code
+from geosweep.flows.cli.extend import cmd_extend
+from geosweep.flows.cli.parser import build_parser
+from geosweep.flows.cli.report import cmd_report
+from geosweep.flows.cli.run import cmd_run
+from geosweep.flows.cli.serve import cmd_serve
+from geosweep.flows.cli.status import cmd_status
+from geosweep.flows.cli.systems import cmd_systems
+from geosweep.flows.cli.validate import cmd_validate
+from geosweep.flows.cli.verify import cmd_verify
+from geosweep.flows.output import LOG, Interrupts, configure
+
+__all__ = [
+    "DEMO_SPEC",
+    "EXIT_CODES",
+    "OptionsError",
+    "StoreProblem",
+    "build_parser",
+    "cmd_extend",
+    "cmd_report",
+    "cmd_run",
+    "cmd_serve",
+    "cmd_status",
+    "cmd_systems",
+    "cmd_validate",
+    "cmd_verify",
+    "exit_code",
+    "main",
+]
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return cmd_run(args, args.spec)
+    if args.command == "demo":
+        LOG.info(f"demo spec {Path(_demo_spec_path()).name}")
+        return cmd_run(args, _demo_spec_path())
+    if args.command == "extend":
+        return cmd_extend(args)
+    if args.command == "serve":
+        return cmd_serve(args)
+    if args.command == "validate":
+        return cmd_validate(args)
+    if args.command == "status":
+        return cmd_status(args)
+    if args.command == "systems":
+        return cmd_systems(args)
+    if args.command == "report":
+        return cmd_report(args)
+    if args.command == "verify":
+        return cmd_verify(args)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    # an offline machine cannot send Prefect's telemetry: do not log an error for it
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    if argv is None:  # the console script: every Python process it starts (Dask's spawned workers too)
+        # keeps the working directory off sys.path, like firstrun.SAFE_PATH (a multiprocessing.py there
+        # must not run in a worker); --import still finds modules there (geosweep.flows.plugins puts it on sys.path)
+        os.environ.setdefault("PYTHONSAFEPATH", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    # the options themselves (dict) for this process; the StorageOptions (reference, or redacted when
+    # serialised) for Prefect flow and deployment parameters, which are stored
+    args.storage_ref = getattr(args, "storage_options", None)
+    args.storage_options = args.storage_ref.options if args.storage_ref is not None else None
+    args.exit_on_interrupt = argv is None  # the console script: leave at once after Ctrl-C (see _exit_now)
+    if getattr(args, "cluster", None) and (args.address or getattr(args, "serial", False)):
+        parser.error("--cluster cannot be combined with --address or --serial")
+    with Interrupts(restore=argv is not None) as interrupts:
+        try:
+            configure(args.log_level, args.quiet)
+            from geosweep.flows.plugins import load_plugins
+
+            try:
+                for name in load_plugins(args.imports):
+                    LOG.debug(f"plugin loaded: {name}")
+                return _dispatch(args)
+            except Exception as e:
+                if (code := exit_code(e)) is None:
+                    raise
+                LOG.error(str(e))
+                return code
+        except KeyboardInterrupt:
+            interrupts.caught()  # a second signal no longer cuts the shutdown short
+            logging.disable(logging.CRITICAL)  # no shutdown noise from Dask or Prefect after the one line
+            print(f"geosweep: {Interrupts.MESSAGE}", file=sys.stderr, flush=True)
+            if argv is not None:  # called in-process (not the console script): logging back on
+                logging.disable(logging.NOTSET)
+                return interrupts.exit_code
+    _exit_now(interrupts.exit_code)
+    return interrupts.exit_code
+
+
+def _exit_now(code: int) -> None:
+    """Leave without waiting for worker threads still inside a cell (a Numba kernel cannot be
+    interrupted; the cell is not marked done and reruns on resume). Exit handlers (e.g. stopping
+    Prefect's temporary server) still run."""
+    import atexit
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # distributed's exit handlers join the worker threads, i.e. wait for their cells to finish
+    waits = (("distributed._concurrent_futures_thread", "_python_exit"), ("distributed.deploy.spec", "close_clusters"))
+    for module, name in waits:
+        if (fn := getattr(sys.modules.get(module), name, None)) is not None:
+            atexit.unregister(fn)
+    atexit._run_exitfuncs()
+    os._exit(code)

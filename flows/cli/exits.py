@@ -1,0 +1,61 @@
+"""The one table from exceptions to the ``geosweep`` exit codes.
+
+0 success (cells whose integration failed are results, not errors); 1 some slices raised or no
+Dask worker answered (:mod:`geosweep.sweeps.liveness`) or connected (:mod:`geosweep.sweeps.first_worker`);
+2 the spec, cluster file, options, a plugin, the scheduler address or the store location were
+refused, a worker does not see the store (:mod:`geosweep.sweeps.visibility`), the store is damaged,
+cannot be written (disk full, read-only) or its ``<store>.lease`` is not a lease file; 3 the store
+belongs to another spec or has another store format, or another run holds its lease (a run that
+lost its lease to another stops with exit 3, writing nothing more); 130/143 interrupted by
+SIGINT/SIGTERM (:class:`geosweep.flows.output.Interrupts`). Every refusal is one line, no traceback.
+
+A command raises; :func:`exit_code` chooses the code. The classes are named by path, so that
+looking one up imports only what the raising command imported already.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+OK = 0
+TASK_FAILED = 1
+REFUSED = 2
+MISMATCH = 3
+
+
+class OptionsError(ValueError):
+    """A command-line option (or its environment, e.g. no Prefect server) was refused before any work."""
+
+
+#: (exception class path, exit code), first match wins: a subclass before its base (``StoreNotVisible``
+#: is a ``StoreWriteError``, ``LeaseLost`` a ``StoreMismatchError``, ``NoWorkerConnected`` a
+#: ``WorkersUnresponsive``)
+EXIT_CODES: tuple[tuple[str, int], ...] = (
+    ("geosweep.flows.plugins:PluginError", REFUSED),
+    ("geosweep.sweeps.spec:SpecError", REFUSED),
+    ("geosweep.sweeps.extension:ExtendError", REFUSED),
+    ("geosweep.sweeps.store:StoreMismatchError", MISMATCH),  # also StoreFormatError, StoreBusyError, LeaseLost
+    ("geosweep.sweeps.liveness:WorkersUnresponsive", TASK_FAILED),  # also NoWorkerConnected
+    ("geosweep.flows.cli.exits:OptionsError", REFUSED),
+    ("geosweep.sweeps.execution:ClusterFileError", REFUSED),
+    ("geosweep.flows.cli.common:StoreProblem", REFUSED),
+    ("geosweep.sweeps.execution:SchedulerUnreachable", REFUSED),
+    ("geosweep.sweeps.credentials:StorageOptionsError", REFUSED),
+    ("geosweep.sweeps.repair:StoreDamagedError", REFUSED),
+    ("geosweep.sweeps.lease:LeaseFileError", REFUSED),
+    ("geosweep.sweeps.lease:StoreWriteError", REFUSED),  # also StoreNotVisible
+)
+
+
+def _class(path: str) -> type[BaseException]:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def exit_code(exc: BaseException) -> int | None:
+    """The exit code of a command that raised ``exc`` (its message is the one line to print);
+    ``None``: not a refusal, a bug (the traceback is shown)."""
+    for path, code in EXIT_CODES:
+        if isinstance(exc, _class(path)):
+            return code
+    return None

@@ -1,0 +1,41 @@
+"""``geosweep validate SPEC``: check a spec and estimate its cost."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from geosweep.flows import firstrun
+    from geosweep.sweeps.engine import warm_plan
+    from geosweep.sweeps.estimate import estimate
+    from geosweep.sweeps.plan import make_plan
+
+    t0 = time.perf_counter()
+    cold = firstrun.prepare(args.spec)
+    plan = make_plan(args.spec)
+    if cold:
+        warm_plan(plan)
+        firstrun.mark_warm()
+    compiled = time.perf_counter() - t0
+    grid = plan.grid
+    dims = ", ".join(f"{d}={n}" for d, n in zip(grid.dims, grid.shape))
+    print(f"{args.spec}: valid. {grid.size} cells ({dims}); time samples {plan.spec.n_time}")
+    from geosweep.sweeps.compact import axis_text
+
+    print("axes: " + "; ".join(axis_text(axis.name, axis.values) for axis in grid.axes))
+    est = estimate(
+        plan,
+        args.workers,
+        prefect=not args.no_prefect,
+        cold=False,  # compiled by now, here
+        # measured here when this validate compiled; else the reference machine's figure
+        compile_seconds=compiled if firstrun.compiled() else firstrun.COLD_SECONDS["family"],
+        slice_seconds=args.slice_seconds,
+    )
+    for line in est.lines():
+        print(line)
+    if firstrun.compiled():
+        print(f"(this validate compiled the kernels, {compiled:.0f} s: runs on this machine skip it)")
+    return 0

@@ -1,0 +1,186 @@
+"""Where and how a sweep's cells run: one :class:`Execution`, built once from the command line
+(:meth:`Execution.from_args`) or from :func:`geosweep.sweeps.engine.run_sweep`'s keywords, and
+the only code that starts a Dask cluster (:func:`local_cluster`, :meth:`Execution.start`,
+:meth:`Execution.open_client`; :mod:`geosweep.deploy.clusters` builds its local kind here too).
+
+Adding a run option is one field here, one flag in the CLI's parser (``from_args`` reads it
+by name) and the code that uses it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from contextlib import ExitStack
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+#: A worker resource admitting one slice at a time. A worker that declares it and has one thread
+#: more (:data:`LOCAL_WORKER`) runs a shard's writer on its spare thread as soon as the shard's
+#: slices are done, beside the next slice, instead of after it. Slices ask for it only when every
+#: worker declares it; other clusters run one task per thread as before.
+SLICE_RESOURCE = "geosweep-slice"
+#: ``LocalCluster`` keywords of a geosweep worker: one slice at a time plus a thread for writers
+LOCAL_WORKER: dict[str, Any] = {"threads_per_worker": 2, "resources": {SLICE_RESOURCE: 1}}
+#: the same worker as ``dask worker`` options (batch job scripts, Kubernetes pods)
+WORKER_ARGS = ("--nthreads", str(LOCAL_WORKER["threads_per_worker"]), "--resources", f"{SLICE_RESOURCE}=1")
+
+
+class ClusterFileError(ValueError):
+    """A ``--cluster`` file could not be read or describes no usable cluster."""
+
+
+class SchedulerUnreachable(RuntimeError):
+    """``--address`` names a Dask scheduler that does not answer."""
+
+
+def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> Any:
+    """A ``distributed.LocalCluster`` of ``n_workers`` geosweep workers (:data:`LOCAL_WORKER`;
+    default: one per core); ``kwargs`` go to ``LocalCluster`` (dashboard, logs, memory, env)."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=n_workers or os.cpu_count() or 1, **LOCAL_WORKER, processes=processes, **kwargs)
+
+
+def cluster_config(path: str) -> Any:
+    """Read and check a :class:`geosweep.deploy.clusters.ClusterConfig` file (refused before any work)."""
+    from pydantic import ValidationError
+
+    from geosweep.deploy.clusters import ClusterConfig, check_dependencies
+
+    try:
+        cfg = ClusterConfig.from_file(path)
+        check_dependencies(cfg.kind)
+    except ValidationError as e:  # one line: each field and its problem
+        problems = "; ".join(
+            ".".join(str(p) for p in err["loc"][1:])
+            + (": " if err["loc"][1:] else "")
+            + err["msg"].removeprefix("Value error, ")
+            for err in e.errors()
+        )
+        raise ClusterFileError(f"cluster file {path}: {problems}") from e
+    except (OSError, ValueError, ImportError) as e:
+        raise ClusterFileError(f"cluster file {path}: {e}") from e
+    if not cfg.root.requests_workers:
+        raise ClusterFileError(f"cluster file {path} starts no workers: set jobs, n_workers or an adapt maximum")
+    return cfg
+
+
+def has_bokeh() -> bool:
+    """The Dask dashboard needs bokeh (``pip install "geosweep[dashboard]"``); without it there is no link."""
+    from importlib.util import find_spec
+
+    return find_spec("bokeh") is not None
+
+
+class Execution(BaseModel):
+    """How a run executes its cells (not what it computes: that is the :class:`~geosweep.sweeps.plan.Plan`).
+
+    ``serial``: in this process without Dask (same results, bitwise); else ``address`` of a running
+    scheduler, else the cluster described in ``cluster_file`` (:mod:`geosweep.deploy.clusters`),
+    else a new local cluster of ``n_workers`` workers (default: one per core), threads in this
+    process or, with ``processes``, worker processes. ``slice_seconds``: target single-core seconds
+    of work per Dask task; ``retries``: Dask retries of a slice or shard writer that raised;
+    ``threads_per_cell``: threads inside one cell (default: the plan's, else automatic).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    serial: bool = False
+    address: str | None = None
+    cluster_file: str | None = None
+    n_workers: int | None = None
+    processes: bool = False
+    slice_seconds: float = 10.0
+    retries: int = 2
+    threads_per_cell: int | None = None
+
+    @classmethod
+    def from_args(cls, args: Any) -> Execution:
+        """The execution options of a parsed command line (flags a command lacks take their default)."""
+        names = {"workers": "n_workers", "cluster": "cluster_file"}
+        values = {}
+        for flag in ("serial", "address", "cluster", "workers", "processes", "slice_seconds", "threads_per_cell"):
+            value = getattr(args, flag, None)
+            if value is not None:
+                values[names.get(flag, flag)] = value
+        return cls(**values)
+
+    def using(self, address: str | None) -> Execution:
+        """This execution on the scheduler at ``address`` (a cluster started by :meth:`start`)."""
+        return self.model_copy(update={"address": address, "cluster_file": None})
+
+    def open_client(self) -> tuple[Any, Any]:
+        """(cluster or None, client) for a run that owns them (close both afterwards, client first):
+        a client of ``address``, else of a new local cluster (no dashboard)."""
+        from distributed import Client
+
+        if self.address:
+            return None, Client(self.address)
+        cluster = local_cluster(
+            self.n_workers,
+            processes=self.processes,
+            dashboard_address=None,  # no dashboard; its HTTP server on a free port, not 8787
+            scheduler_kwargs={"dashboard_address": ":0"},
+        )
+        return cluster, Client(cluster)
+
+    def start(
+        self,
+        stack: ExitStack,
+        log: Callable[[str], None],
+        *,
+        quiet_workers: bool = True,
+        exit_on_interrupt: bool = False,
+    ) -> tuple[str | None, Any]:
+        """Start (or connect to) the Dask cluster of a command-line run: (scheduler address, client or None).
+
+        The cluster lives as long as ``stack``; its dashboard link is logged when it has one.
+        ``quiet_workers``: worker processes log errors only. ``exit_on_interrupt``: after Ctrl-C
+        a local cluster of threads is not closed (closing waits for the cells running in them).
+        """
+        if self.serial:
+            return None, None
+        from distributed import Client
+
+        if self.cluster_file:
+            from geosweep.deploy.clusters import batch_jobs_state
+            from geosweep.sweeps.first_worker import describing
+
+            cfg = cluster_config(self.cluster_file)
+            log(f"starting {cfg.kind} cluster from {self.cluster_file}")
+            cluster = stack.enter_context(cfg.make())
+            stack.enter_context(describing(lambda: batch_jobs_state(cluster)))  # while waiting for a worker
+            address, link = cluster.scheduler_address, cluster.dashboard_link
+            client = None
+        elif self.address:
+            try:
+                client = stack.enter_context(Client(self.address, timeout="30s"))
+            except (OSError, TimeoutError) as e:
+                msg = f"cannot connect to the Dask scheduler at --address {self.address}: {e}"
+                raise SchedulerUnreachable(msg) from None
+            address, link = self.address, client.dashboard_link
+        else:
+            cluster = local_cluster(
+                self.n_workers,
+                processes=self.processes,
+                dashboard_address="127.0.0.1:0",  # a free port; served only if bokeh is installed
+                silence_logs=logging.ERROR if quiet_workers else logging.DEBUG,  # worker processes
+            )
+            threads_die_with_us = not self.processes and exit_on_interrupt
+
+            def close(exc_type, exc, tb) -> bool:
+                # closing waits for the cells running in worker threads (maybe hours): after Ctrl-C the
+                # process exits at once instead (main → _exit_now), and those cells rerun on resume
+                if not (exc_type is KeyboardInterrupt and threads_die_with_us):
+                    cluster.close()
+                return False
+
+            stack.push(close)
+            address, client = cluster.scheduler_address, None
+            link = f"http://127.0.0.1:{cluster.scheduler.http_server.port}/status" if has_bokeh() else None
+        if link:
+            log(f"Dask dashboard: {link}")
+        return address, client

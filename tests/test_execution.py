@@ -1,0 +1,50 @@
+"""One execution object (issue 24 item 4): the execution options are built once, from the command
+line or from ``run_sweep``'s keywords, into :class:`geosweep.sweeps.execution.Execution`, and
+only that module starts a Dask cluster."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from geosweep.flows.cli import build_parser
+from geosweep.sweeps.execution import Execution
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ("geosweep", "kernels", "sweeps", "flows", "analysis", "deploy")
+
+
+def test_only_the_execution_module_builds_a_local_cluster():
+    builders = sorted(
+        str(path.relative_to(ROOT))
+        for folder in SOURCES
+        for path in (ROOT / folder).rglob("*.py")
+        if re.search(r"\bLocalCluster\(", path.read_text())
+    )
+    assert builders == ["sweeps/execution.py"]
+
+
+def test_execution_is_read_from_the_command_line():
+    args = build_parser().parse_args(
+        ["run", "s.toml", "--workers", "3", "--processes", "--slice-seconds", "5", "--threads-per-cell", "2"]
+    )
+    assert Execution.from_args(args) == Execution(n_workers=3, processes=True, slice_seconds=5.0, threads_per_cell=2)
+    args = build_parser().parse_args(["run", "s.toml", "--serial"])
+    assert Execution.from_args(args) == Execution(serial=True)
+    args = build_parser().parse_args(["run", "s.toml", "--address", "tcp://h:8786"])
+    assert Execution.from_args(args).using(None) == Execution()
+
+
+def test_run_sweep_builds_its_execution_from_keywords(tmp_path):
+    """The keyword API and an explicit Execution run the same sweep, bitwise."""
+    from geosweep.sweeps.engine import run_sweep
+    from geosweep.sweeps.store import open_results
+
+    spec = {"name": "ex", "system": "double_pendulum", "integrators": ["rk4"], "h": [0.01, 0.005], "T": 1.0}
+    spec["dt_out"] = 0.25
+    a = run_sweep(spec, tmp_path / "a.zarr", serial=True, slice_seconds=0.5)
+    b = run_sweep(spec, tmp_path / "b.zarr", execution=Execution(serial=True, slice_seconds=0.5))
+    assert a.complete and b.complete
+    da, db = open_results(str(tmp_path / "a.zarr")), open_results(str(tmp_path / "b.zarr"))
+    for name in ("status", "energy_error", "final_state"):
+        assert da[name].equals(db[name]), name
