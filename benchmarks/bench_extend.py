@@ -53,32 +53,67 @@ def _timed(traj: Trajectory, steps: int | None = None) -> tuple[float, float]:
     return time.perf_counter() - w0, time.process_time() - c0
 
 
-def md_row(steps: int, repeats: int) -> str:
-    """Continue a finished N-step MD cell by N steps vs the second half of one 2N-step run.
-
-    Each leg is timed in wall and in CPU seconds of this process (``time.process_time``; the
-    driver runs on this thread only), so a shared machine's load shows as wall > CPU.
-    """
+def extension_leg(steps: int) -> tuple[tuple[float, float], Trajectory]:
+    """An N-step MD cell run to its T, then continued from its final carry by N more steps:
+    ((wall s, CPU s) of the continuation, the continued trajectory)."""
     h = MD["h"][0]
-    T1, T2 = steps * h, 2 * steps * h
-    ext, half, first = [], [], []
-    for _ in range(repeats):
-        one = _start(T1)
-        first.append(_timed(one))
-        grown = Trajectory.grown(one.stepper, one.checkpoint(), _start(T2))
-        ext.append(_timed(grown))
-        full = _start(T2)
-        full.advance(steps)
-        half.append(_timed(full))
-        assert np.array_equal(grown.S, full.S) and np.array_equal(grown.acc, full.acc, equal_nan=True)
-        assert np.array_equal(grown.out, full.out, equal_nan=True)
-        print(f"  repeat: first N {first[-1]}, extension {ext[-1]}, second half {half[-1]} (wall s, CPU s)", flush=True)
-    (ew, ec), (hw, hc) = min(ext, key=lambda x: x[1]), min(half, key=lambda x: x[1])
+    one = _start(steps * h)
+    one.advance()
+    grown = Trajectory.grown(one.stepper, one.checkpoint(), _start(2 * steps * h))
+    return _timed(grown), grown
+
+
+def half_leg(steps: int) -> tuple[tuple[float, float], Trajectory]:
+    """A 2N-step run of the same cell: ((wall s, CPU s) of its second half, the trajectory)."""
+    full = _start(2 * steps * MD["h"][0])
+    full.advance(steps)
+    return _timed(full), full
+
+
+def _final(traj: Trajectory) -> dict[str, np.ndarray]:
+    return {"S": traj.S, "acc": traj.acc, "out": traj.out}
+
+
+def md_line(steps: int, ext: tuple[float, float], half: tuple[float, float], equal: bool) -> str:
+    (ew, ec), (hw, hc) = ext, half
     return (
         f"MD cell (642 molecules, explicit VI): {steps} steps more from the carry {ec:.2f} s CPU ({ew:.2f} s wall); "
         f"second half of a {2 * steps}-step run {hc:.2f} s CPU ({hw:.2f} s wall); ratio {ec / hc:.3f} CPU, "
-        f"{ew / hw:.3f} wall; {1e3 * hc / steps:.3f} ms CPU per step; final state, accumulators, samples bitwise equal"
+        f"{ew / hw:.3f} wall; {1e3 * hc / steps:.3f} ms CPU per step; final state, accumulators, samples "
+        + ("bitwise equal" if equal else "DIFFER")
     )
+
+
+def md_row(steps: int, repeats: int) -> str:
+    """Continue a finished N-step MD cell by N steps vs the second half of one 2N-step run (min
+    over ``repeats`` by CPU time, interleaved). Each leg is timed in wall and in CPU seconds of this
+    process (``time.process_time``; the driver runs on this thread only), so a shared machine's
+    load shows as wall > CPU."""
+    ext, half, equal = [], [], True
+    for _ in range(repeats):
+        e, grown = extension_leg(steps)
+        f, full = half_leg(steps)
+        ext.append(e)
+        half.append(f)
+        equal &= all(
+            np.array_equal(a, b, equal_nan=True) for a, b in zip(_final(grown).values(), _final(full).values())
+        )
+        print(f"  repeat: extension {e}, second half {f} (wall s, CPU s)", flush=True)
+    return md_line(steps, min(ext, key=lambda x: x[1]), min(half, key=lambda x: x[1]), equal)
+
+
+def md_leg(steps: int, leg: str, out: str) -> None:
+    """One leg in this process (``--leg extension|half``; two processes run the legs side by side
+    on a shared machine), its timing and final arrays saved to ``out`` (``--compare`` reads two)."""
+    timing, traj = (extension_leg if leg == "extension" else half_leg)(steps)
+    np.savez(out, wall=timing[0], cpu=timing[1], steps=steps, **_final(traj))
+    print(f"{leg}: {steps} steps, {timing[0]:.2f} s wall, {timing[1]:.2f} s CPU", flush=True)
+
+
+def md_compare(ext_file: str, half_file: str) -> str:
+    with np.load(ext_file) as e, np.load(half_file) as f:
+        equal = all(np.array_equal(e[k], f[k], equal_nan=True) for k in ("S", "acc", "out"))
+        return md_line(int(e["steps"]), (float(e["wall"]), float(e["cpu"])), (float(f["wall"]), float(f["cpu"])), equal)
 
 
 def _fingerprints(store: Path) -> dict[str, tuple[int, int]]:
@@ -156,7 +191,16 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip", nargs="*", default=[], choices=["md", "store", "carries"])
+    ap.add_argument("--leg", choices=["extension", "half"], help="run one MD leg only, saved to --out")
+    ap.add_argument("--out", help="the .npz an MD --leg writes")
+    ap.add_argument("--compare", nargs=2, metavar=("EXTENSION_NPZ", "HALF_NPZ"), help="the MD row of two legs")
     args = ap.parse_args()
+    if args.leg:
+        md_leg(args.steps, args.leg, args.out)
+        return
+    if args.compare:
+        print(md_compare(*args.compare), flush=True)
+        return
     if "md" not in args.skip:
         print(md_row(args.steps, args.repeats), flush=True)
     if "store" not in args.skip:

@@ -13,16 +13,22 @@ depends on T:
   time) reach T₁ exactly as a longer run does; an adaptive run *with* dense output clips its last
   step to land on T, which a longer run does not take: its carry is the state before that step
   (the driver's hold, ``geosweep.kernels.core.layout.C_HOLD``), and the samples inside that last step —
-  typically one to a few before T₁ — are computed again (their shard's time chunk is rewritten);
+  typically one to a few before T₁ — are computed again and compared with the stored ones (equal:
+  not written). The sample and snapshot *at* T₁ do change: the longer run steps across T₁ and
+  interpolates there. A store with an adaptive integrator keeps that last row of its ``time`` and
+  ``snapshot`` arrays in an object of its own (:func:`geosweep.sweeps.store.cell_chunks`), so the
+  objects of the earlier rows are not rewritten;
 * the adaptive controller's default first step is T/100: the grown spec pins ``h0`` to the value
   the store used (T₁/100), so the store's spec still describes its results;
 * snapshots: with ``snapshot_dt`` unset (states at t = 0 and T only) the state at T moves to the
   new T; with a ``snapshot_dt`` the snapshots up to T₁ stay.
 
 The time axis grows in place: the arrays are resized (their chunk length along ``time`` stays
-the first run's), and a grown cell writes only the samples after its carry (the chunks of old
-samples are not rewritten; a later extension rewrites the last, partly filled chunk of the
-previous one with the same values). Cells that failed keep their status (they continue from their
+the first run's), and a grown shard is written from the first row where its cells' values differ
+from the stored ones (:func:`geosweep.sweeps.store.write_shard`): the chunks of old samples are not
+rewritten, except a chunk that also holds new rows (the last, partly filled chunk of a previous
+extension, or the row at T₁ of an adaptive store), written whole with its old rows unchanged.
+Cells that failed keep their status (they continue from their
 carry too, integrating nothing, so that their values take the longer layout exactly as a run to
 the new T stores them); ``not_applicable`` stays. Each extension (from, to, when) is appended
 to the store's ``runs`` records.
