@@ -14,10 +14,12 @@ depends on T:
   step to land on T, which a longer run does not take: its carry is the state before that step
   (the driver's hold, ``geosweep.kernels.core.layout.C_HOLD``), and the samples inside that last step —
   typically one to a few before T₁ — are computed again and compared with the stored ones (equal:
-  not written). The sample and snapshot *at* T₁ do change: the longer run steps across T₁ and
-  interpolates there. A store with an adaptive integrator keeps that last row of its ``time`` and
-  ``snapshot`` arrays in an object of its own (:func:`geosweep.sweeps.store.cell_chunks`), so the
-  objects of the earlier rows are not rewritten;
+  not written). The samples and snapshots *inside* that last step do change: the longer run steps
+  across T₁ and interpolates there. With steps shorter than ``dt_out`` that is only the row at T₁,
+  and a store with an adaptive integrator keeps that last row of its ``time`` and ``snapshot``
+  arrays in an object of its own (:func:`geosweep.sweeps.store.cell_chunks`), so the objects of the
+  earlier rows are not rewritten (a last step longer than ``dt_out`` changes earlier rows, and
+  their object is rewritten);
 * the adaptive controller's default first step is T/100: the grown spec pins ``h0`` to the value
   the store used (T₁/100), so the store's spec still describes its results;
 * snapshots: with ``snapshot_dt`` unset (states at t = 0 and T only) the state at T moves to the

@@ -448,8 +448,8 @@ def cell_chunks(dims: tuple[str, ...], cell_shape: tuple[int, ...], last_apart: 
     ``last_apart`` (a sweep with an adaptive integrator) the last row of ``time``/``snapshot`` — the
     value at T — is an object of its own. An adaptive run with dense output clips its last step to
     land on T; a run to a later T steps across T and interpolates there, so growing the store to a
-    later T (:mod:`geosweep.sweeps.extension`) changes that row only, and the objects of the earlier
-    rows stay as written."""
+    later T (:mod:`geosweep.sweeps.extension`) changes the rows inside that step — the last one only
+    when the steps are shorter than the output interval — and the objects of the earlier rows stay."""
     return tuple(max(n - 1, 1) if last_apart and d in LAST_AT_T else n for d, n in zip(dims, cell_shape))
 
 

@@ -152,9 +152,10 @@ def _objects_of_old_rows(store: Path, n_old: dict[str, int]) -> dict[str, tuple[
 
 def test_adaptive_dense_extension_leaves_the_old_rows_objects(tmp_path):
     """Adaptive cells with dense output (rkmk45, dopri5_ambient) beside fixed-step ones (rkmk4): a
-    run to T₁ clips its last step to land on T₁, a run to T₂ interpolates at T₁, so the row at T₁
-    changes when the store grows — and only that row: no object holding only earlier samples or
-    snapshots is rewritten (same bytes, same mtime), twice over, and the store is bitwise a direct run."""
+    run to T₁ clips its last step to land on T₁, a run to T₂ interpolates inside it, so the rows in
+    that step change when the store grows (here, steps shorter than dt_out: the row at T₁ only). No
+    object holding only samples or snapshots up to the old T is rewritten (same bytes, same mtime;
+    the row at T₁ is an object of its own), twice over, and the store is bitwise a direct run."""
     spec = _spec("ts2")
     a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
     run_sweep(spec, a, serial=True)
