@@ -13,8 +13,9 @@ Run: ``python benchmarks/bench_extend.py [--steps N] [--cells C] [--repeats R]``
   the store's own bytes per cell beside them.
 
 The machine is shared: the default N (2000 steps) and C (10 000) are small; the issue's row
-asks for 10⁶ steps, which is the same loop for longer (the extension runs the same kernel from
-the same carry, there is no per-step work that depends on T).
+asks for 10⁶ steps (``--steps 1000000 --repeats 1``, ~20 min of CPU; or the two legs as separate
+processes, ``--leg extension|half --out F.npz`` then ``--compare E.npz H.npz``). Each MD leg reports
+the CPU time of its process beside the wall time.
 """
 
 from __future__ import annotations
