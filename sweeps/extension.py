@@ -191,6 +191,18 @@ def pin_first_steps(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
+def stored_first_steps(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` with the ``h0`` the store's spec ``old`` pinned (an earlier extension) for each
+    integrator of ``new`` that does not set one: the spec a user wrote for the first run still
+    names the store's sweep after it was extended."""
+    new = json.loads(json.dumps(new))
+    for name, opts in old.get("integrator_options", {}).items():
+        if name in new.get("integrators", []) and "h0" in opts:
+            mine = new.setdefault("integrator_options", {}).setdefault(name, {})
+            mine.setdefault("h0", opts["h0"])
+    return new
+
+
 def grown_spec(ref, T: float) -> dict[str, Any]:
     """The store's spec with final time ``T`` (and the first steps pinned, :func:`pin_first_steps`)."""
     old = stored_spec(ref)
@@ -247,8 +259,11 @@ def prepare(plan, ref, log=None, recompute: bool = False):
     if not ref.exists():
         return plan
     old = stored_spec(ref)
-    asked = json.loads(plan.spec.canonical_json())
     keep = {k: v for k, v in plan.spec.model_dump(mode="json").items() if k in _NOT_IDENTITY and v is not None}
+    given = json.loads(plan.spec.canonical_json())
+    asked = stored_first_steps(old, given)
+    if asked != given:  # the store was extended before: its first steps are pinned, the user's spec does not say
+        plan = make_plan({**typed(asked), **keep})
     new = pin_first_steps(old, asked)
     if float(asked.get("T", 0.0)) > float(old["T"]) and not _only_T_differs(pin_first_steps(old, old), new):
         # a larger T and more: values appended to sweep axes (anything else is refused there, the
