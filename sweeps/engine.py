@@ -215,7 +215,9 @@ def _continued(traj: Trajectory, saved: dict | None) -> tuple[Trajectory, bool, 
         if restored.n_out < traj.n_out:  # a shorter run of this cell: continue it to the longer span
             base = pre if pre is not None else own  # a dense-output run continues from before its last step
             old = Trajectory.restore(traj.stepper, base)
-            n_samples = old.n_out + 1 if old.finished else int(old.info[I_NSAMP])  # rows final as stored
+            # rows the store holds (a dense-output run's carry is before its last step: the rows it
+            # computes again are compared with the stored ones, geosweep.sweeps.store.write_shard)
+            n_samples = old.n_out + 1 if old.finished or pre is not None else int(old.info[I_NSAMP])
             grown = Trajectory.grown(traj.stepper, base, traj)
             return grown, True, None, grown.rows_kept(n_samples)
     except (KeyError, ValueError):

@@ -13,16 +13,24 @@ depends on T:
   time) reach T₁ exactly as a longer run does; an adaptive run *with* dense output clips its last
   step to land on T, which a longer run does not take: its carry is the state before that step
   (the driver's hold, ``geosweep.kernels.core.layout.C_HOLD``), and the samples inside that last step —
-  typically one to a few before T₁ — are computed again (their shard's time chunk is rewritten);
+  typically one to a few before T₁ — are computed again and compared with the stored ones (equal:
+  not written). The samples and snapshots *inside* that last step do change: the longer run steps
+  across T₁ and interpolates there. With steps shorter than ``dt_out`` that is only the row at T₁,
+  and a store with an adaptive integrator keeps that last row of its ``time`` and ``snapshot``
+  arrays in an object of its own (:func:`geosweep.sweeps.store.cell_chunks`), so the objects of the
+  earlier rows are not rewritten (a last step longer than ``dt_out`` changes earlier rows, and
+  their object is rewritten);
 * the adaptive controller's default first step is T/100: the grown spec pins ``h0`` to the value
   the store used (T₁/100), so the store's spec still describes its results;
 * snapshots: with ``snapshot_dt`` unset (states at t = 0 and T only) the state at T moves to the
   new T; with a ``snapshot_dt`` the snapshots up to T₁ stay.
 
 The time axis grows in place: the arrays are resized (their chunk length along ``time`` stays
-the first run's), and a grown cell writes only the samples after its carry (the chunks of old
-samples are not rewritten; a later extension rewrites the last, partly filled chunk of the
-previous one with the same values). Cells that failed keep their status (they continue from their
+the first run's), and a grown shard is written from the first row where its cells' values differ
+from the stored ones (:func:`geosweep.sweeps.store.write_shard`): the chunks of old samples are not
+rewritten, except a chunk that also holds new rows (the last, partly filled chunk of a previous
+extension, or the row at T₁ of an adaptive store), written whole with its old rows unchanged.
+Cells that failed keep their status (they continue from their
 carry too, integrating nothing, so that their values take the longer layout exactly as a run to
 the new T stores them); ``not_applicable`` stays. Each extension (from, to, when) is appended
 to the store's ``runs`` records.
@@ -225,6 +233,18 @@ def pin_first_steps(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
+def stored_first_steps(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` with the ``h0`` the store's spec ``old`` pinned (an earlier extension) for each
+    integrator of ``new`` that does not set one: the spec a user wrote for the first run still
+    names the store's sweep after it was extended."""
+    new = json.loads(json.dumps(new))
+    for name, opts in old.get("integrator_options", {}).items():
+        if name in new.get("integrators", []) and "h0" in opts:
+            mine = new.setdefault("integrator_options", {}).setdefault(name, {})
+            mine.setdefault("h0", opts["h0"])
+    return new
+
+
 def grown_spec(ref, T: float) -> dict[str, Any]:
     """The store's spec with final time ``T`` (and the first steps pinned, :func:`pin_first_steps`)."""
     old = stored_spec(ref)
@@ -281,8 +301,11 @@ def prepare(plan, ref, log=None, recompute: bool = False):
     if not ref.exists():
         return plan
     old = stored_spec(ref)
-    asked = json.loads(plan.spec.canonical_json())
     keep = {k: v for k, v in plan.spec.model_dump(mode="json").items() if k in _NOT_IDENTITY and v is not None}
+    given = json.loads(plan.spec.canonical_json())
+    asked = stored_first_steps(old, given)
+    if asked != given:  # the store was extended before: its first steps are pinned, the user's spec does not say
+        plan = make_plan({**typed(asked), **keep})
     new = pin_first_steps(old, asked)
     if float(asked.get("T", 0.0)) > float(old["T"]) and not _only_T_differs(pin_first_steps(old, old), new):
         # a larger T and more: values appended to sweep axes (anything else is refused there, the

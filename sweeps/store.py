@@ -440,6 +440,20 @@ def state_layout_clash(plan: Plan) -> tuple[str, str] | None:
     )
 
 
+#: per-cell axes whose last row is the state at T
+LAST_AT_T = ("time", "snapshot")
+
+
+def cell_chunks(dims: tuple[str, ...], cell_shape: tuple[int, ...], last_apart: bool) -> tuple[int, ...]:
+    """Chunk extents along a variable's per-cell ``dims``: the whole cell, except that with
+    ``last_apart`` (a sweep with an adaptive integrator) the last row of ``time``/``snapshot`` — the
+    value at T — is an object of its own. An adaptive run with dense output clips its last step to
+    land on T; a run to a later T steps across T and interpolates there, so growing the store to a
+    later T (:mod:`geosweep.sweeps.extension`) changes the rows inside that step — the last one only
+    when the steps are shorter than the output interval — and the objects of the earlier rows stay."""
+    return tuple(max(n - 1, 1) if last_apart and d in LAST_AT_T else n for d, n in zip(dims, cell_shape))
+
+
 def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     """The lazily filled xarray Dataset describing the store (nothing computed), and its encoding."""
     import dask.array as da
@@ -452,11 +466,14 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     data_vars = {}
     encoding = {}
 
+    last_apart = any(idef.adaptive for idef in plan.idefs.values())
+
     def add(name: str, dims: tuple[str, ...], dtype: str, attrs: dict, fill) -> None:
         cell_shape = tuple(sizes[d] for d in dims)
-        arr = da.full(sweep_shape + cell_shape, fill, dtype=dtype, chunks=shards + cell_shape)
+        chunks = shards + cell_chunks(dims, cell_shape, last_apart)
+        arr = da.full(sweep_shape + cell_shape, fill, dtype=dtype, chunks=chunks)
         data_vars[name] = xr.Variable(grid.dims + dims, arr, attrs)
-        encoding[name] = {"fill_value": fill, "chunks": shards + cell_shape}  # one object per shard
+        encoding[name] = {"fill_value": fill, "chunks": chunks}  # one object per shard (two: cell_chunks)
 
     for d in fam.diagnostics(plan.first_model):
         attrs: dict[str, Any] = {"units": _units(d.units, sysdef), "long_name": d.long_name}
@@ -1102,7 +1119,8 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
     """Write computed cells of ONE shard: every value variable, then the flags and checksums,
     then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
     ``rows`` (a grown store, :mod:`geosweep.sweeps.extension`): per-cell axis → first row to write; the rows
-    before it are left as stored (the checksums still cover every row of the given values).
+    before it are compared with the stored ones, and written only from the first that differs
+    (the checksums still cover every row of the given values).
 
     Cells already ``done`` in the store are left as stored (their values are read and written
     back unchanged with the shard); so are filler cells. ``group`` is a zarr group or an
@@ -1140,8 +1158,9 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
         except KeyError:  # a value this store was not created with (a newer diagnostic): not stored
             continue
         data = block(arr)
+        stored = data.copy() if rows else None
         _fill_block(arr, name, data, cell_values, cell_index, sums)
-        values.append((arr, data))
+        values.append((arr, data, stored) if rows else (arr, data))
     if rows:
         values = _rows_from(values, region, rows)
     else:
@@ -1169,22 +1188,38 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
     return cells
 
 
-def _rows_from(values: list[tuple[Any, np.ndarray]], region: tuple[slice, ...], rows: dict[str, int]) -> list:
-    """Write each ``(arr, block)`` of a shard from the first of ``rows`` along its per-cell axes
-    (the rows before are not rewritten); arrays with no such axis are written whole."""
+def _rows_from(
+    values: list[tuple[Any, np.ndarray, np.ndarray]], region: tuple[slice, ...], rows: dict[str, int]
+) -> list:
+    """Write each ``(arr, block, stored block)`` of a shard from the first of ``rows`` along its
+    per-cell axes, or from the first row where the block differs (bitwise) from what is stored, if
+    earlier: the rows before are left as stored, compared instead of rewritten (a grown store's
+    recomputed samples). Arrays with no such axis are written whole. Returns ``(arr, block)``."""
     by_region: dict[tuple, list[tuple[Any, np.ndarray]]] = {}
-    for arr, data in values:
+    for arr, data, stored in values:
         dims = tuple(getattr(getattr(arr, "metadata", None), "dimension_names", None) or ())
         sub = list(region) + [slice(None)] * (data.ndim - len(region))
         for k in range(len(region), data.ndim):
             if k < len(dims) and rows.get(dims[k] or "", 0) > 0:
-                sub[k] = slice(min(rows[dims[k]], data.shape[k]), None)
+                start = min(rows[dims[k]], data.shape[k], _first_differing(data, stored, k))
+                sub[k] = slice(start, None)
         local = tuple(slice(None) if k < len(region) else sub[k] for k in range(data.ndim))
         key = tuple((s.start, s.stop) for s in sub)
         by_region.setdefault(key, []).append((arr, data[local]))
     for key, blocks in by_region.items():
         set_blocks(blocks, tuple(slice(a, b) for a, b in key))
-    return values
+    return [(arr, data) for arr, data, _ in values]
+
+
+def _first_differing(new: np.ndarray, old: np.ndarray, axis: int) -> int:
+    """The first index along ``axis`` where ``new`` and ``old`` differ bitwise (their length if none)."""
+    a, b = np.ascontiguousarray(new), np.ascontiguousarray(old)
+    if a.dtype.kind in "fiub" and a.dtype.itemsize in (1, 2, 4, 8):  # bitwise (NaN payloads, -0.0 included)
+        a, b = a.view(f"u{a.dtype.itemsize}"), b.view(f"u{b.dtype.itemsize}")
+    differs = np.asarray(a != b)
+    along = differs.any(axis=tuple(k for k in range(differs.ndim) if k != axis)) if differs.ndim > 1 else differs
+    hits = np.flatnonzero(along)
+    return int(hits[0]) if hits.size else int(a.shape[axis])
 
 
 def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, list[Cell]]:

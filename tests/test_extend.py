@@ -135,6 +135,45 @@ def test_extend_twice_and_old_samples_not_rewritten(tmp_path):
     assert [(e["from"], e["to"]) for e in ext] == [(0.5, 1.0), (1.0, 1.5)] and all(e["when"] for e in ext)
 
 
+def _objects_of_old_rows(store: Path, n_old: dict[str, int]) -> dict[str, tuple[int, bytes]]:
+    """(mtime, bytes) of every stored object of an array with a ``time``/``snapshot`` axis that holds
+    only rows before ``n_old[axis]`` along it (samples up to the old T: an extension leaves them as written)."""
+    g = zarr.open_group(str(store), mode="r")
+    out = {}
+    for name, arr in g.arrays():
+        dims = tuple(arr.metadata.dimension_names or ())
+        axes = [(k, d) for k, d in enumerate(dims) if d in n_old and arr.ndim > 1]
+        for f in (store / name / "c").rglob("*") if axes else ():
+            coords = [int(x) for x in f.relative_to(store / name / "c").parts]
+            if f.is_file() and all((coords[k] + 1) * arr.chunks[k] <= n_old[d] for k, d in axes):
+                out[str(f.relative_to(store))] = (f.stat().st_mtime_ns, f.read_bytes())
+    return out
+
+
+def test_adaptive_dense_extension_leaves_the_old_rows_objects(tmp_path):
+    """Adaptive cells with dense output (rkmk45, dopri5_ambient) beside fixed-step ones (rkmk4): a
+    run to T₁ clips its last step to land on T₁, a run to T₂ interpolates inside it, so the rows in
+    that step change when the store grows (here, steps shorter than dt_out: the row at T₁ only). No
+    object holding only samples or snapshots up to the old T is rewritten (same bytes, same mtime;
+    the row at T₁ is an object of its own), twice over, and the store is bitwise a direct run."""
+    spec = _spec("ts2")
+    a, b = tmp_path / "a.zarr", tmp_path / "b.zarr"
+    run_sweep(spec, a, serial=True)
+    for T in (1.5, 2.0):
+        ds = xr.open_zarr(a)
+        n_old = {"time": ds.sizes["time"], "snapshot": ds.sizes["snapshot"]}
+        at_T1 = ds.energy.isel(time=-1).values.copy()
+        before = _objects_of_old_rows(a, n_old)
+        assert {k.split("/")[0] for k in before} >= {"energy", "step_size", "snapshot_state"}
+        time.sleep(0.05)
+        sweeps.extend(a, T=T, serial=True)
+        assert _objects_of_old_rows(a, n_old) == before
+        grown = xr.open_zarr(a).energy.isel(time=n_old["time"] - 1).values
+        assert not np.array_equal(grown, at_T1, equal_nan=True)  # the dense cells' sample at T₁ did change
+    _direct(a, b)
+    assert_stores_bitwise_equal(str(a), str(b))
+
+
 def test_failed_and_not_applicable_cells_stay(tmp_path):
     # rk4 with a tiny energy guard fails at its first steps; the h/tol grid has filler cells
     spec = _spec("ts2", h=[0.01, 0.005], integrator_options={"rkmk4": {"blowup": 1e-14}})

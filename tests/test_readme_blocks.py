@@ -409,7 +409,8 @@ def test_readme_extend_block(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     exec(block("README.md", "from geosweep import sweeps"), {})
     ds = xr.open_zarr(tmp_path / "long.zarr")
-    assert float(ds.attrs["T"]) == 20.0 and bool((ds.status == 0).all())
+    assert float(ds.attrs["T"]) == 20.0 and list(ds.h.values) == [0.01, 0.005]  # the user's spec grew the
+    assert int((ds.status == 0).sum()) == 3 and int((ds.status == -2).sum()) == 1  # extended store (h0 pinned)
     assert [r["extension"]["to"] for r in ds.attrs["runs"] if "extension" in r] == [20.0]
 
 
