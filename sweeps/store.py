@@ -1150,7 +1150,7 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
     sums = _ShardChecksums(cells, [outputs[c][1] for c in cells])
     cell_values = [outputs[c][0] for c in cells]
     cell_index = tuple(np.array([local[c][k] for c in cells], dtype=np.intp) for k in range(len(shape)))
-    values: list[tuple[Any, np.ndarray]] = []
+    values: list[Any] = []  # (arr, block) or, for grown rows, (arr, block, stored block)
     names = list(dict.fromkeys(name for v in cell_values for name in v))
     for name in sorted(names):  # the checksums take the names in sorted order
         try:
