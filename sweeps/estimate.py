@@ -40,7 +40,9 @@ PROBE_TOTAL_SECONDS = 3.0
 #: kernels load, so only its tail counts) and the flow's tasks
 OVERHEAD_SECONDS = {"dask": 3.0, "prefect": 5.0, "prefect_server": 2.0}
 #: per cell outside its integration (s): model hand-over, values and flags into the store
-CELL_OVERHEAD_SECONDS = 0.01  # store format 3: whole-shard writes (benchmarks/bench_scale.py: ~1-3 ms)
+CELL_OVERHEAD_SECONDS = 0.0005  # measured 0.23 ms serial, 0.32 ms on 2 workers (bench_scale.py, 10⁴ cells)
+#: per store shard (s): its write (one object per variable), its carries and its task hand-over
+SHARD_OVERHEAD_SECONDS = 0.05
 #: cores busy with kernels run this much slower than one alone (shared caches and memory bandwidth;
 #: 1.83x on 2 cores for 16 sphere-MD cells, benchmarks/bench_sweep_throughput.py)
 PARALLEL_EFFICIENCY = 0.9
@@ -462,6 +464,11 @@ def estimate(
     if prefect:
         overhead = OVERHEAD_SECONDS["prefect"] + (OVERHEAD_SECONDS["prefect_server"] if temporary_server else 0.0)
     overhead += CELL_OVERHEAD_SECONDS * runnable / parallel
+    from geosweep.sweeps.store import shard_shape  # store imports this module (a cycle at import time)
+
+    extents = shard_shape(plan)
+    n_shards = int(np.prod([-(-e // s) for e, s in zip(grid.shape, extents)], dtype=np.int64))
+    overhead += SHARD_OVERHEAD_SECONDS * n_shards / parallel
     compile_s = compile_seconds
     by_axis: dict[str, dict[Any, float]] = {}
     for a, axis in enumerate(grid.axes[grid.n_method_axes :], start=grid.n_method_axes):
