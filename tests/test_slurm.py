@@ -301,7 +301,8 @@ def _pbs_unavailable() -> str | None:
         return (
             "no PBS on this machine (qsub/pbsnodes missing)"
             + ("" if packaged else "; neither OpenPBS nor Torque is in this machine's apt archive (Debian ships none)")
-            + " — PBS is covered by its job script only (tests/test_deploy.py)"
+            + " — the pbs kind is covered by its job script (tests/test_deploy.py) and by running it"
+            + " through Slurm's Torque wrappers (test_pbs_job_scripts_run_through_slurms_torque_commands)"
         )
     p = subprocess.run(["pbsnodes", "-a"], capture_output=True, text=True, check=False, timeout=30)
     return None if p.returncode == 0 else f"pbsnodes -a fails ({p.stderr.strip()[-200:]}): no PBS server answers"
