@@ -11,7 +11,7 @@ from geosweep.kernels.chain.family import FAMILY as CHAIN
 from geosweep.kernels.chain.integrate import integrate as chain_integrate
 from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.core import observables
-from geosweep.kernels.core.cells import UNIT_SPHERE_DIAGNOSTICS
+from geosweep.kernels.core.cells import COMMON_DIAGNOSTICS, UNIT_SPHERE_DIAGNOSTICS
 from geosweep.kernels.core.trajectory import Reductions
 from geosweep.kernels.s2 import integrate as s2_integrate
 from geosweep.kernels.s2 import stepper as s2
@@ -20,8 +20,9 @@ from geosweep.kernels.status import Status
 from geosweep.kernels.systems.catalogue import double_spherical_pendulum, spring_pendula
 from geosweep.kernels.systems.lj_sphere import lj_sphere
 from geosweep.kernels.torus import integrate as torus_integrate
+from geosweep.kernels.torus import stepper as se3_stepper
 from geosweep.kernels.torus.family import FAMILY as SE3
-from geosweep.kernels.torus.model import torus
+from geosweep.kernels.torus.model import SYS_PENDULUM, so3_pendulum, torus
 
 
 def _same(a, b) -> bool:
@@ -79,3 +80,19 @@ def test_chain_result_is_keyed_by_the_stored_names():
     assert set(run.values) == {d.name for d in CHAIN.diagnostics(model)}
     assert run["rejected_steps"] == run.info["rejected"] and run["steps"] == run.info["steps"]
     assert _same(run["energy"], run.energy)
+
+
+@pytest.mark.parametrize("build", [torus, so3_pendulum], ids=["torus", "so3_pendulum"])
+def test_se3_stored_names_come_from_its_declared_observables(build):
+    """The SE(3)ⁿ cell stores the shared names plus exactly what its observables declare for the
+    model; the column ``U_0`` is one declaration stored as ``U_m`` (torus) or ``U_grav`` (pendulum)."""
+    model = build(N_p=8) if build is torus else build()
+    own = observables.names(se3_stepper.OBSERVABLES, model)
+    assert [d.name for d in SE3.diagnostics(model)] == [d.name for d in COMMON_DIAGNOSTICS] + list(own)
+    tr = torus_integrate.integrate(model, "v2_newmark", 1e-3, 40, 10)
+    assert set(tr.values) == {d.name for d in SE3.diagnostics(model)}
+    (u,) = [o for o in se3_stepper.OBSERVABLES if "U_0" in o.columns]
+    stored_u0 = {out.diagnostic.name for out in u.outputs if out.applies(model) and out.column == 0}
+    assert stored_u0 == ({"U_grav"} if model.kind == SYS_PENDULUM else {"U_m"})
+    assert _same(tr[stored_u0.pop()], tr.field("U_0"))
+    assert se3_stepper.OBS_NAMES == observables.obs_names(se3_stepper.OBSERVABLES)
