@@ -13,6 +13,8 @@ from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import COMMON_DIAGNOSTICS, UNIT_SPHERE_DIAGNOSTICS
 from geosweep.kernels.core.trajectory import Reductions
+from geosweep.kernels.lie import tableaux
+from geosweep.kernels.registry import RunRequest
 from geosweep.kernels.s2 import integrate as s2_integrate
 from geosweep.kernels.s2 import stepper as s2
 from geosweep.kernels.s2.family import FAMILY as S2
@@ -96,3 +98,25 @@ def test_se3_stored_names_come_from_its_declared_observables(build):
     assert stored_u0 == ({"U_grav"} if model.kind == SYS_PENDULUM else {"U_m"})
     assert _same(tr[stored_u0.pop()], tr.field("U_0"))
     assert se3_stepper.OBS_NAMES == observables.obs_names(se3_stepper.OBSERVABLES)
+
+
+def test_chain_stores_the_same_declared_names_whichever_stepper_runs_it():
+    """ts2 cells run on three steppers (Lie, (S²)ⁿ VI, discrete gradients): each stepper's columns
+    get the family's outputs attached, and every one stores the family's declared names."""
+    from geosweep.kernels.chain import family as chain_family
+    from geosweep.kernels.lie import stepper as lie
+
+    model = build_chain(3)
+    declared = [d.name for d in CHAIN.diagnostics(model)]
+    assert declared == [d.name for d in COMMON_DIAGNOSTICS] + list(observables.names(chain_family.STORED_LIE, model))
+    for integrator in ("rkmk4", "implicit_vi", "dg_avf"):
+        assert sorted(observables.names(chain_family.stored(integrator), model)) == sorted(
+            observables.names(chain_family.STORED_LIE, model)
+        )
+        traj = CHAIN.start(model, integrator, RunRequest(T=0.05, dt_out=0.01, h=0.01), {})
+        traj.advance()
+        assert set(CHAIN.collect(model, integrator, traj).values) == set(declared), integrator
+    assert lie.OBS_NAMES == observables.obs_names(lie.OBSERVABLES)
+    red = lie.make_stepper((None, None, None), np.zeros(1), 1, 1, tableaux.get("rkmk4"), False).red
+    assert list(red) == [Reductions.NONE, Reductions.DEVNORM3, Reductions.NONE, Reductions.DEV, Reductions.MEANMAX,
+                         Reductions.MAX]  # fmt: skip
