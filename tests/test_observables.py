@@ -120,3 +120,22 @@ def test_chain_stores_the_same_declared_names_whichever_stepper_runs_it():
     red = lie.make_stepper((None, None, None), np.zeros(1), 1, 1, tableaux.get("rkmk4"), False).red
     assert list(red) == [Reductions.NONE, Reductions.DEVNORM3, Reductions.NONE, Reductions.DEV, Reductions.MEANMAX,
                          Reductions.MAX]  # fmt: skip
+
+
+@pytest.mark.parametrize("integrator", ["slgi_half", "lp_rkmk4"])
+def test_top_integrate_is_keyed_by_the_declared_stored_names(integrator):
+    """The heavy top's integrate returns the stored values by name, with a Status; formulations A
+    (SLGI columns) and B (the Lie stepper's) declare the same names; the core trajectory it
+    returned before stays reachable (deprecated aliases)."""
+    from geosweep.kernels.top import family as top
+
+    model = top.heavy_top()
+    tr = top.integrate(model, integrator, 1e-3, 20, 5)
+    declared = [d.name for d in top.diagnostics(model)]
+    assert declared[: len(COMMON_DIAGNOSTICS)] == [d.name for d in COMMON_DIAGNOSTICS]
+    assert declared[len(COMMON_DIAGNOSTICS) :] == list(observables.names(top.STORED_SLGI, model))
+    assert sorted(observables.names(top.stored(integrator), model)) == sorted(declared[len(COMMON_DIAGNOSTICS) :])
+    assert set(tr.values) == set(declared) and isinstance(tr.status, Status) and tr.status is Status.OK
+    assert _same(tr["max_dJ3"], top.collect(model, integrator, tr.core).values["max_dJ3"])
+    assert tr.S is tr.core.S and _same(tr["energy"], tr.out[:, 0]) and tr.time == tr.core.time  # aliases
+    assert tr["steps"] == 20 and tr["final_state"].shape == (1, len(top.STATE_LABELS))
