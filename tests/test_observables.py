@@ -139,3 +139,23 @@ def test_top_integrate_is_keyed_by_the_declared_stored_names(integrator):
     assert _same(tr["max_dJ3"], top.collect(model, integrator, tr.core).values["max_dJ3"])
     assert tr.S is tr.core.S and _same(tr["energy"], tr.out[:, 0]) and tr.time == tr.core.time  # aliases
     assert tr["steps"] == 20 and tr["final_state"].shape == (1, len(top.STATE_LABELS))
+
+
+def test_quad_integrate_is_keyed_by_the_declared_stored_names():
+    """The quadrotors' stored names are the shared ones plus their declared observables' outputs,
+    integrate returns them by name with a Status, and the stepper's columns come from the same
+    declaration; the core trajectory's attributes stay as deprecated aliases."""
+    from geosweep.kernels.quad import family as quad
+    from geosweep.kernels.quad import stepper as qs
+
+    model = quad.two_quadrotors()
+    declared = [d.name for d in quad.diagnostics(model)]
+    assert declared == [d.name for d in COMMON_DIAGNOSTICS] + list(observables.names(quad.OBSERVABLES, model))
+    assert qs.OBS_NAMES == observables.obs_names(quad.OBSERVABLES) and list(qs.RED) == list(
+        observables.reductions(quad.OBSERVABLES)
+    )
+    tr = quad.integrate(model, "quad_rkmk4", 0.1, 20)
+    assert set(tr.values) == set(declared) and tr.status is Status.OK
+    assert tr["max_thrust"].shape == (2,) and tr["rot_mom"].shape == (21, 2, 3)
+    assert _same(tr["max_unit_err"], [tr.core.reduced("unit_err_1"), tr.core.reduced("unit_err_2")])
+    assert tr.S is tr.core.S and _same(tr["e_y"], tr.samples("e_y"))  # deprecated aliases of the core
