@@ -159,3 +159,44 @@ def test_quad_integrate_is_keyed_by_the_declared_stored_names():
     assert tr["max_thrust"].shape == (2,) and tr["rot_mom"].shape == (21, 2, 3)
     assert _same(tr["max_unit_err"], [tr.core.reduced("unit_err_1"), tr.core.reduced("unit_err_2")])
     assert tr.S is tr.core.S and _same(tr["e_y"], tr.samples("e_y"))  # deprecated aliases of the core
+
+
+def _request(adaptive: bool, h: float = 1e-3) -> RunRequest:
+    return RunRequest(T=4 * h, dt_out=2 * h, tol=1e-6) if adaptive else RunRequest(T=4 * h, dt_out=2 * h, h=h)
+
+
+def _cases():
+    """(family, system, integrator) for every built-in system and every stepper its integrators
+    run on (step and observe functions; a fixed-step and an adaptive integrator of each)."""
+    from geosweep.kernels.registry import FAMILIES, SYSTEMS, integrators_for, load_builtins
+
+    load_builtins()
+    cases = []
+    for sname, sd in sorted(SYSTEMS.items()):
+        fam = FAMILIES[sd.family]
+        model = sd.build(**{p.name: p.default for p in sd.params})
+        seen = set()
+        for idef in integrators_for(sd):
+            if idef.applicable is not None and idef.applicable(model):
+                continue
+            stepper = fam.start(model, idef.name, _request(idef.adaptive), {}).stepper
+            key = (stepper.step, stepper.observe, idef.adaptive)
+            if key not in seen:
+                seen.add(key)
+                cases.append(pytest.param(fam, sd, idef, id=f"{sd.family}-{sname}-{idef.name}"))
+    return cases
+
+
+@pytest.mark.parametrize(("fam", "sd", "idef"), _cases())
+def test_every_family_stores_exactly_the_shared_and_its_declared_names(fam, sd, idef):
+    """A family's stored names are the shared ones plus its declared observables' outputs, whatever
+    stepper the integrator runs on: its diagnostics list and its collect agree, with no duplicate."""
+    model = sd.build(**{p.name: p.default for p in sd.params})
+    req = _request(idef.adaptive)
+    declared = set(observables.names(fam.observables(model, idef.name), model))
+    listed = [d.name for d in fam.diagnostics(model)]
+    assert len(listed) == len(set(listed))
+    assert set(listed) == {d.name for d in COMMON_DIAGNOSTICS} | declared
+    traj = fam.start(model, idef.name, req, {p.name: p.default for p in idef.params})
+    traj.advance()
+    assert set(fam.collect(model, idef.name, traj, {}).values) == set(listed)

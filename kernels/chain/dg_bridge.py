@@ -126,17 +126,6 @@ def to_bodies(model: ChainModel, p: np.ndarray):
     return convert
 
 
-def casimir_error(traj: Trajectory, model, integrator: str, obs: Observable) -> np.ndarray:
-    """Per sample, the max over the Casimirs (``obs.columns``) of |C − C(0)|."""
-    cols = np.stack([traj.samples(c) for c in obs.columns])
-    return np.abs(cols - cols[:, :1]).max(axis=0)
-
-
-def max_casimir_error(traj: Trajectory, model, integrator: str, obs: Observable) -> np.float64:
-    """The max over the Casimirs of their running max deviation over every step."""
-    return np.float64(max(traj.reduced(c) for c in obs.columns))
-
-
 def cost_per_step(model: ChainModel, integrator: str) -> float:
     """Rough single-core seconds per step: a finite-difference Jacobian of 6N dense fields
     (O(N²) each), an LU of (6N)² and ~6 iterations."""

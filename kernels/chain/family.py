@@ -173,10 +173,11 @@ def stored(integrator: str) -> tuple[Observable, ...]:
     modules are imported only when such a cell runs)."""
     if integrator in DG_ON_CHAIN:
         from geosweep.kernels.chain import dg_bridge
+        from geosweep.kernels.dg.steppers import casimir_error, max_casimir_error
 
         casimir = (
-            Derived(CASIMIR_ERROR, rank=0, fn=dg_bridge.casimir_error),
-            Derived(MAX_CASIMIR_ERROR, fn=dg_bridge.max_casimir_error),
+            Derived(CASIMIR_ERROR, rank=0, fn=casimir_error),
+            Derived(MAX_CASIMIR_ERROR, fn=max_casimir_error),
         )
         return (*with_outputs(dg_bridge.OBSERVABLES, {"L": _ON_L, **_SPHERE, "casimir": casimir}), _SHARED)
     if integrator == "implicit_vi":
@@ -308,6 +309,7 @@ FAMILY = FamilyDef(
     start=start,
     collect=collect,
     order_error_vars=("global_error", "max_rel_energy_error"),
+    observables=lambda model, integrator: stored(integrator),
 )
 
 _REF = (BLOWUP, *REFERENCE_PARAMS)

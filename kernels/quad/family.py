@@ -320,6 +320,7 @@ FAMILY = FamilyDef(
         Figure("quad_trajectory", "geosweep.analysis.system_figures:quad_trajectory"),
         Figure("quad_constraints", "geosweep.analysis.system_figures:quad_constraints"),
     ),
+    observables=lambda model, integrator: OBSERVABLES,
 )
 _REF = REFERENCE_PARAMS
 

@@ -361,6 +361,7 @@ FAMILY = FamilyDef(
     collect=collect,
     order_error_vars=("global_error", "max_rel_energy_error"),
     figures=(Figure("top_invariants", "geosweep.analysis.system_figures:top_invariants"),),
+    observables=lambda model, integrator: stored(integrator),
 )
 
 _REF = (BLOWUP, *REFERENCE_PARAMS)

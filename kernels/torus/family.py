@@ -22,6 +22,7 @@ from geosweep.kernels.core.cells import (
     make_run,
     start_trajectory,
 )
+from geosweep.kernels.core.observables import Observable
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.registry import (
     CellResult,
@@ -88,6 +89,11 @@ def cost_per_step(model: SE3Model, integrator: str) -> float:
     return 1.0e-7 * n + pairs + 1e-6
 
 
+def stored(model: SE3Model, integrator: str) -> tuple[Observable, ...]:
+    """The observables an SE(3)ⁿ cell stores from (their outputs' ``when`` picks torus or pendulum)."""
+    return OBSERVABLES
+
+
 FAMILY = FamilyDef(
     name="se3",
     diagnostics=diagnostics,
@@ -99,6 +105,7 @@ FAMILY = FamilyDef(
     start=start,
     collect=collect,
     order_error_vars=("energy_error_38", "max_rel_energy_error"),
+    observables=stored,
 )
 
 _BLOWUP = BLOWUP
