@@ -86,12 +86,20 @@ GLOBAL_ERROR = Diagnostic(
 )  # fmt: skip
 
 
-def _deviation(param: int, column: int | None = None, absolute: bool = False):
-    """A column minus the model's initial value ``params[param]`` (or its absolute value)."""
+def _deviation(param: int, column: int = 0):
+    """A column minus the model's initial value ``params[param]`` (J3(0), S(0))."""
 
     def value(traj: Trajectory, model: TopModel, integrator: str, obs: Observable) -> np.ndarray:
-        x = traj.samples(obs.columns[column or 0])
-        return np.abs(x) if absolute else x - model.params[param]
+        return traj.samples(obs.columns[column]) - model.params[param]
+
+    return value
+
+
+def _magnitude(column: int):
+    """The absolute value of a column (B: ||Γ|² − 1| from the Lie stepper's |Γ|² − 1)."""
+
+    def value(traj: Trajectory, model: TopModel, integrator: str, obs: Observable) -> np.ndarray:
+        return np.abs(traj.samples(obs.columns[column]))
 
     return value
 
@@ -162,7 +170,7 @@ STORED_LP: tuple[Observable, ...] = (
     *with_outputs(LIE_OBSERVABLES, {
         "L": (
             Derived(DJ3, rank=0, fn=_deviation(P_J30, column=2)), Derived(DS, rank=0, fn=_deviation(P_S0)),
-            Derived(CAS_GAMMA, rank=0, fn=_deviation(0, column=1, absolute=True)), Max(MAX_DJ3, column=2),
+            Derived(CAS_GAMMA, rank=0, fn=_magnitude(1)), Max(MAX_DJ3, column=2),
         ),
         "tangency_error": (Max(MAX_DS),),
         "unit_error": (Max(MAX_CAS_GAMMA),),
