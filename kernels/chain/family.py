@@ -47,7 +47,7 @@ _EVERY = "every step"
 STATE_LABELS = ("q_x", "q_y", "q_z", "w_x", "w_y", "w_z")
 
 _AM = "angular momentum"
-J = Diagnostic("J", ("time",), _AM, "vertical angular momentum e3·L about the pivot")
+VERTICAL_J = Diagnostic("J", ("time",), _AM, "vertical angular momentum e3·L about the pivot")
 MOMENTUM = Diagnostic(
     "momentum",
     ("time", "component"),
@@ -145,7 +145,7 @@ _SHARED = RunValues(
     ),
 )
 _ON_L = (  # the Lie stepper's (and the dg form's) angular momentum columns L_x, L_y, L_z
-    Samples(J, column=2),
+    Samples(VERTICAL_J, column=2),
     Samples(MOMENTUM),
     Derived(MOMENTUM_ERROR, rank=0, fn=_momentum_error),
     Max(MAX_J_ERROR, column=2),
@@ -184,7 +184,7 @@ def stored(integrator: str) -> tuple[Observable, ...]:
         from geosweep.kernels.s2.stepper import OBSERVABLES as S2_OBSERVABLES
 
         momentum = (
-            Samples(J, column=2),
+            Samples(VERTICAL_J, column=2),
             Samples(MOMENTUM),
             Derived(MOMENTUM_ERROR, rank=0, fn=_momentum_error),
             Derived(MAX_MOMENTUM_ERROR, fn=_max_momentum_error_vi),
