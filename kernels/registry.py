@@ -257,6 +257,11 @@ class FamilyDef:
     order_error_vars: tuple[str, ...] = ()
     #: report figures of every system of this family
     figures: tuple[Figure, ...] = ()
+    #: ``observables(model, integrator)``: the declared observables
+    #: (:class:`geosweep.kernels.core.observables.Observable`) a cell of this model and integrator
+    #: stores from; its stored names are the shared ones (``COMMON_DIAGNOSTICS``) plus theirs
+    #: (``tests/test_observables.py`` checks every family's declarations against its ``collect``)
+    observables: Callable[[Any, str], Sequence[Any]] | None = None
 
 
 SYSTEMS: dict[str, SystemDef] = {}

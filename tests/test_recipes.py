@@ -98,3 +98,26 @@ def test_a_new_integrator_option_is_one_param_validated_by_the_spec_and_passed_t
         dict(SPEC, integrator_options={"verlet": {"jitter": 0.25}}), tmp_path / "o.zarr", serial=True
     ).complete
     assert seen and all(o["jitter"] == 0.25 for o in seen)
+
+
+def test_a_diagnostic_declared_on_a_converted_family_reaches_a_real_store(monkeypatch, tmp_path):
+    """The recipe on a built-in family (the quadrotors): one more output of an observable the
+    family already declares — here the max of quadrotor 1's thrust column over every step — is
+    stored under its name, with its value, without another line in collect or the store."""
+    from geosweep.kernels.quad import family as quad
+
+    toy = Max(Diagnostic("max_thrust_1", (), "N", "max |u_1| over every step (toy)", computed_over="every step"),
+              column=0)  # fmt: skip
+    declared = tuple(
+        dataclasses.replace(o, outputs=(*o.outputs, toy)) if o.name == "thrust" else o for o in quad.OBSERVABLES
+    )
+    monkeypatch.setattr(quad, "OBSERVABLES", declared)  # = adding the output to the tuple in quad/family.py
+    spec = {"name": "quad-toy", "system": "two_quadrotors", "integrators": ["quad_rkmk4"], "h": [0.01],
+            "T": 0.2, "dt_out": 0.05}  # fmt: skip
+    store = tmp_path / "quad.zarr"
+    assert run_sweep(spec, store, serial=True).complete
+    ds = xr.open_zarr(store)
+    assert ds["max_thrust_1"].attrs["long_name"] == "max |u_1| over every step (toy)"
+    assert float(ds["max_thrust_1"].squeeze()) == float(ds["max_thrust"].squeeze().isel(link=0)) > 0.0
+    tr = quad.integrate(quad.two_quadrotors(), "quad_rkmk4", 0.2, 20)
+    assert tr["max_thrust_1"] == tr["max_thrust"][0]  # the kernels-alone result has it too

@@ -113,6 +113,7 @@ def make_family(declared: tuple[Observable, ...] = OBSERVABLES, observe=osc_obse
         collect=collect,
         order_error_vars=("max_abs_energy_error",),
         figures=(Figure("oscillator_energy", "tests.toy_family:energy_figure"),),
+        observables=lambda model, integrator: declared,
     )
 
 

@@ -18,18 +18,24 @@ import numpy as np
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.chain.model import ChainModel
 from geosweep.kernels.core.cells import start_trajectory
+from geosweep.kernels.core.observables import Observable, obs_names, reductions
 from geosweep.kernels.core.signatures import contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec, Trajectory
 from geosweep.kernels.dg.chain_lp import _omega, from_chain
 from geosweep.kernels.dg.model import CB_TYPE, SkewSystem
 from geosweep.kernels.dg.steppers import P_HEAD, make_stepper
+from geosweep.kernels.lie.stepper import OBSERVABLES as LIE_OBSERVABLES
 from geosweep.kernels.registry import RunRequest
 
 _, _OBS_SIG, _, _ = contract_types(CB_TYPE)
 
-OBS_NAMES = (
-    "energy", "L_x", "L_y", "L_z", "unit_error", "tangency_error", "casimir_unit", "casimir_tangency",
-)  # fmt: skip
+#: the Lie stepper's columns (the chain observed as by its Lie group methods) and the form's two
+#: Casimirs max_i ||q_i|² − 1| and max_i |q_i·π_i|, each reduced as a deviation from its initial value
+OBSERVABLES: tuple[Observable, ...] = (
+    *LIE_OBSERVABLES,
+    Observable("casimir", (Reductions.DEV, Reductions.DEV), columns=("casimir_unit", "casimir_tangency")),
+)
+OBS_NAMES = obs_names(OBSERVABLES)
 
 
 @kjit(_OBS_SIG)
@@ -93,13 +99,7 @@ def chain_dg_stepper(system: SkewSystem, integrator: str, options: dict) -> Step
         tol=float(options.get("nl_tol", 1e-14)),
         maxit=int(options.get("maxit", 50)),
     )
-    red = np.zeros(len(OBS_NAMES), dtype=np.int64)
-    red[1] = Reductions.DEVNORM3  # |L − L0|
-    red[3] = Reductions.DEV  # |J − J0|
-    red[4] = Reductions.MEANMAX
-    red[5] = Reductions.MAX
-    red[6] = Reductions.DEV
-    red[7] = Reductions.DEV
+    red = reductions(OBSERVABLES)  # |L − L0|, |J − J0|, the constraint errors, the Casimirs' drifts
     return dataclasses.replace(base, observe=chain_lp_observe, obs_names=OBS_NAMES, red=red)
 
 
@@ -124,15 +124,6 @@ def to_bodies(model: ChainModel, p: np.ndarray):
         return np.ascontiguousarray(np.hstack([x[: 3 * n].reshape(n, 3), w.reshape(n, 3)]))
 
     return convert
-
-
-def casimir_values(traj: Trajectory) -> dict[str, np.ndarray]:
-    """``casimir_error`` per sample (max over both Casimirs of |C − C(0)|) and ``max_casimir_error``."""
-    cols = np.stack([traj.samples("casimir_unit"), traj.samples("casimir_tangency")])
-    return {
-        "casimir_error": np.abs(cols - cols[:, :1]).max(axis=0),
-        "max_casimir_error": np.float64(max(traj.reduced("casimir_unit"), traj.reduced("casimir_tangency"))),
-    }
 
 
 def cost_per_step(model: ChainModel, integrator: str) -> float:

@@ -12,26 +12,30 @@ hit T (see :mod:`geosweep.kernels.core.driver` and :mod:`geosweep.kernels.lie.st
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from geosweep.kernels.chain.integrate import chain_stepper, integrate, scipy_rhs
 from geosweep.kernels.chain.model import ChainModel, build_chain, chain_params
+from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,
     COMMON_DIAGNOSTICS,
     REFERENCE_PARAMS,
-    UNIT_SPHERE_DIAGNOSTICS,
+    UNIT_SPHERE_OBSERVABLES,
     blocks_to_bodies,
     common_values,
     finish,
     make_run,
     start_trajectory,
-    unit_sphere_values,
 )
+from geosweep.kernels.core.observables import Derived, Max, Observable, RunValues, Samples, with_outputs
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.lie import tableaux
 from geosweep.kernels.lie.methods import LieAction
+from geosweep.kernels.lie.stepper import OBSERVABLES as LIE_OBSERVABLES
 from geosweep.kernels.lie.stepper import dense_evals
 from geosweep.kernels.lie.stepper import initial_state as lie_initial_state
 from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, Param, RunRequest, SystemDef
@@ -42,44 +46,168 @@ _E = "energy"
 _EVERY = "every step"
 STATE_LABELS = ("q_x", "q_y", "q_z", "w_x", "w_y", "w_z")
 
-OWN = (
-    Diagnostic("J", ("time",), "angular momentum", "vertical angular momentum e3·L about the pivot"),
-    Diagnostic(
-        "momentum",
-        ("time", "component"),
-        "angular momentum",
-        "angular momentum L = Σ m_k x_k × v_k about the pivot (all of it conserved only when g = 0)",
-    ),
-    Diagnostic("momentum_error", ("time",), "angular momentum", "|L − L0| when g = 0 (L conserved); NaN otherwise"),
-    Diagnostic("max_J_error", (), "angular momentum", "max |J − J0| (J = e3·L)", computed_over=_EVERY),
-    Diagnostic(
-        "max_momentum_error", (), "angular momentum", "max |L − L0| when g = 0 (L conserved); NaN otherwise",
-        computed_over=_EVERY,
-    ),
-    Diagnostic(
-        "casimir_error", ("time",), "1",
-        "discrete gradients on the (q, π) form: max over the Casimirs |q_i|² − 1 and q_i·π_i of |C(t) − C(0)| "
-        "(max over links); NaN for the other methods",
-    ),
-    Diagnostic(
-        "max_casimir_error", (), "1", "max of casimir_error over every step; NaN for the non-dg methods",
-        computed_over=_EVERY,
-    ),
-    Diagnostic(
-        "newton_iterations_mean", (), "1",
-        "mean nonlinear iterations per step (dg Newton, implicit_vi fixed point; 0 for explicit methods)",
-        computed_over=_EVERY,
-    ),
-    Diagnostic(
-        "global_error", (), "1",
-        "‖y(T) − y_ref(T)‖₂ in R^{6N} against DOP853 (rtol = atol = ref_tol) on the dense RHS; "
-        "NaN unless option global_error is true",
-    ),
+_AM = "angular momentum"
+VERTICAL_J = Diagnostic("J", ("time",), _AM, "vertical angular momentum e3·L about the pivot")
+MOMENTUM = Diagnostic(
+    "momentum",
+    ("time", "component"),
+    _AM,
+    "angular momentum L = Σ m_k x_k × v_k about the pivot (all of it conserved only when g = 0)",
+)
+MOMENTUM_ERROR = Diagnostic("momentum_error", ("time",), _AM, "|L − L0| when g = 0 (L conserved); NaN otherwise")
+MAX_J_ERROR = Diagnostic("max_J_error", (), _AM, "max |J − J0| (J = e3·L)", computed_over=_EVERY)
+MAX_MOMENTUM_ERROR = Diagnostic(
+    "max_momentum_error",
+    (),
+    _AM,
+    "max |L − L0| when g = 0 (L conserved); NaN otherwise",
+    computed_over=_EVERY,
+)
+CASIMIR_ERROR = Diagnostic(
+    "casimir_error",
+    ("time",),
+    "1",
+    "discrete gradients on the (q, π) form: max over the Casimirs |q_i|² − 1 and q_i·π_i of |C(t) − C(0)| "
+    "(max over links); NaN for the other methods",
+)
+MAX_CASIMIR_ERROR = Diagnostic(
+    "max_casimir_error",
+    (),
+    "1",
+    "max of casimir_error over every step; NaN for the non-dg methods",
+    computed_over=_EVERY,
+)
+NEWTON_ITERATIONS_MEAN = Diagnostic(
+    "newton_iterations_mean",
+    (),
+    "1",
+    "mean nonlinear iterations per step (dg Newton, implicit_vi fixed point; 0 for explicit methods)",
+    computed_over=_EVERY,
+)
+GLOBAL_ERROR = Diagnostic(
+    "global_error", (), "1",
+    "‖y(T) − y_ref(T)‖₂ in R^{6N} against DOP853 (rtol = atol = ref_tol) on the dense RHS; "
+    "NaN unless option global_error is true",
 )  # fmt: skip
 
 
+def _momentum(traj: Trajectory, obs: Observable) -> np.ndarray:
+    j = traj.stepper.obs_names.index(obs.columns[0])
+    return traj.out[:, j : j + 3].copy()
+
+
+def _momentum_error(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) -> np.ndarray:
+    L = _momentum(traj, obs)
+    with np.errstate(invalid="ignore"):
+        return np.linalg.norm(L - L[0], axis=1) if model.g == 0.0 else np.full(len(L), np.nan)
+
+
+def _max_momentum_error(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) -> np.float64:
+    """Lie group and dg methods: the running max of |L − L0| (DEVNORM3) when g = 0."""
+    return np.float64(traj.reduced(obs.columns[0]) if model.g == 0.0 else np.nan)
+
+
+def _max_momentum_error_vi(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) -> np.float64:
+    """implicit_vi: the (S²)ⁿ stepper reduces no |L − L0| for the chain; the max over the samples."""
+    merr = _momentum_error(traj, model, integrator, obs)
+    return np.float64(float(np.nanmax(merr)) if model.g == 0.0 and np.isfinite(merr).any() else np.nan)
+
+
+def _nan_series(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) -> np.ndarray:
+    return np.full(traj.out.shape[0], np.nan)
+
+
+def _nan(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) -> np.float64:
+    return np.float64(np.nan)
+
+
+def _newton_iterations_mean(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) -> np.float64:
+    c = traj.costs()
+    return np.float64(np.int64(c["solver_iterations"]) / max(int(c["steps"]), 1))
+
+
+def _global_error(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable, options: dict) -> np.float64:
+    """‖y(T) − y_ref(T)‖ of the stored final state when ``options["global_error"]`` (else NaN)."""
+    if not (bool(options.get("global_error", False)) and traj.status == 0):
+        return np.float64(np.nan)
+    y = to_bodies(model, integrator, traj)(traj.S[: traj.stepper.n_check])
+    return np.float64(
+        float(np.linalg.norm(y - reference_solution(model, traj.time, float(options.get("ref_tol", 1e-13)))))
+    )
+
+
+_SPHERE = {o.name: o.outputs for o in UNIT_SPHERE_OBSERVABLES}  # unit_error, tangency_error
+_SHARED = RunValues(
+    "chain",
+    outputs=(
+        Derived(NEWTON_ITERATIONS_MEAN, fn=_newton_iterations_mean),
+        Derived(GLOBAL_ERROR, fn=_global_error, options=True),
+    ),
+)
+_ON_L = (  # the Lie stepper's (and the dg form's) angular momentum columns L_x, L_y, L_z
+    Samples(VERTICAL_J, column=2),
+    Samples(MOMENTUM),
+    Derived(MOMENTUM_ERROR, rank=0, fn=_momentum_error),
+    Max(MAX_J_ERROR, column=2),
+    Derived(MAX_MOMENTUM_ERROR, fn=_max_momentum_error),
+)
+_NO_CASIMIR = RunValues(
+    "no_casimir",
+    outputs=(
+        Derived(CASIMIR_ERROR, rank=0, fn=_nan_series),
+        Derived(MAX_CASIMIR_ERROR, fn=_nan),
+    ),
+)
+#: What a chain cell run by a Lie group or ambient method stores (on the Lie stepper's columns).
+#: The discrete gradients (the (q, π) form's columns, with its Casimirs) and implicit_vi (the
+#: (S²)ⁿ stepper's, J_x..J_z and J_axis) store the same names: :func:`stored`.
+STORED_LIE: tuple[Observable, ...] = (
+    *with_outputs(LIE_OBSERVABLES, {"L": _ON_L, **_SPHERE}), _NO_CASIMIR, _SHARED,
+)  # fmt: skip
+
+
+@functools.cache
+def stored(integrator: str) -> tuple[Observable, ...]:
+    """The declaration of what a cell run by ``integrator`` stores: :data:`STORED_LIE`, or the
+    same names from the discrete gradients' or the (S²)ⁿ variational integrator's columns (their
+    modules are imported only when such a cell runs)."""
+    if integrator in DG_ON_CHAIN:
+        from geosweep.kernels.chain import dg_bridge
+        from geosweep.kernels.dg.steppers import casimir_error, max_casimir_error
+
+        casimir = (
+            Derived(CASIMIR_ERROR, rank=0, fn=casimir_error),
+            Derived(MAX_CASIMIR_ERROR, fn=max_casimir_error),
+        )
+        return (*with_outputs(dg_bridge.OBSERVABLES, {"L": _ON_L, **_SPHERE, "casimir": casimir}), _SHARED)
+    if integrator == "implicit_vi":
+        from geosweep.kernels.s2.stepper import OBSERVABLES as S2_OBSERVABLES
+
+        momentum = (
+            Samples(VERTICAL_J, column=2),
+            Samples(MOMENTUM),
+            Derived(MOMENTUM_ERROR, rank=0, fn=_momentum_error),
+            Derived(MAX_MOMENTUM_ERROR, fn=_max_momentum_error_vi),
+        )
+        vi = with_outputs(S2_OBSERVABLES, {**_SPHERE, "momentum": momentum, "J_axis": (Max(MAX_J_ERROR),)})
+        return (*vi, _NO_CASIMIR, _SHARED)
+    return STORED_LIE
+
+
 def diagnostics(model: ChainModel) -> tuple[Diagnostic, ...]:
-    return COMMON_DIAGNOSTICS + UNIT_SPHERE_DIAGNOSTICS + OWN
+    return COMMON_DIAGNOSTICS + observables.diagnostics(STORED_LIE, model)
+
+
+def to_bodies(model: ChainModel, integrator: str, traj: Trajectory):
+    """The stepper's state prefix → the stored (N, 6) rows (q_i, ω_i)."""
+    n = model.n
+    if integrator in DG_ON_CHAIN:
+        from geosweep.kernels.chain import dg_bridge
+
+        return dg_bridge.to_bodies(model, traj.stepper.p[dg_bridge.P_HEAD :])
+    if integrator == "implicit_vi":
+        return blocks_to_bodies(n, 2)
+    return lambda x: np.ascontiguousarray(x.reshape(n, 6))
 
 
 def sizes(model: ChainModel) -> dict[str, int]:
@@ -127,50 +255,10 @@ def collect(model: ChainModel, integrator: str, traj: Trajectory, options: dict 
     """The stored values of a finished (or failed) trajectory; ``options["global_error"]`` adds a
     DOP853 reference at T (costly; not part of the cell's wall time)."""
     options = options or {}
-    n = model.n
-    obs = traj.stepper.obs_names
-    dg = integrator in DG_ON_CHAIN
-    if dg:  # the (q, π) form's columns, observed like the Lie group methods' (geosweep.kernels.chain.dg_bridge)
-        from geosweep.kernels.chain import dg_bridge
-
-        values = common_values(traj, dg_bridge.to_bodies(model, traj.stepper.p[dg_bridge.P_HEAD :]))
-        values.update(dg_bridge.casimir_values(traj))
-        L = traj.out[:, obs.index("L_x") : obs.index("L_x") + 3].copy()
-        max_J = traj.reduced("L_z")
-        max_L = traj.reduced("L_x")
-    elif integrator == "implicit_vi":  # the (S²)ⁿ stepper's observation columns
-        values = common_values(traj, blocks_to_bodies(n, 2))
-        L = traj.out[:, obs.index("J_x") : obs.index("J_x") + 3].copy()
-        max_J = traj.reduced("J_axis")
-        max_L = np.nan
-    else:
-        values = common_values(traj, lambda x: np.ascontiguousarray(x.reshape(n, 6)))
-        L = traj.out[:, obs.index("L_x") : obs.index("L_x") + 3].copy()
-        max_J = traj.reduced("L_z")
-        max_L = traj.reduced("L_x")
-    with np.errstate(invalid="ignore"):
-        merr = np.linalg.norm(L - L[0], axis=1) if model.g == 0.0 else np.full(len(L), np.nan)
-    if model.g == 0.0 and integrator == "implicit_vi":
-        max_L = float(np.nanmax(merr)) if np.isfinite(merr).any() else np.nan  # the VI's view: over samples
-    gerr = np.nan
-    if bool(options.get("global_error", False)) and traj.status == 0:
-        y = values["final_state"]
-        gerr = float(np.linalg.norm(y - reference_solution(model, traj.time, float(options.get("ref_tol", 1e-13)))))
-    if not dg:
-        values["casimir_error"] = np.full(traj.out.shape[0], np.nan)
-        values["max_casimir_error"] = np.float64(np.nan)
-    values["newton_iterations_mean"] = np.float64(values["solver_iterations"] / max(int(values["steps"]), 1))
-    if integrator != "implicit_vi" and not dg:  # DOP853's dense-only stages are counted in the state
-        values["f_evals"] = np.int64(values["f_evals"] + dense_evals(traj.S))
-    values.update(unit_sphere_values(traj))
-    values.update(
-        J=L[:, 2].copy(),
-        momentum=L,
-        momentum_error=merr,
-        max_J_error=np.float64(max_J),
-        max_momentum_error=np.float64(max_L if model.g == 0.0 else np.nan),
-        global_error=np.float64(gerr),
-    )
+    values = common_values(traj, to_bodies(model, integrator, traj))
+    if integrator != "implicit_vi" and integrator not in DG_ON_CHAIN:  # DOP853's dense-only stages
+        values["f_evals"] = np.int64(values["f_evals"] + dense_evals(traj.S))  # are counted in the state
+    values.update(observables.values(stored(integrator), traj, model, integrator, options))
     return finish(traj, values)
 
 
@@ -221,6 +309,7 @@ FAMILY = FamilyDef(
     start=start,
     collect=collect,
     order_error_vars=("global_error", "max_rel_energy_error"),
+    observables=lambda model, integrator: stored(integrator),
 )
 
 _REF = (BLOWUP, *REFERENCE_PARAMS)

@@ -99,11 +99,6 @@ UNIT_SPHERE_OBSERVABLES: tuple[Observable, ...] = (
 UNIT_SPHERE_DIAGNOSTICS: tuple[Diagnostic, ...] = observables.diagnostics(UNIT_SPHERE_OBSERVABLES)
 
 
-def unit_sphere_values(traj: Trajectory) -> dict[str, Any]:
-    """The values of :data:`UNIT_SPHERE_DIAGNOSTICS` from a finished trajectory."""
-    return observables.values(UNIT_SPHERE_OBSERVABLES, traj)
-
-
 #: The energy guard every family's integrators take as an option.
 BLOWUP = Param(
     "blowup",

@@ -23,10 +23,23 @@ computes its column.
 Diagnostics come out grouped by kind — samples, envelopes, means, maxima and derived values in
 their :attr:`Output.rank` — and in declaration order within a kind, so a family's store layout
 does not depend on how its observables are grouped.
+
+Beyond one column and one model:
+
+* an output with ``when=`` applies only to the models it accepts (the SE(3)ⁿ family stores the
+  column ``U_0`` as ``U_m`` for the torus and as ``U_grav`` for the pendulum);
+* ``column=`` picks one column of a multi-column observable (``Samples``, ``Max``), :class:`MaxEach`
+  keeps the reduction of every column, and ``reduction`` may be one code per column;
+* :class:`RunValues` declares values computed from the whole cell (a paper's error norm, a
+  reference solution's error) that no observation column holds; a :class:`Derived` output with
+  ``options=True`` also gets the cell's integrator options;
+* :func:`with_outputs` attaches a family's outputs to the columns a shared stepper declares (the
+  group-generic Lie stepper observes the same columns for every family that uses it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,8 +49,9 @@ import numpy as np
 from geosweep.kernels.core.trajectory import Reductions, Trajectory
 from geosweep.kernels.registry import Diagnostic
 
-#: ``(traj, model, integrator, observable) -> value`` of a :class:`Derived` output
-DeriveFn = Callable[[Trajectory, Any, str, "Observable"], Any]
+#: ``(traj, model, integrator, observable) -> value`` of a :class:`Derived` output (with
+#: ``options=True`` also the cell's integrator options as a fifth argument)
+DeriveFn = Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -47,19 +61,30 @@ class Output:
     diagnostic: Diagnostic
     #: position of the kind in the store's list of diagnostics (samples first)
     rank: int = 0
+    #: ``model -> bool``: the models this output is stored for (None: every model)
+    when: Callable[[Any], bool] | None = None
+    #: the column (index into ``Observable.columns``) the output reads; None: the first (or, for
+    #: :class:`Samples`, all of them)
+    column: int | None = None
 
-    def value(self, traj: Trajectory, model: Any, integrator: str, obs: Observable) -> Any:
+    def applies(self, model: Any) -> bool:
+        return self.when is None or (model is not None and bool(self.when(model)))
+
+    def col(self, obs: Observable) -> str:
+        return obs.columns[self.column or 0]
+
+    def value(self, traj: Trajectory, model: Any, integrator: str, obs: Observable, options: Any = None) -> Any:
         raise NotImplementedError
 
 
 @dataclass(frozen=True)
 class Samples(Output):
-    """The observable's columns at every sample: dims ``("time",)`` (one column) or
-    ``("time", "component")`` (several)."""
+    """The observable's columns at every sample: dims ``("time",)`` (one column, or the one
+    picked by ``column``) or ``("time", "component")`` (several)."""
 
-    def value(self, traj, model, integrator, obs):
-        if len(obs.columns) == 1:
-            return traj.samples(obs.columns[0]).copy()
+    def value(self, traj, model, integrator, obs, options=None):
+        if len(obs.columns) == 1 or self.column is not None:
+            return traj.samples(self.col(obs)).copy()
         j = traj.stepper.obs_names.index(obs.columns[0])
         return traj.out[:, j : j + len(obs.columns)].copy()
 
@@ -70,8 +95,8 @@ class Envelope(Output):
 
     rank: int = 1
 
-    def value(self, traj, model, integrator, obs):
-        return np.array(traj.envelope(obs.columns[0]), copy=True)
+    def value(self, traj, model, integrator, obs, options=None):
+        return np.array(traj.envelope(self.col(obs)), copy=True)
 
 
 @dataclass(frozen=True)
@@ -80,8 +105,8 @@ class Mean(Output):
 
     rank: int = 2
 
-    def value(self, traj, model, integrator, obs):
-        return np.float64(traj.reduced(obs.columns[0], "mean"))
+    def value(self, traj, model, integrator, obs, options=None):
+        return np.float64(traj.reduced(self.col(obs), "mean"))
 
 
 @dataclass(frozen=True)
@@ -92,20 +117,36 @@ class Max(Output):
     rank: int = 3
     what: str = "max"
 
-    def value(self, traj, model, integrator, obs):
-        return np.float64(traj.reduced(obs.columns[0], self.what))
+    def value(self, traj, model, integrator, obs, options=None):
+        return np.float64(traj.reduced(self.col(obs), self.what))
+
+
+@dataclass(frozen=True)
+class MaxEach(Output):
+    """The running reduction's result of every column (e.g. the max drift of each component of a
+    momentum, DEV per column): dims ``("component",)`` or another per-column dim."""
+
+    rank: int = 3
+    what: str = "max"
+
+    def value(self, traj, model, integrator, obs, options=None):
+        return np.array([traj.reduced(c, self.what) for c in obs.columns])
 
 
 @dataclass(frozen=True)
 class Derived(Output):
     """A value computed from the trajectory by ``fn(traj, model, integrator, observable)`` (e.g.
-    a deviation that depends on the system's symmetry, or NaN for methods it does not apply to)."""
+    a deviation that depends on the system's symmetry, or NaN for methods it does not apply to);
+    with ``options=True``, ``fn(traj, model, integrator, observable, options)``."""
 
     rank: int = 3
     fn: DeriveFn | None = None
+    options: bool = False
 
-    def value(self, traj, model, integrator, obs):
+    def value(self, traj, model, integrator, obs, options=None):
         assert self.fn is not None
+        if self.options:
+            return self.fn(traj, model, integrator, obs, options or {})
         return self.fn(traj, model, integrator, obs)
 
 
@@ -116,10 +157,11 @@ class Observable:
 
     ``reduction`` is a :class:`Reductions` code or ``model -> code`` (e.g. a momentum reduced
     only when the system conserves it); it applies to the first column (the others are reduced
-    with it, e.g. DEVNORM3, or not at all)."""
+    with it, e.g. DEVNORM3, or not at all). A tuple of codes (or ``model -> tuple``) gives one
+    code per column."""
 
     name: str
-    reduction: int | Callable[[Any], int] = Reductions.NONE
+    reduction: int | tuple[int, ...] | Callable[[Any], Any] = Reductions.NONE
     outputs: tuple[Output, ...] = ()
     columns: tuple[str, ...] = ()
 
@@ -128,7 +170,38 @@ class Observable:
             object.__setattr__(self, "columns", (self.name,))
 
     def reduction_for(self, model: Any) -> int:
-        return int(self.reduction(model) if callable(self.reduction) else self.reduction)
+        """The code of the first column (see :meth:`codes` for every column)."""
+        return self.codes(model)[0]
+
+    def codes(self, model: Any) -> tuple[int, ...]:
+        """One :class:`Reductions` code per column for ``model``."""
+        red = self.reduction(model) if callable(self.reduction) else self.reduction
+        if isinstance(red, tuple):
+            if len(red) != len(self.columns):
+                raise ValueError(f"observable {self.name!r}: {len(red)} reductions for {len(self.columns)} columns")
+            return tuple(int(r) for r in red)
+        return (int(red),) + (int(Reductions.NONE),) * (len(self.columns) - 1)
+
+
+@dataclass(frozen=True)
+class RunValues(Observable):
+    """Stored values with no observation column: computed from the finished cell by
+    :class:`Derived` outputs (e.g. an error norm over the samples, a reference solution's error)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "columns", ())
+
+    def codes(self, model: Any) -> tuple[int, ...]:
+        return ()
+
+
+def with_outputs(base: Sequence[Observable], outputs: dict[str, tuple[Output, ...]]) -> tuple[Observable, ...]:
+    """``base`` (a shared stepper's columns and reductions) with a family's ``outputs`` attached by
+    observable name; observables not named store nothing. Unknown names are an error."""
+    unknown = set(outputs) - {o.name for o in base}
+    if unknown:
+        raise ValueError(f"no observable named {sorted(unknown)} in {[o.name for o in base]}")
+    return tuple(dataclasses.replace(o, outputs=tuple(outputs.get(o.name, ()))) for o in base)
 
 
 def obs_names(observables: Sequence[Observable]) -> tuple[str, ...]:
@@ -146,23 +219,36 @@ def reductions(observables: Sequence[Observable], model: Any = None) -> np.ndarr
     red = np.zeros(len(obs_names(observables)), dtype=np.int64)
     j = 0
     for o in observables:
-        red[j] = o.reduction_for(model)
+        codes = o.codes(model)
+        red[j : j + len(codes)] = codes
         j += len(o.columns)
     return red
 
 
-def _outputs(observables: Sequence[Observable]) -> list[tuple[Output, Observable]]:
-    pairs = [(out, o) for o in observables for out in o.outputs]
+def _outputs(observables: Sequence[Observable], model: Any = None) -> list[tuple[Output, Observable]]:
+    pairs = [(out, o) for o in observables for out in o.outputs if out.applies(model)]
     return sorted(pairs, key=lambda p: p[0].rank)  # stable: declaration order within a kind
 
 
-def diagnostics(observables: Sequence[Observable]) -> tuple[Diagnostic, ...]:
-    """The stored diagnostics of ``observables`` (samples, envelopes, means, maxima/derived)."""
-    return tuple(out.diagnostic for out, _ in _outputs(observables))
+def diagnostics(observables: Sequence[Observable], model: Any = None) -> tuple[Diagnostic, ...]:
+    """The stored diagnostics of ``observables`` for ``model`` (samples, envelopes, means,
+    maxima/derived; outputs with a ``when`` need a model they apply to)."""
+    return tuple(out.diagnostic for out, _ in _outputs(observables, model))
+
+
+def names(observables: Sequence[Observable], model: Any = None) -> tuple[str, ...]:
+    """The stored names of ``observables`` for ``model``, in store order."""
+    return tuple(d.name for d in diagnostics(observables, model))
 
 
 def values(
-    observables: Sequence[Observable], traj: Trajectory, model: Any = None, integrator: str = ""
+    observables: Sequence[Observable],
+    traj: Trajectory,
+    model: Any = None,
+    integrator: str = "",
+    options: Any = None,
 ) -> dict[str, Any]:
-    """A finished trajectory's stored values of ``observables``, keyed by the stored names."""
-    return {out.diagnostic.name: out.value(traj, model, integrator, o) for out, o in _outputs(observables)}
+    """A finished trajectory's stored values of ``observables``, keyed by the stored names
+    (``options``: the cell's integrator options, for :class:`Derived` outputs that read them)."""
+    pairs = _outputs(observables, model)
+    return {out.diagnostic.name: out.value(traj, model, integrator, o, options) for out, o in pairs}

@@ -9,8 +9,11 @@ that name (the family's ``collect``), ``tr.values`` all of them, ``tr.status`` a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from geosweep.kernels.status import Status
 
 
 class StoredResult:
@@ -40,3 +43,33 @@ class StoredResult:
 
     def keys(self) -> Iterator[str]:
         return iter(self.values)
+
+
+@dataclass
+class CellRun(StoredResult):
+    """A kernels-alone run of one cell through its family's ``start`` and ``collect`` (the heavy
+    top's and the quadrotors' ``integrate``): ``tr[name]`` and ``tr.values`` are what ``collect``
+    stores, ``tr.status`` a :class:`~geosweep.kernels.status.Status`, ``tr.core`` the core
+    trajectory (resumable: ``advance``, ``checkpoint``).
+
+    Deprecated aliases: every other attribute is the core trajectory's (``tr.S``, ``tr.out``,
+    ``tr.time``, ``tr.samples("J3")`` …) — ``integrate`` returned the core trajectory before.
+    """
+
+    core: Any
+    collect: Callable[..., Any]
+    model: Any
+    integrator: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def status(self) -> Status:
+        return Status(int(self.core.status))
+
+    def _stored_values(self) -> dict[str, Any]:
+        return self.collect(self.model, self.integrator, self.core, self.options).values
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "core":  # not an alias (copy, pickle, a half-built object)
+            raise AttributeError(name)
+        return getattr(self.core, name)

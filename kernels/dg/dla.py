@@ -57,6 +57,7 @@ import numpy as np
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_VALUE
+from geosweep.kernels.core.observables import Observable, obs_names, reductions
 from geosweep.kernels.core.signatures import contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec
 from geosweep.kernels.dg.gradients import lu_factor, lu_solve
@@ -244,6 +245,10 @@ def dla_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     return _OK
 
 
+#: The columns ``dla_observe`` writes: E = ½|p|² + V(q) and the node constraint residual (max).
+OBSERVABLES: tuple[Observable, ...] = (Observable("energy"), Observable("constraint", Reductions.MAX))
+
+
 @kjit(_OBS_SIG)
 def dla_observe(cb, meth, S, p, work, full, obs):
     """E = ½|p|² + V(q) and the node constraint residual max_α |A_α(q)·p|."""
@@ -294,7 +299,7 @@ def make_stepper(system: SkewSystem, method: str, *, tol: float = 1e-14, maxit: 
     if any(i >= n for i in system.periodic):  # q comes first in the system's state and in z = (q, p)
         raise ValueError(f"{system.name}: periodic entries {system.periodic} must be configuration coordinates")
     p = with_angles(np.concatenate([[n, lag.k, 0.0, 0.0], lag.params]), system.periodic)
-    red = np.array([Reductions.NONE, Reductions.MAX], dtype=np.int64)
+    red = reductions(OBSERVABLES)
     return StepperSpec(
         drive=compile_driver(CB_TYPE),
         step=dla_step,
@@ -307,6 +312,6 @@ def make_stepper(system: SkewSystem, method: str, *, tol: float = 1e-14, maxit: 
         iwork_size=1,
         state_size=2 * n,
         n_check=2 * n,
-        obs_names=("energy", "constraint"),
+        obs_names=obs_names(OBSERVABLES),
         red=red,
     )

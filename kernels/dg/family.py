@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,
@@ -20,11 +21,12 @@ from geosweep.kernels.core.cells import (
     make_run,
     start_trajectory,
 )
+from geosweep.kernels.core.observables import Derived, Max, Observable, Output, RunValues, Samples, with_outputs
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.dg import dla
 from geosweep.kernels.dg.chain_lp import SYSTEM as CHAIN_LP
 from geosweep.kernels.dg.model import SkewSystem, reduce_angles
-from geosweep.kernels.dg.steppers import METHODS, make_stepper
+from geosweep.kernels.dg.steppers import METHODS, casimir_error, make_stepper, max_casimir_error, observables_of
 from geosweep.kernels.dg.systems import SYSTEMS as _BUILTIN
 from geosweep.kernels.dg.systems import rigid_body
 from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, Figure, IntegratorDef, Param, RunRequest
@@ -34,24 +36,116 @@ _EVERY = "every step"
 #: the family's systems, registered with it
 SYSTEMS = _BUILTIN + (CHAIN_LP,)
 
-OWN = (
-    Diagnostic("constraint_error", ("time",), "1", "nonholonomic constraint residual at the sample; NaN if none"),
-    Diagnostic("max_constraint_error", (), "1", "max of the constraint residual; NaN if none", computed_over=_EVERY),
-    Diagnostic("casimir_error", ("time",), "1", "max_j |C_j(t) − C_j(0)| over the Casimirs; NaN if none"),
-    Diagnostic("max_casimir_error", (), "1", "max over Casimirs of max_k |C_j − C_j(0)|; NaN if none",
-               computed_over=_EVERY),
-    Diagnostic("newton_iterations_mean", (), "1", "mean nonlinear iterations per step (implicit methods; else 0)",
-               computed_over=_EVERY),
-    Diagnostic("newton_iterations_max", (), "1", "max nonlinear iterations in one step", "int64",
-               computed_over=_EVERY),
-    Diagnostic("nonconverged_steps", (), "1", "steps whose nonlinear solve did not converge (it ends the run)",
-               "int64"),
-    Diagnostic("nonconverged_residual", (), "1", "‖G‖∞ at the last iterate of the non-converged step; NaN if none"),
+CONSTRAINT_ERROR = Diagnostic(
+    "constraint_error", ("time",), "1", "nonholonomic constraint residual at the sample; NaN if none"
+)
+MAX_CONSTRAINT_ERROR = Diagnostic(
+    "max_constraint_error", (), "1", "max of the constraint residual; NaN if none", computed_over=_EVERY
+)
+CASIMIR_ERROR = Diagnostic("casimir_error", ("time",), "1", "max_j |C_j(t) − C_j(0)| over the Casimirs; NaN if none")
+MAX_CASIMIR_ERROR = Diagnostic(
+    "max_casimir_error", (), "1", "max over Casimirs of max_k |C_j − C_j(0)|; NaN if none", computed_over=_EVERY
+)
+NEWTON_ITERATIONS_MEAN = Diagnostic(
+    "newton_iterations_mean",
+    (),
+    "1",
+    "mean nonlinear iterations per step (implicit methods; else 0)",
+    computed_over=_EVERY,
+)
+NEWTON_ITERATIONS_MAX = Diagnostic(
+    "newton_iterations_max", (), "1", "max nonlinear iterations in one step", "int64", computed_over=_EVERY
+)
+NONCONVERGED_STEPS = Diagnostic(
+    "nonconverged_steps", (), "1", "steps whose nonlinear solve did not converge (it ends the run)", "int64"
+)
+NONCONVERGED_RESIDUAL = Diagnostic(
+    "nonconverged_residual", (), "1", "‖G‖∞ at the last iterate of the non-converged step; NaN if none"
 )  # fmt: skip
 
 
+def _constrained(model: SkewSystem) -> bool:
+    return bool(model.has_constraint)
+
+
+def _unconstrained(model: SkewSystem) -> bool:
+    return not model.has_constraint
+
+
+def _nan_series(traj: Trajectory, model: SkewSystem, integrator: str, obs: Observable) -> np.ndarray:
+    return np.full(traj.out.shape[0], np.nan)
+
+
+def _nan(traj: Trajectory, model: SkewSystem, integrator: str, obs: Observable) -> np.float64:
+    return np.float64(np.nan)
+
+
+def _nonconverged(traj: Trajectory, integrator: str) -> bool:
+    """The run ended in an implicit method's non-converged solve."""
+    implicit = integrator in dla.METHODS or METHODS[integrator][0] == 0
+    return traj.status == Status.NONCONVERGED and implicit
+
+
+def _newton_mean(traj: Trajectory, model: SkewSystem, integrator: str, obs: Observable) -> np.float64:
+    c = traj.costs()
+    return np.float64(c["solver_iterations"] / max(c["steps"], 1))
+
+
+def _newton_max(traj: Trajectory, model: SkewSystem, integrator: str, obs: Observable) -> np.int64:
+    return np.int64(traj.costs()["solver_iterations_max"])
+
+
+def _nonconverged_steps(traj: Trajectory, model: SkewSystem, integrator: str, obs: Observable) -> np.int64:
+    return np.int64(1 if _nonconverged(traj, integrator) else 0)
+
+
+def _nonconverged_residual(traj: Trajectory, model: SkewSystem, integrator: str, obs: Observable) -> np.float64:
+    return np.float64(traj.failure()["fail_value"] if _nonconverged(traj, integrator) else np.nan)
+
+
+#: outputs of the constraint column (systems with a constraint) and of the Casimir columns
+_ON_COLUMNS: dict[str, tuple[Output, ...]] = {
+    "constraint": (
+        Samples(CONSTRAINT_ERROR, when=_constrained),
+        Max(MAX_CONSTRAINT_ERROR, when=_constrained),
+    ),
+    "casimir": (Derived(CASIMIR_ERROR, rank=0, fn=casimir_error), Derived(MAX_CASIMIR_ERROR, fn=max_casimir_error)),
+}
+_NO_CONSTRAINT = RunValues(
+    "no_constraint",
+    outputs=(
+        Derived(CONSTRAINT_ERROR, rank=0, fn=_nan_series, when=_unconstrained),
+        Derived(MAX_CONSTRAINT_ERROR, fn=_nan, when=_unconstrained),
+    ),
+)
+_NO_CASIMIR = RunValues(
+    "no_casimir",
+    outputs=(
+        Derived(CASIMIR_ERROR, rank=0, fn=_nan_series),
+        Derived(MAX_CASIMIR_ERROR, fn=_nan),
+    ),
+)
+_SOLVER = RunValues("solver", outputs=(
+    Derived(NEWTON_ITERATIONS_MEAN, fn=_newton_mean), Derived(NEWTON_ITERATIONS_MAX, fn=_newton_max),
+    Derived(NONCONVERGED_STEPS, fn=_nonconverged_steps), Derived(NONCONVERGED_RESIDUAL, fn=_nonconverged_residual),
+))  # fmt: skip
+
+
+def stored(model: SkewSystem, integrator: str | None = None) -> tuple[Observable, ...]:
+    """What a cell of ``model`` run by ``integrator`` stores, declared on its stepper's columns
+    (:func:`geosweep.kernels.dg.steppers.observables_of`, or the DLA form's
+    :data:`geosweep.kernels.dg.dla.OBSERVABLES`): the constraint residual and the Casimir errors
+    (NaN where the system, or the form, has none) and the solver statistics. Every integrator
+    stores the same names."""
+    base = dla.OBSERVABLES if integrator in dla.METHODS else observables_of(model)
+    present = {o.name for o in base}
+    declared = with_outputs(base, {k: v for k, v in _ON_COLUMNS.items() if k in present})
+    extra = (_NO_CONSTRAINT,) + (() if "casimir" in present else (_NO_CASIMIR,))
+    return (*declared, *extra, _SOLVER)
+
+
 def diagnostics(model: SkewSystem) -> tuple[Diagnostic, ...]:
-    return COMMON_DIAGNOSTICS + OWN
+    return COMMON_DIAGNOSTICS + observables.diagnostics(stored(model), model)
 
 
 def sizes(model: SkewSystem) -> dict[str, int]:
@@ -95,32 +189,7 @@ def collect(model: SkewSystem, integrator: str, traj: Trajectory, options: dict 
         values = common_values(traj, lambda z: model.to_layout(lag.from_canonical(z)))
     else:
         values = common_values(traj, model.to_layout)
-    names = traj.stepper.obs_names
-    nan_t = np.full(traj.out.shape[0], np.nan)
-    if model.has_constraint:
-        values["constraint_error"] = traj.samples("constraint").copy()
-        values["max_constraint_error"] = np.float64(traj.reduced("constraint"))
-    else:
-        values["constraint_error"] = nan_t
-        values["max_constraint_error"] = np.float64(np.nan)
-    cas = [n for n in names if n.startswith("casimir_")]
-    if cas:
-        cols = np.stack([traj.samples(c) for c in cas])
-        values["casimir_error"] = np.abs(cols - cols[:, :1]).max(axis=0)
-        values["max_casimir_error"] = np.float64(max(traj.reduced(c) for c in cas))
-    else:
-        values["casimir_error"] = nan_t.copy()
-        values["max_casimir_error"] = np.float64(np.nan)
-    c = traj.costs()
-    steps = max(c["steps"], 1)
-    implicit = integrator in dla.METHODS or METHODS[integrator][0] == 0
-    failed = traj.status == Status.NONCONVERGED and implicit
-    values.update(
-        newton_iterations_mean=np.float64(c["solver_iterations"] / steps),
-        newton_iterations_max=np.int64(c["solver_iterations_max"]),
-        nonconverged_steps=np.int64(1 if failed else 0),
-        nonconverged_residual=np.float64(traj.failure()["fail_value"] if failed else np.nan),
-    )
+    values.update(observables.values(stored(model, integrator), traj, model, integrator))
     return finish(traj, values)
 
 
@@ -164,6 +233,7 @@ FAMILY = FamilyDef(
     collect=collect,
     order_error_vars=("max_rel_energy_error",),
     figures=(Figure("dg_invariants", "geosweep.analysis.system_figures:dg_invariants"),),
+    observables=stored,
 )
 
 _SOLVE = (

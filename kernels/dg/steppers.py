@@ -28,10 +28,12 @@ from fractions import Fraction
 import numpy as np
 
 from geosweep.kernels._jit import kjit
+from geosweep.kernels.core import observables
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_ERR, S_FAIL_VALUE
+from geosweep.kernels.core.observables import Observable
 from geosweep.kernels.core.signatures import contract_types
-from geosweep.kernels.core.trajectory import Reductions, StepperSpec
+from geosweep.kernels.core.trajectory import Reductions, StepperSpec, Trajectory
 from geosweep.kernels.core.views import view2
 from geosweep.kernels.dg.gradients import (
     AVF,
@@ -414,12 +416,32 @@ def dg_dense(cb, meth, theta, h, S, Sn, work, Sd):
             Sd[i] += h * w * kst[st, i]
 
 
-def obs_names(system: SkewSystem) -> tuple[str, ...]:
-    names = ["energy"]
+def observables_of(system: SkewSystem) -> tuple[Observable, ...]:
+    """The columns ``dg_observe`` writes for ``system`` and their running reductions: the energy,
+    the constraint residual (max; systems with a constraint) and the Casimirs (deviation from
+    their initial values; systems with Casimirs)."""
+    obs = [Observable("energy")]
     if system.has_constraint:
-        names.append("constraint")
-    names += [f"casimir_{c}" for c in system.casimirs]
-    return tuple(names)
+        obs.append(Observable("constraint", Reductions.MAX))
+    if system.casimirs:
+        cols = tuple(f"casimir_{c}" for c in system.casimirs)
+        obs.append(Observable("casimir", (Reductions.DEV,) * len(cols), columns=cols))
+    return tuple(obs)
+
+
+def obs_names(system: SkewSystem) -> tuple[str, ...]:
+    return observables.obs_names(observables_of(system))
+
+
+def casimir_error(traj: Trajectory, model, integrator: str, obs: Observable) -> np.ndarray:
+    """Per sample, the max over the Casimirs (``obs.columns``) of |C − C(0)|."""
+    cols = np.stack([traj.samples(c) for c in obs.columns])
+    return np.abs(cols - cols[:, :1]).max(axis=0)
+
+
+def max_casimir_error(traj: Trajectory, model, integrator: str, obs: Observable) -> np.float64:
+    """The max over the Casimirs of their running max deviation over every step."""
+    return np.float64(max(traj.reduced(c) for c in obs.columns))
 
 
 def make_stepper(
@@ -439,13 +461,7 @@ def make_stepper(
     kind, dgk = METHODS[method]
     if solver == "fixed_point" and system.n_multipliers and kind == K_DG and dgk != MIDPOINT:
         raise ValueError(f"solver: the multiplier form of {system.name} (004 eq. (15)) needs 'newton'")
-    names = obs_names(system)
-    red = np.zeros(len(names), dtype=np.int64)
-    j = 1
-    if system.has_constraint:
-        red[j] = Reductions.MAX
-        j += 1
-    red[j:] = Reductions.DEV
+    declared = observables_of(system)
     N = system.N
     return StepperSpec(
         drive=compile_driver(CB_TYPE),
@@ -459,7 +475,7 @@ def make_stepper(
         iwork_size=N + system.n_multipliers,
         state_size=N,
         n_check=N,
-        obs_names=names,
-        red=red,
+        obs_names=observables.obs_names(declared),
+        red=observables.reductions(declared),
         has_dense=kind == K_DOPRI5,
     )

@@ -38,6 +38,7 @@ from numba import carray, types
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, S_ERR, S_FAIL_VALUE
+from geosweep.kernels.core.observables import Observable, obs_names, reductions
 from geosweep.kernels.core.signatures import F2, contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec
 from geosweep.kernels.core.views import _ptr, view2, view3
@@ -545,7 +546,17 @@ def lie_dense(cb, meth, theta, h, S, Sn, work, Sd):
         act(U, y, out)
 
 
-OBS_NAMES = ("energy", "L_x", "L_y", "L_z", "unit_error", "tangency_error")
+#: The columns every system on (N, 6) states observes through its ``diag`` callback, with their
+#: running reductions (the families using this stepper attach what they store from them with
+#: :func:`geosweep.kernels.core.observables.with_outputs`; a family may give a column its own meaning,
+#: e.g. the heavy top's Casimirs).
+OBSERVABLES: tuple[Observable, ...] = (
+    Observable("energy"),
+    Observable("L", (Reductions.DEVNORM3, Reductions.NONE, Reductions.DEV), columns=("L_x", "L_y", "L_z")),
+    Observable("unit_error", Reductions.MEANMAX),
+    Observable("tangency_error", Reductions.MAX),
+)
+OBS_NAMES = obs_names(OBSERVABLES)
 
 
 def make_stepper(
@@ -556,11 +567,7 @@ def make_stepper(
     scratch size, ``group`` = (act, dexpinv, bracket) (default SE(3)ᴺ on (TS²)ᴺ)."""
     if adaptive and method.bhat is None:
         raise ValueError(f"{method.name} has no embedded formula; cannot run adaptively")
-    red = np.zeros(len(OBS_NAMES), dtype=np.int64)
-    red[1] = Reductions.DEVNORM3
-    red[3] = Reductions.DEV
-    red[4] = Reductions.MEANMAX
-    red[5] = Reductions.MAX
+    red = reductions(OBSERVABLES)
     head = np.zeros(P_HEAD)
     head[P_NWC] = nwc
     head[P_N] = n

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
     COMMON_DIAGNOSTICS,
@@ -24,6 +25,8 @@ from geosweep.kernels.core.cells import (
     make_run,
     start_trajectory,
 )
+from geosweep.kernels.core.observables import Derived, MaxEach, Observable, RunValues, Samples, with_outputs
+from geosweep.kernels.core.results import CellRun
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.lie import tableaux
 from geosweep.kernels.lie.methods import LieAction
@@ -42,41 +45,128 @@ STATE_LABELS = (
 ATTITUDE_MODES = ("free_tumble", "free_rest", "code_const")
 INITIAL = ("paper", "controller_singular")
 
-OWN = (
-    Diagnostic("e_y", ("time",), "m", "tracking error |y − y_d|"),
-    Diagnostic("psi", ("time", "link"), "1", "link direction error Ψ_i = 1 − q_i·q_id (link 0, 1 = quadrotor 1, 2)"),
-    Diagnostic("e_q", ("time", "link"), "1", "|q_id × q_i|"),
-    Diagnostic("thrust", ("time", "link"), "N", "|u_i|"),
-    Diagnostic("tension", ("time", "link"), "N", "link tension t_i (> 0: in tension)"),
-    Diagnostic("unit_err", ("time", "link"), "1", "|1 − q_i·q_i|"),
-    Diagnostic("tang_err", ("time", "link"), "1 / s", "|q_i·ω_i|"),
-    Diagnostic("orth_err", ("time", "link"), "1", "max|R_iᵀR_i − I| (quadrotor i)"),
-    Diagnostic("det_err", ("time", "link"), "1", "|1 − det R_i| (quadrotor i)"),
-    Diagnostic("rot_ke", ("time", "link"), "J", "½ Ω_iᵀJ_iΩ_i (conserved in the free attitude modes)"),
-    Diagnostic("rot_mom", ("time", "link", "component"), "kg m^2 / s", "R_i J_i Ω_i (conserved in free modes)"),
-    Diagnostic("e_y_final", (), "m", "|y(T) − y_d(T)|"),
-    Diagnostic("psi_final", ("link",), "1", "Ψ_i(T)"),
-    Diagnostic("max_thrust", ("link",), "N", "max |u_i| over every step", computed_over=_EVERY),
-    Diagnostic("max_thrust_time", ("link",), "s", "time of the sampled max |u_i|", computed_over="samples"),
-    Diagnostic("min_tension", ("link",), "N", "min t_i over every step", computed_over=_EVERY),
-    Diagnostic("min_tension_time", ("link",), "s", "time of the sampled min t_i", computed_over="samples"),
-    Diagnostic("max_unit_err", ("link",), "1", "max |1 − q_i·q_i|", computed_over=_EVERY),
-    Diagnostic("max_tang_err", ("link",), "1 / s", "max |q_i·ω_i|", computed_over=_EVERY),
-    Diagnostic("max_orth_err", ("link",), "1", "max |R_iᵀR_i − I|", computed_over=_EVERY),
-    Diagnostic("max_det_err", ("link",), "1", "max |1 − det R_i|", computed_over=_EVERY),
-    Diagnostic("max_rot_ke_drift", ("link",), "J", "max |rot_ke − rot_ke(0)|", computed_over=_EVERY),
-    Diagnostic("max_rot_mom_drift", ("link",), "kg m^2 / s", "max |rot_mom − rot_mom(0)|", computed_over=_EVERY),
-    Diagnostic(
-        "global_error", ("block",), "1",
-        "‖·‖₂ of y(T) − y_ref(T) (DOP853, rtol = atol = ref_tol); block 0: the whole 42-vector, 1: (y, v), "
-        "2: (R_i, Ω_i), 3: (q_i, ω_i); NaN unless option global_error is true",
-    ),
+_L = ("time", "link")
+E_Y = Diagnostic("e_y", ("time",), "m", "tracking error |y − y_d|")
+PSI = Diagnostic("psi", _L, "1", "link direction error Ψ_i = 1 − q_i·q_id (link 0, 1 = quadrotor 1, 2)")
+THRUST = Diagnostic("thrust", _L, "N", "|u_i|")
+TENSION = Diagnostic("tension", _L, "N", "link tension t_i (> 0: in tension)")
+E_Y_FINAL = Diagnostic("e_y_final", (), "m", "|y(T) − y_d(T)|")
+PSI_FINAL = Diagnostic("psi_final", ("link",), "1", "Ψ_i(T)")
+MAX_THRUST = Diagnostic("max_thrust", ("link",), "N", "max |u_i| over every step", computed_over=_EVERY)
+MAX_THRUST_TIME = Diagnostic(
+    "max_thrust_time", ("link",), "s", "time of the sampled max |u_i|", computed_over="samples"
+)
+MIN_TENSION = Diagnostic("min_tension", ("link",), "N", "min t_i over every step", computed_over=_EVERY)
+MIN_TENSION_TIME = Diagnostic(
+    "min_tension_time", ("link",), "s", "time of the sampled min t_i", computed_over="samples"
+)
+ROT_MOM = Diagnostic("rot_mom", ("time", "link", "component"), "kg m^2 / s", "R_i J_i Ω_i (conserved in free modes)")
+MAX_ROT_MOM_DRIFT = Diagnostic(
+    "max_rot_mom_drift", ("link",), "kg m^2 / s", "max |rot_mom − rot_mom(0)|", computed_over=_EVERY
+)
+GLOBAL_ERROR = Diagnostic(
+    "global_error",
+    ("block",),
+    "1",
+    "‖·‖₂ of y(T) − y_ref(T) (DOP853, rtol = atol = ref_tol); block 0: the whole 42-vector, 1: (y, v), "
+    "2: (R_i, Ω_i), 3: (q_i, ω_i); NaN unless option global_error is true",
+)
+#: per-link series stored with their max over every step: (column pair, units, sample text, max text)
+_PER_LINK = (
+    ("unit_err", "1", "|1 − q_i·q_i|", "max_unit_err", "max |1 − q_i·q_i|"),
+    ("tang_err", "1 / s", "|q_i·ω_i|", "max_tang_err", "max |q_i·ω_i|"),
+    ("orth_err", "1", "max|R_iᵀR_i − I| (quadrotor i)", "max_orth_err", "max |R_iᵀR_i − I|"),
+    ("det_err", "1", "|1 − det R_i| (quadrotor i)", "max_det_err", "max |1 − det R_i|"),
+    ("rot_ke", "J", "½ Ω_iᵀJ_iΩ_i (conserved in the free attitude modes)", "max_rot_ke_drift",
+     "max |rot_ke − rot_ke(0)|"),
+)  # fmt: skip
+
+
+def _last_finite(traj: Trajectory) -> int:
+    """The last sample reached (its e_y finite; 0 if none)."""
+    finite = np.flatnonzero(np.isfinite(traj.samples("e_y")))
+    return int(finite[-1]) if len(finite) else 0
+
+
+def _e_y_final(traj: Trajectory, model, integrator: str, obs: Observable) -> np.float64:
+    return np.float64(traj.samples(obs.columns[0])[_last_finite(traj)])
+
+
+def _psi_final(traj: Trajectory, model, integrator: str, obs: Observable) -> np.ndarray:
+    return _pair(traj, obs)[_last_finite(traj)].copy()
+
+
+def _time_of(fn):
+    """The sample time of each link's ``fn`` (argmax/argmin) over the samples where both are finite."""
+
+    def value(traj: Trajectory, model, integrator: str, obs: Observable) -> np.ndarray:
+        x = _pair(traj, obs)
+        ok = np.isfinite(x).all(axis=1)
+        if not ok.any():
+            return np.full(2, np.nan)
+        return traj.sample_times[ok][fn(x[ok], axis=0)]
+
+    return value
+
+
+def _min_tension(traj: Trajectory, model, integrator: str, obs: Observable) -> np.ndarray:
+    return -np.array([traj.reduced(c) for c in obs.columns])  # the max of −t_i
+
+
+def _rot_mom(traj: Trajectory, model, integrator: str, obs: Observable) -> np.ndarray:
+    return np.stack([
+        np.stack([traj.samples(f"rot_mom_{i}_{c}") for c in "xyz"], axis=1) for i in (1, 2)
+    ], axis=1)  # fmt: skip
+
+
+def _max_rot_mom_drift(traj: Trajectory, model, integrator: str, obs: Observable) -> np.ndarray:
+    return np.array([traj.reduced("rot_mom_1_x"), traj.reduced("rot_mom_2_x")])  # DEVNORM3 of each
+
+
+_REFS: dict[tuple, np.ndarray] = {}
+
+
+def _global_error(traj: Trajectory, model, integrator: str, obs: Observable, options: dict) -> np.ndarray:
+    """Per block, ‖y(T) − y_ref(T)‖ when ``options["global_error"]`` (else NaN)."""
+    gerr = np.full(len(BLOCKS), np.nan)
+    if bool(options.get("global_error", False)) and traj.status == 0:
+        tol = float(options.get("ref_tol", 1e-13))
+        key = (model.params.tobytes(), model.y0.tobytes(), traj.time, tol)
+        if key not in _REFS:
+            _REFS.clear() if len(_REFS) > 16 else None
+            _REFS[key] = model.reference(traj.time, tol)
+        d = traj.S[:42] - _REFS[key]
+        gerr = np.array([np.linalg.norm(d), np.linalg.norm(d[0:6]), np.linalg.norm(d[6:30]), np.linalg.norm(d[30:42])])
+    return gerr
+
+
+#: What a quadrotor cell stores, attached to the stepper's columns (:data:`geosweep.kernels.quad.stepper.OBSERVABLES`).
+OBSERVABLES: tuple[Observable, ...] = (
+    *with_outputs(qs.OBSERVABLES, {
+        "e_y": (Samples(E_Y), Derived(E_Y_FINAL, fn=_e_y_final)),
+        "psi": (Samples(PSI), Derived(PSI_FINAL, fn=_psi_final)),
+        "e_q": (Samples(Diagnostic("e_q", _L, "1", "|q_id × q_i|")),),
+        "thrust": (Samples(THRUST), MaxEach(MAX_THRUST), Derived(MAX_THRUST_TIME, fn=_time_of(np.argmax))),
+        "tension": (Samples(TENSION), Derived(MIN_TENSION_TIME, fn=_time_of(np.argmin), rank=4)),
+        "neg_tension": (Derived(MIN_TENSION, fn=_min_tension),),
+        **{name: (
+            Samples(Diagnostic(name, _L, units, text)),
+            MaxEach(Diagnostic(max_name, ("link",), units, max_text, computed_over=_EVERY), rank=4),
+        ) for name, units, text, max_name, max_text in _PER_LINK},
+        "rot_mom_1": (Derived(ROT_MOM, rank=0, fn=_rot_mom), Derived(MAX_ROT_MOM_DRIFT, rank=4, fn=_max_rot_mom_drift)),
+    }),
+    RunValues("reference", outputs=(Derived(GLOBAL_ERROR, rank=4, fn=_global_error, options=True),)),
 )  # fmt: skip
 BLOCKS = ("all", "y_v", "R_Omega", "q_w")
 
 
 def diagnostics(model) -> tuple[Diagnostic, ...]:
-    return COMMON_DIAGNOSTICS + OWN
+    return COMMON_DIAGNOSTICS + observables.diagnostics(OBSERVABLES, model)
+
+
+def _pair(traj: Trajectory, obs: Observable) -> np.ndarray:
+    """The observable's two columns (one per link) at every sample, (K, 2)."""
+    return np.stack([traj.samples(obs.columns[0]), traj.samples(obs.columns[1])], axis=1)
 
 
 def sizes(model) -> dict[str, int]:
@@ -169,74 +259,22 @@ def start(model: QuadModel, integrator: str, request: RunRequest, options: dict)
     return start_trajectory(sp, qs.initial_state(model.y0), request, options)
 
 
-def integrate(model: QuadModel, integrator: str, T: float, n_steps: int, **options) -> Trajectory:
-    """Python entry point: ``n_steps`` equal steps on [0, T], every step sampled."""
+def integrate(model: QuadModel, integrator: str, T: float, n_steps: int, **options) -> CellRun:
+    """Python entry point: ``n_steps`` equal steps on [0, T], every step sampled. ``tr["e_y_final"]``
+    is the value a sweep cell of the same run stores under that name
+    (:class:`~geosweep.kernels.core.results.CellRun`; ``tr.status`` a ``Status``); the core
+    trajectory's attributes (``tr.S``, ``tr.out``, …), what this returned before, are deprecated
+    aliases of ``tr.core.S`` …"""
     h = T / n_steps
     traj = start(model, integrator, RunRequest(T=T, dt_out=h, h=h), options)
     traj.advance()
-    return traj
-
-
-def _pair(traj: Trajectory, name: str) -> np.ndarray:
-    return np.stack([traj.samples(f"{name}_1"), traj.samples(f"{name}_2")], axis=1)
-
-
-_REFS: dict[tuple, np.ndarray] = {}
+    return CellRun(traj, collect, model, integrator, options)
 
 
 def collect(model: QuadModel, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
-    options = options or {}
+    """The stored values of a finished (or failed) trajectory: the shared ones and :data:`OBSERVABLES`'."""
     values = common_values(traj, lambda x: np.ascontiguousarray(x[:42])[None, :])
-    t = traj.sample_times
-    thrust = _pair(traj, "thrust")
-    tension = _pair(traj, "tension")
-    rot_mom = np.stack([
-        np.stack([traj.samples(f"rot_mom_{i}_{c}") for c in "xyz"], axis=1) for i in (1, 2)
-    ], axis=1)  # fmt: skip
-    gerr = np.full(len(BLOCKS), np.nan)
-    if bool(options.get("global_error", False)) and traj.status == 0:
-        tol = float(options.get("ref_tol", 1e-13))
-        key = (model.params.tobytes(), model.y0.tobytes(), traj.time, tol)
-        if key not in _REFS:
-            _REFS.clear() if len(_REFS) > 16 else None
-            _REFS[key] = model.reference(traj.time, tol)
-        d = traj.S[:42] - _REFS[key]
-        gerr = np.array([np.linalg.norm(d), np.linalg.norm(d[0:6]), np.linalg.norm(d[6:30]), np.linalg.norm(d[30:42])])
-
-    def _argt(x, fn):
-        ok = np.isfinite(x).all(axis=1)
-        if not ok.any():
-            return np.full(2, np.nan)
-        return t[ok][fn(x[ok], axis=0)]
-
-    finite = np.flatnonzero(np.isfinite(traj.samples("e_y")))
-    last = int(finite[-1]) if len(finite) else 0
-    values.update(
-        e_y=traj.samples("e_y").copy(),
-        psi=_pair(traj, "psi"),
-        e_q=_pair(traj, "e_q"),
-        thrust=thrust,
-        tension=tension,
-        unit_err=_pair(traj, "unit_err"),
-        tang_err=_pair(traj, "tang_err"),
-        orth_err=_pair(traj, "orth_err"),
-        det_err=_pair(traj, "det_err"),
-        rot_ke=_pair(traj, "rot_ke"),
-        rot_mom=rot_mom,
-        e_y_final=np.float64(traj.samples("e_y")[last]),
-        psi_final=_pair(traj, "psi")[last].copy(),
-        max_thrust=np.array([traj.reduced("thrust_1"), traj.reduced("thrust_2")]),
-        max_thrust_time=_argt(thrust, np.argmax),
-        min_tension=-np.array([traj.reduced("neg_tension_1"), traj.reduced("neg_tension_2")]),
-        min_tension_time=_argt(tension, np.argmin),
-        max_unit_err=np.array([traj.reduced("unit_err_1"), traj.reduced("unit_err_2")]),
-        max_tang_err=np.array([traj.reduced("tang_err_1"), traj.reduced("tang_err_2")]),
-        max_orth_err=np.array([traj.reduced("orth_err_1"), traj.reduced("orth_err_2")]),
-        max_det_err=np.array([traj.reduced("det_err_1"), traj.reduced("det_err_2")]),
-        max_rot_ke_drift=np.array([traj.reduced("rot_ke_1"), traj.reduced("rot_ke_2")]),
-        max_rot_mom_drift=np.array([traj.reduced("rot_mom_1_x"), traj.reduced("rot_mom_2_x")]),
-        global_error=gerr,
-    )
+    values.update(observables.values(OBSERVABLES, traj, model, integrator, options or {}))
     _count_dense_evals(values, traj)
     return finish(traj, values)
 
@@ -282,6 +320,7 @@ FAMILY = FamilyDef(
         Figure("quad_trajectory", "geosweep.analysis.system_figures:quad_trajectory"),
         Figure("quad_constraints", "geosweep.analysis.system_figures:quad_constraints"),
     ),
+    observables=lambda model, integrator: OBSERVABLES,
 )
 _REF = REFERENCE_PARAMS
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.layout import S_FAIL_INDEX, S_FAIL_VALUE
+from geosweep.kernels.core.observables import Observable, columns, obs_names, reductions
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec
 from geosweep.kernels.core.views import view2
 from geosweep.kernels.lie.signatures import DIAG_SIG, FIELD_SIG
@@ -135,20 +136,38 @@ def quad_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     return st
 
 
-OBS_NAMES = (
-    "mech_energy", "e_y", "psi_1", "psi_2", "e_q_1", "e_q_2", "thrust_1", "thrust_2", "tension_1", "tension_2",
-    "unit_err_1", "unit_err_2", "tang_err_1", "tang_err_2", "orth_err_1", "orth_err_2", "det_err_1", "det_err_2",
-    "rot_ke_1", "rot_ke_2", "rot_mom_1_x", "rot_mom_1_y", "rot_mom_1_z", "rot_mom_2_x", "rot_mom_2_y",
-    "rot_mom_2_z", "neg_tension_1", "neg_tension_2", "singular",
-)  # fmt: skip
 _R = Reductions
-RED = np.array(
-    [_R.NONE, _R.NONE, _R.NONE, _R.NONE, _R.NONE, _R.NONE, _R.MAX, _R.MAX, _R.NONE, _R.NONE]
-    + [_R.MAX] * 8
-    + [_R.DEV, _R.DEV, _R.DEVNORM3, _R.NONE, _R.NONE, _R.DEVNORM3, _R.NONE, _R.NONE, _R.MAX, _R.MAX, _R.NONE],
-    dtype=np.int64,
+
+
+def _pair(name: str, reduction: int = Reductions.NONE) -> Observable:
+    """One column per quadrotor/link (``name_1``, ``name_2``), each with ``reduction``."""
+    return Observable(name, (reduction, reduction), columns=(f"{name}_1", f"{name}_2"))
+
+
+def _momentum(i: int) -> Observable:
+    """R_i J_i Ω_i (3 columns; max |· − ·(0)| over every step, DEVNORM3)."""
+    return Observable(f"rot_mom_{i}", (_R.DEVNORM3, _R.NONE, _R.NONE), columns=tuple(f"rot_mom_{i}_{c}" for c in "xyz"))
+
+
+#: The observation columns of the controlled system (spec §6) and their running reductions:
+#: ``obs_names``, ``red`` and the column numbers ``quad_observe`` writes come from here (the
+#: family attaches what a cell stores from them).
+OBSERVABLES: tuple[Observable, ...] = (
+    Observable("mech_energy"), Observable("e_y"), _pair("psi"), _pair("e_q"), _pair("thrust", _R.MAX),
+    _pair("tension"), _pair("unit_err", _R.MAX), _pair("tang_err", _R.MAX), _pair("orth_err", _R.MAX),
+    _pair("det_err", _R.MAX), _pair("rot_ke", _R.DEV), _momentum(1), _momentum(2), _pair("neg_tension", _R.MAX),
+    Observable("singular"),
+)  # fmt: skip
+OBS_NAMES = obs_names(OBSERVABLES)
+RED = reductions(OBSERVABLES)
+_COL = columns(OBSERVABLES)
+O_E_Y, O_PSI, O_EQ, O_THRUST, O_TENSION, O_UNIT, O_TANG, O_ORTH, O_DET = (
+    _COL[c] for c in ("e_y", "psi_1", "e_q_1", "thrust_1", "tension_1", "unit_err_1", "tang_err_1", "orth_err_1",
+                      "det_err_1")
+)  # fmt: skip
+O_ROT_KE, O_ROT_MOM, O_NEG_TENSION, O_SINGULAR = (
+    _COL[c] for c in ("rot_ke_1", "rot_mom_1_x", "neg_tension_1", "singular")
 )
-assert len(RED) == len(OBS_NAMES)
 
 
 @kjit(_OBS_SIG)
@@ -194,9 +213,9 @@ def quad_observe(cb, meth, S, p, work, full, obs):
             JO[c] = J[c] * Om[c]
             ke += 0.5 * Om[c] * JO[c]
         E += ke
-        obs[18 + i] = ke
+        obs[O_ROT_KE + i] = ke
         for c in range(3):
-            obs[20 + 3 * i + c] = R[c, 0] * JO[0] + R[c, 1] * JO[1] + R[c, 2] * JO[2]
+            obs[O_ROT_MOM + 3 * i + c] = R[c, 0] * JO[0] + R[c, 1] * JO[1] + R[c, 2] * JO[2]
         orth = 0.0
         for a in range(3):
             for b in range(3):
@@ -204,33 +223,33 @@ def quad_observe(cb, meth, S, p, work, full, obs):
                 if a == b:
                     s -= 1.0
                 orth = max(orth, abs(s))
-        obs[14 + i] = orth
+        obs[O_ORTH + i] = orth
         det = (
             R[0, 0] * (R[1, 1] * R[2, 2] - R[1, 2] * R[2, 1])
             - R[0, 1] * (R[1, 0] * R[2, 2] - R[1, 2] * R[2, 0])
             + R[0, 2] * (R[1, 0] * R[2, 1] - R[1, 1] * R[2, 0])
         )
-        obs[16 + i] = abs(1.0 - det)
-        obs[10 + i] = abs(1.0 - qm._dot(q, q))
-        obs[12 + i] = abs(qm._dot(q, w))
+        obs[O_DET + i] = abs(1.0 - det)
+        obs[O_UNIT + i] = abs(1.0 - qm._dot(q, q))
+        obs[O_TANG + i] = abs(qm._dot(q, w))
         if ok:
             qid = cl[qm.C_Q1D + 3 * i : qm.C_Q1D + 3 * i + 3]
-            obs[2 + i] = 1.0 - qm._dot(q, qid)
+            obs[O_PSI + i] = 1.0 - qm._dot(q, qid)
             eq = np.empty(3)
             qm._cross(qid, q, eq)
-            obs[4 + i] = np.sqrt(qm._dot(eq, eq))
+            obs[O_EQ + i] = np.sqrt(qm._dot(eq, eq))
             u = cl[qm.C_U1 + 3 * i : qm.C_U1 + 3 * i + 3]
-            obs[6 + i] = np.sqrt(qm._dot(u, u))
-            obs[8 + i] = cl[qm.C_TEN + i]
+            obs[O_THRUST + i] = np.sqrt(qm._dot(u, u))
+            obs[O_TENSION + i] = cl[qm.C_TEN + i]
         else:
-            obs[2 + i] = 0.0
-            obs[4 + i] = 0.0
-            obs[6 + i] = 0.0
-            obs[8 + i] = 0.0
-        obs[26 + i] = -obs[8 + i]
+            obs[O_PSI + i] = 0.0
+            obs[O_EQ + i] = 0.0
+            obs[O_THRUST + i] = 0.0
+            obs[O_TENSION + i] = 0.0
+        obs[O_NEG_TENSION + i] = -obs[O_TENSION + i]
     obs[0] = E
-    obs[1] = np.sqrt(e2)
-    obs[28] = 0.0 if ok else 1.0
+    obs[O_E_Y] = np.sqrt(e2)
+    obs[O_SINGULAR] = 0.0 if ok else 1.0
 
 
 def make_stepper(params: np.ndarray, method: Method, adaptive: bool) -> StepperSpec:

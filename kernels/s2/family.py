@@ -14,12 +14,14 @@ from geosweep.kernels.core.cells import (
     start_trajectory,
 )
 from geosweep.kernels.core.driver import compile_driver
+from geosweep.kernels.core.observables import Observable
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
 from geosweep.kernels.s2.integrate import METHODS, integrate
 from geosweep.kernels.s2.model import POTENTIAL_SIG, PotentialType, S2System, compile_potentials, threaded_potential
 from geosweep.kernels.s2.stepper import (
     _STEP_SIG,
+    OBSERVABLES,
     OWN_OBSERVABLES,
     STEPS,
     cell_values,
@@ -111,6 +113,11 @@ def cost_per_step(model: S2System, integrator: str) -> float:
     return cost + 1e-7
 
 
+def stored(model: S2System, integrator: str) -> tuple[Observable, ...]:
+    """The observables an (S²)ⁿ cell stores from (every method: the stepper's :data:`OBSERVABLES`)."""
+    return OBSERVABLES
+
+
 FAMILY = FamilyDef(
     name="s2",
     diagnostics=diagnostics,
@@ -123,6 +130,7 @@ FAMILY = FamilyDef(
     start=start,
     collect=collect,
     order_error_vars=("mean_abs_energy_error", "max_abs_energy_error"),
+    observables=stored,
 )
 
 

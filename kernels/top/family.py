@@ -19,6 +19,7 @@ import dataclasses
 
 import numpy as np
 
+from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
     BLOWUP,
@@ -29,9 +30,12 @@ from geosweep.kernels.core.cells import (
     make_run,
     start_trajectory,
 )
+from geosweep.kernels.core.observables import Derived, Max, Observable, RunValues, Samples, with_outputs
+from geosweep.kernels.core.results import CellRun
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.lie import tableaux
 from geosweep.kernels.lie.methods import LieAction
+from geosweep.kernels.lie.stepper import OBSERVABLES as LIE_OBSERVABLES
 from geosweep.kernels.lie.stepper import dense_evals
 from geosweep.kernels.lie.stepper import initial_state as lie_initial_state
 from geosweep.kernels.lie.stepper import make_stepper as lie_make_stepper
@@ -48,8 +52,6 @@ from geosweep.kernels.registry import (
 from geosweep.kernels.top import lp, slgi
 from geosweep.kernels.top.model import E3, P_J30, P_S0, TopModel, heavy_top
 
-_EVERY = "every step"
-_AM = "kg m^2 / s"
 STATE_LABELS = (
     *(f"Q_{i}{j}" for i in (1, 2, 3) for j in (1, 2, 3)),
     "pi_x", "pi_y", "pi_z", "q_x", "q_y", "q_z", "p_x", "p_y", "p_z",
@@ -59,26 +61,130 @@ STATE_LABELS = (
 #: θ and formulation of the symplectic Lie group integrators
 SLGI = {"slgi0": (0.0, False), "slgi_half": (0.5, False), "slgi1": (1.0, False), "slgikk_half": (0.5, True)}
 
-OWN = (
-    Diagnostic("dJ3", ("time",), _AM, "vertical angular momentum error e3·π − J3(0) (B: Π·Γ − C2(0))"),
-    Diagnostic("dS", ("time",), _AM, "spin error Π·X − S(0) (a first integral of the symmetric top)"),
-    Diagnostic("cas_gamma", ("time",), "1", "Casimir error ||Γ|² − 1|"),
-    Diagnostic("orth", ("time",), "1", "max|QᵀQ − I| (A, C; NaN for B)"),
-    Diagnostic("max_dJ3", (), _AM, "max |J3 − J3(0)| (B: the Casimir Π·Γ)", computed_over=_EVERY),
-    Diagnostic("max_dS", (), _AM, "max |S − S(0)|", computed_over=_EVERY),
-    Diagnostic("max_cas_gamma", (), "1", "max ||Γ|² − 1|", computed_over=_EVERY),
-    Diagnostic("max_orth", (), "1", "max |QᵀQ − I| (NaN for B)", computed_over=_EVERY),
-    Diagnostic("max_det_error", (), "1", "max |det Q − 1| (NaN for B)", computed_over=_EVERY),
-    Diagnostic("drift_first10", (), "1", "mean (H − H0)/H0 over the first 10 % of samples after t = 0",
-               computed_over="samples"),
-    Diagnostic("drift_last10", (), "1", "mean (H − H0)/H0 over the last 10 % of samples", computed_over="samples"),
-    Diagnostic("newton_mean", (), "1", "mean Newton iterations per step (SLGI; NaN for explicit methods)"),
-    Diagnostic(
-        "global_error", (), "1",
-        "‖y(T) − y_ref(T)‖₂ against DOP853 (rtol = atol = ref_tol) on the ambient ODE; y = (vec Q, π) for "
-        "A and C, (Γ, Π) for B; NaN unless option global_error is true",
-    ),
+_EVERY = "every step"
+_AM = "kg m^2 / s"
+DJ3 = Diagnostic("dJ3", ("time",), _AM, "vertical angular momentum error e3·π − J3(0) (B: Π·Γ − C2(0))")
+DS = Diagnostic("dS", ("time",), _AM, "spin error Π·X − S(0) (a first integral of the symmetric top)")
+CAS_GAMMA = Diagnostic("cas_gamma", ("time",), "1", "Casimir error ||Γ|² − 1|")
+ORTH = Diagnostic("orth", ("time",), "1", "max|QᵀQ − I| (A, C; NaN for B)")
+MAX_DJ3 = Diagnostic("max_dJ3", (), _AM, "max |J3 − J3(0)| (B: the Casimir Π·Γ)", computed_over=_EVERY)
+MAX_DS = Diagnostic("max_dS", (), _AM, "max |S − S(0)|", computed_over=_EVERY)
+MAX_CAS_GAMMA = Diagnostic("max_cas_gamma", (), "1", "max ||Γ|² − 1|", computed_over=_EVERY)
+MAX_ORTH = Diagnostic("max_orth", (), "1", "max |QᵀQ − I| (NaN for B)", computed_over=_EVERY)
+MAX_DET_ERROR = Diagnostic("max_det_error", (), "1", "max |det Q − 1| (NaN for B)", computed_over=_EVERY)
+DRIFT_FIRST10 = Diagnostic(
+    "drift_first10", (), "1", "mean (H − H0)/H0 over the first 10 % of samples after t = 0", computed_over="samples"
+)
+DRIFT_LAST10 = Diagnostic(
+    "drift_last10", (), "1", "mean (H − H0)/H0 over the last 10 % of samples", computed_over="samples"
+)
+NEWTON_MEAN = Diagnostic("newton_mean", (), "1", "mean Newton iterations per step (SLGI; NaN for explicit methods)")
+GLOBAL_ERROR = Diagnostic(
+    "global_error", (), "1",
+    "‖y(T) − y_ref(T)‖₂ against DOP853 (rtol = atol = ref_tol) on the ambient ODE; y = (vec Q, π) for "
+    "A and C, (Γ, Π) for B; NaN unless option global_error is true",
 )  # fmt: skip
+
+
+def _deviation(param: int, column: int = 0):
+    """A column minus the model's initial value ``params[param]`` (J3(0), S(0))."""
+
+    def value(traj: Trajectory, model: TopModel, integrator: str, obs: Observable) -> np.ndarray:
+        return traj.samples(obs.columns[column]) - model.params[param]
+
+    return value
+
+
+def _magnitude(column: int):
+    """The absolute value of a column (B: ||Γ|² − 1| from the Lie stepper's |Γ|² − 1)."""
+
+    def value(traj: Trajectory, model: TopModel, integrator: str, obs: Observable) -> np.ndarray:
+        return np.abs(traj.samples(obs.columns[column]))
+
+    return value
+
+
+def _nan_series(traj: Trajectory, model: TopModel, integrator: str, obs: Observable) -> np.ndarray:
+    return np.full(traj.out.shape[0], np.nan)
+
+
+def _nan(traj: Trajectory, model: TopModel, integrator: str, obs: Observable) -> np.float64:
+    return np.float64(np.nan)
+
+
+def _drift(last: bool):
+    """Mean relative energy error over the first (last) 10 % of the finite samples after t = 0."""
+
+    def value(traj: Trajectory, model: TopModel, integrator: str, obs: Observable) -> np.float64:
+        rel = relative_energy_error(traj, model, integrator)
+        ok = rel[1:][np.isfinite(rel[1:])]  # t = 0 excluded (ΔH = 0 there by definition)
+        k = max(len(ok) // 10, 1)
+        return np.float64((ok[-k:] if last else ok[:k]).mean() if len(ok) else np.nan)
+
+    return value
+
+
+def _newton_mean(traj: Trajectory, model: TopModel, integrator: str, obs: Observable) -> np.float64:
+    if integrator not in SLGI:
+        return np.float64(np.nan)
+    return np.float64(traj.costs()["solver_iterations"] / max(traj.steps, 1) if traj.steps else np.nan)
+
+
+def _global_error(traj: Trajectory, model: TopModel, integrator: str, obs: Observable, options: dict) -> np.float64:
+    """‖y(T) − y_ref(T)‖ (A: (vec Q, π), B: (Γ, Π)) when ``options["global_error"]`` (else NaN)."""
+    if not (bool(options.get("global_error", False)) and traj.status == 0):
+        return np.float64(np.nan)
+    tol = float(options.get("ref_tol", 1e-13))
+    x = traj.S[: traj.stepper.n_check]
+    if integrator in SLGI:
+        return np.float64(float(np.linalg.norm(x[:12] - reference(model, traj.time, "A", tol))))
+    return np.float64(float(np.linalg.norm(x[:6] - reference(model, traj.time, "B", tol))))
+
+
+_SHARED = RunValues(
+    "top",
+    outputs=(
+        Derived(DRIFT_FIRST10, fn=_drift(False)),
+        Derived(DRIFT_LAST10, fn=_drift(True)),
+        Derived(NEWTON_MEAN, fn=_newton_mean),
+        Derived(GLOBAL_ERROR, fn=_global_error, options=True),
+    ),
+)
+#: What a cell of formulation A or C (SLGI) stores, on :data:`geosweep.kernels.top.slgi.OBSERVABLES`.
+STORED_SLGI: tuple[Observable, ...] = (
+    *with_outputs(
+        slgi.OBSERVABLES,
+        {
+            "J3": (Derived(DJ3, rank=0, fn=_deviation(P_J30)), Max(MAX_DJ3)),
+            "S": (Derived(DS, rank=0, fn=_deviation(P_S0)), Max(MAX_DS)),
+            "cas_gamma": (Samples(CAS_GAMMA), Max(MAX_CAS_GAMMA)),
+            "orth": (Samples(ORTH), Max(MAX_ORTH)),
+            "det": (Max(MAX_DET_ERROR),),
+        },
+    ),
+    _SHARED,
+)
+#: What a cell of formulation B (Lie–Poisson) stores, on the Lie stepper's columns as the top's
+#: ``diag`` fills them: [H, S, |Γ|² − 1, Π·Γ, ||Γ|² − 1|, |S − S0|]; no Q, so no orth/det.
+STORED_LP: tuple[Observable, ...] = (
+    *with_outputs(LIE_OBSERVABLES, {
+        "L": (
+            Derived(DJ3, rank=0, fn=_deviation(P_J30, column=2)), Derived(DS, rank=0, fn=_deviation(P_S0)),
+            Derived(CAS_GAMMA, rank=0, fn=_magnitude(1)), Max(MAX_DJ3, column=2),
+        ),
+        "tangency_error": (Max(MAX_DS),),
+        "unit_error": (Max(MAX_CAS_GAMMA),),
+    }),
+    RunValues("no_Q", outputs=(
+        Derived(ORTH, rank=0, fn=_nan_series), Derived(MAX_ORTH, fn=_nan), Derived(MAX_DET_ERROR, fn=_nan),
+    )),
+    _SHARED,
+)  # fmt: skip
+
+
+def stored(integrator: str) -> tuple[Observable, ...]:
+    """The declaration of what a cell run by ``integrator`` stores (SLGI or Lie–Poisson): the same names."""
+    return STORED_SLGI if integrator in SLGI else STORED_LP
 
 
 #: formulation C's energy H_C = H_A + ½|p|² carries the auxiliary ½|p(0)|² = ½(Mgℓ)² (43 306 J by
@@ -96,7 +202,7 @@ def _rel_scaled(d: Diagnostic) -> Diagnostic:
 
 
 def diagnostics(model: TopModel) -> tuple[Diagnostic, ...]:
-    return tuple(_rel_scaled(d) for d in COMMON_DIAGNOSTICS) + OWN
+    return tuple(_rel_scaled(d) for d in COMMON_DIAGNOSTICS) + observables.diagnostics(STORED_SLGI, model)
 
 
 def energy_scale(integrator: str, E0: float, S0: np.ndarray) -> float:
@@ -105,6 +211,17 @@ def energy_scale(integrator: str, E0: float, S0: np.ndarray) -> float:
     if integrator in SLGI and SLGI[integrator][1]:
         return abs(E0 - 0.5 * float(S0[15:18] @ S0[15:18]))
     return abs(E0)
+
+
+def relative_energy_error(traj: Trajectory, model: TopModel, integrator: str) -> np.ndarray:
+    """(E(t) − E0)/|E_ref| per sample, |E_ref| = :func:`energy_scale` (the stored ``rel_energy_error``)."""
+    E = traj.out[:, 0].copy()
+    E0 = traj.energy_summaries()["E0"]
+    scale = energy_scale(integrator, float(E0), initial_state(model, integrator))
+    if scale == abs(E0) or scale == 0.0:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (E - E0) / abs(E0) if E0 != 0.0 else np.full_like(E, np.nan)
+    return (E - E0) / scale
 
 
 def _rescale_relative(values: dict, integrator: str, model: TopModel) -> None:
@@ -156,15 +273,19 @@ def start(model: TopModel, integrator: str, request: RunRequest, options: dict) 
     return start_trajectory(sp, initial_state(model, integrator), request, options)
 
 
-def integrate(model: TopModel, integrator: str, h: float, n_steps: int, stride: int = 1, **options) -> Trajectory:
+def integrate(model: TopModel, integrator: str, h: float, n_steps: int, stride: int = 1, **options) -> CellRun:
     """Python entry point: ``n_steps`` fixed steps of size ``h`` (samples every ``stride``
-    steps); ``options`` as in a spec (``tol``, ``maxit``, ``blowup`` (default off here))."""
+    steps); ``options`` as in a spec (``tol``, ``maxit``, ``blowup`` (default off here),
+    ``global_error``). ``tr["max_dJ3"]`` is the value a sweep cell of the same run stores under
+    that name (:class:`~geosweep.kernels.core.results.CellRun`; ``tr.status`` a ``Status``); the
+    core trajectory's attributes (``tr.S``, ``tr.out``, …), what this returned before, are
+    deprecated aliases of ``tr.core.S`` …"""
     options.setdefault("blowup", 0.0)
     n_out = max(n_steps // stride, 1)
     req = RunRequest(T=n_out * stride * h, dt_out=stride * h, h=h)
     traj = start(model, integrator, req, options)
     traj.advance()
-    return traj
+    return CellRun(traj, collect, model, integrator, options)
 
 
 def union_state(integrator: str, x: np.ndarray) -> np.ndarray:
@@ -200,48 +321,7 @@ def collect(model: TopModel, integrator: str, traj: Trajectory, options: dict | 
     options = options or {}
     values = common_values(traj, lambda x: union_state(integrator, x))
     _rescale_relative(values, integrator, model)
-    rel = values["rel_energy_error"]
-    ok = rel[1:][np.isfinite(rel[1:])]  # t = 0 excluded (ΔH = 0 there by definition)
-    k = max(len(ok) // 10, 1)
-    if integrator in SLGI:
-        dJ3 = traj.samples("J3") - model.params[P_J30]
-        dS = traj.samples("S") - model.params[P_S0]
-        cas = traj.samples("cas_gamma").copy()
-        orth = traj.samples("orth").copy()
-        mx = (traj.reduced("J3"), traj.reduced("S"), traj.reduced("cas_gamma"), traj.reduced("orth"),
-              traj.reduced("det"))  # fmt: skip
-        steps = max(traj.steps, 1)
-        newton = traj.costs()["solver_iterations"] / steps if traj.steps else np.nan
-    else:  # the Lie stepper's columns [H, S, |Γ|²−1, Π·Γ, ||Γ|²−1|, |S−S0|]
-        dJ3 = traj.samples("L_z") - model.params[P_J30]
-        dS = traj.samples("L_x") - model.params[P_S0]
-        cas = np.abs(traj.samples("L_y"))
-        orth = np.full_like(cas, np.nan)
-        mx = (traj.reduced("L_z"), traj.reduced("tangency_error"), traj.reduced("unit_error"), np.nan, np.nan)
-        newton = np.nan
-    gerr = np.nan
-    if bool(options.get("global_error", False)) and traj.status == 0:
-        tol = float(options.get("ref_tol", 1e-13))
-        x = traj.S[: traj.stepper.n_check]
-        if integrator in SLGI:
-            gerr = float(np.linalg.norm(x[:12] - reference(model, traj.time, "A", tol)))
-        else:
-            gerr = float(np.linalg.norm(x[:6] - reference(model, traj.time, "B", tol)))
-    values.update(
-        dJ3=dJ3,
-        dS=dS,
-        cas_gamma=cas,
-        orth=orth,
-        max_dJ3=np.float64(mx[0]),
-        max_dS=np.float64(mx[1]),
-        max_cas_gamma=np.float64(mx[2]),
-        max_orth=np.float64(mx[3]),
-        max_det_error=np.float64(mx[4]),
-        drift_first10=np.float64(ok[:k].mean() if len(ok) else np.nan),
-        drift_last10=np.float64(ok[-k:].mean() if len(ok) else np.nan),
-        newton_mean=np.float64(newton),
-        global_error=np.float64(gerr),
-    )
+    values.update(observables.values(stored(integrator), traj, model, integrator, options))
     _count_dense_evals(values, traj)
     return finish(traj, values)
 
@@ -289,6 +369,7 @@ FAMILY = FamilyDef(
     collect=collect,
     order_error_vars=("global_error", "max_rel_energy_error"),
     figures=(Figure("top_invariants", "geosweep.analysis.system_figures:top_invariants"),),
+    observables=lambda model, integrator: stored(integrator),
 )
 
 _REF = (BLOWUP, *REFERENCE_PARAMS)

@@ -25,6 +25,7 @@ import numpy as np
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_FAIL_INDEX, S_FAIL_VALUE
+from geosweep.kernels.core.observables import Observable, obs_names, reductions
 from geosweep.kernels.core.signatures import F1, contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec
 from geosweep.kernels.core.views import view2
@@ -39,7 +40,13 @@ _OK = int(Status.OK)
 _NONCONV = int(Status.NONCONVERGED)
 _NONFINITE = int(Status.NONFINITE)
 STATE_SIZE = 18
-OBS_NAMES = ("energy", "J3", "S", "cas_gamma", "orth", "det")
+#: The columns ``slgi_observe`` writes and their running reductions: H, J3 = e3·π and the spin S
+#: (deviations from their initial values), ||Γ|² − 1|, max|QᵀQ − I| and |det Q − 1| (maxima).
+OBSERVABLES: tuple[Observable, ...] = (
+    Observable("energy"), Observable("J3", Reductions.DEV), Observable("S", Reductions.DEV),
+    Observable("cas_gamma", Reductions.MAX), Observable("orth", Reductions.MAX), Observable("det", Reductions.MAX),
+)  # fmt: skip
+OBS_NAMES = obs_names(OBSERVABLES)
 M_THETA, M_KK, M_TOL, M_MAXIT = range(4)
 
 
@@ -305,10 +312,7 @@ def slgi_no_dense(prm, meth, theta, h, S, Sn, work, Sd):
 
 def make_stepper(params: np.ndarray, theta: float, kk: bool, tol: float = 1e-14, maxit: int = 50) -> StepperSpec:
     """The shared driver's view of SLGI(θ) on formulation A (``kk`` false) or C."""
-    red = np.array(
-        [Reductions.NONE, Reductions.DEV, Reductions.DEV, Reductions.MAX, Reductions.MAX, Reductions.MAX],
-        dtype=np.int64,
-    )
+    red = reductions(OBSERVABLES)
     return StepperSpec(
         drive=compile_driver(CB), step=slgi_step, observe=slgi_observe, dense=slgi_no_dense,
         cb=np.ascontiguousarray(params, dtype=np.float64), meth=np.array([theta, float(kk), tol, float(maxit)]),
@@ -326,4 +330,4 @@ def initial_state(params: np.ndarray, Pi0: np.ndarray) -> np.ndarray:
     return S
 
 
-__all__ = ["make_stepper", "initial_state", "OBS_NAMES", "P_J30", "P_S0"]
+__all__ = ["make_stepper", "initial_state", "OBSERVABLES", "OBS_NAMES", "P_J30", "P_S0"]

@@ -1,8 +1,9 @@
 """The ``se3`` family: what an SE(3)ⁿ cell (torus, SO(3) pendulum) stores and how it runs.
 
 The shared names (energy, errors, failure, cost, final and snapshot states) come from
-:mod:`geosweep.kernels.core.cells`; the family adds the energy parts, momenta, contacts and chart
-margins. Rows after a failure are NaN; the final (last valid) state is stored separately.
+:mod:`geosweep.kernels.core.cells`; the family's own (energy parts, momenta, contacts, chart
+margins) from the stepper's declared observables (:data:`geosweep.kernels.torus.stepper.OBSERVABLES`).
+Rows after a failure are NaN; the final (last valid) state is stored separately.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     BLOWUP,
     COMMON_DIAGNOSTICS,
@@ -20,6 +22,7 @@ from geosweep.kernels.core.cells import (
     make_run,
     start_trajectory,
 )
+from geosweep.kernels.core.observables import Observable
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.registry import (
     CellResult,
@@ -31,115 +34,22 @@ from geosweep.kernels.registry import (
     RunRequest,
     SystemDef,
 )
-from geosweep.kernels.torus.forces import N_AUX
 from geosweep.kernels.torus.integrate import METHODS, integrate
 from geosweep.kernels.torus.model import SHEAR_MODELS, SYS_PENDULUM, SE3Model, so3_pendulum, torus
-from geosweep.kernels.torus.stepper import initial_state, make_stepper
+from geosweep.kernels.torus.stepper import OBSERVABLES, initial_state, make_stepper
 
-_E = "energy"
-_C = ("time", "component")
-_EVERY = "every step"
 STATE_LABELS = tuple(f"{v}_{c}" for v in ("x", "v", "alpha", "Omega") for c in "xyz")
 
 
-def _ts(name: str, units: str, long_name: str) -> Diagnostic:
-    return Diagnostic(name, ("time",), units, long_name)
-
-
-_COMMON_TS = (
-    _ts("KE_rot", _E, "rotational kinetic energy ½ J Σ|Ω_i|²"),
-    _ts("max_abs_alpha", "1", "max_i |α_i| (chart margin; singular at ∞)"),
-    _ts("max_hb2", "1", "max_i h²|b_i|² of the next step ((23) needs < 1)"),
-    _ts("qnorm_integrand", "1", "Σ_i (|x_i|² + |v_i|² + |θ_i|² + |Ω_i|²) (paper (36) integrand)"),
-)
-_TORUS_TS = (
-    _ts("KE_trans", _E, "translational kinetic energy ½ m Σ|v_i|²"),
-    _ts("U_m", _E, "bending/torsion energy U^m"),
-    _ts("U_a", _E, "axial energy U^a"),
-    _ts("U_s", _E, "shear energy U^s"),
-    _ts("U_pp", _E, "particle-particle contact energy U^pp"),
-    _ts("U_pw", _E, "particle-wall contact energy U^pw"),
-    Diagnostic("P", _C, "momentum", "linear momentum Σ m v_i"),
-    Diagnostic("L", _C, "angular momentum", "angular momentum Σ (m x_i × v_i + J Ω_i) about the origin"),
-    Diagnostic("L_spin", _C, "angular momentum", "spin angular momentum Σ J Ω_i (paper (34))"),
-    _ts("n_contact_pp", "1", "active non-bonded particle-particle contacts"),
-    _ts("n_contact_bonded_pp", "1", "active contacts between bonded neighbours"),
-    _ts("n_contact_wall", "1", "active particle-wall contacts"),
-    _ts("max_bond_angle", "rad", "max over bonds of the relative rotation angle φ_ij"),
-)
-_PEND_TS = (
-    _ts("U_grav", _E, "gravitational energy −m g e3·R ρ0"),
-    Diagnostic("L", _C, "angular momentum", "spin angular momentum J Ω (only e3·L is conserved)"),
-    _ts("rho_dot_Omega", "1 / time", "R ρ0 · Ω (conserved, = 0)"),
-    _ts("e3_dot_Omega", "1 / time", "e3 · Ω (conserved)"),
-    _ts("rho_norm_error", "1", "|R ρ0| − 1 (orthogonality check)"),
-)
-_COMMON_SUM = (
-    Diagnostic(
-        "energy_error_38", (), "1", "paper (38): [∫(E−E0)² dt]^½ / (|E0| √(t_N − t_0)), trapezoid rule",
-        computed_over="samples",
-    ),
-    Diagnostic("max_abs_alpha_run", (), "1", "max over steps and bodies of |α_i|", computed_over=_EVERY),
-    Diagnostic("max_hb2_run", (), "1", "max over steps and bodies of h²|b_i|²", computed_over=_EVERY),
-    Diagnostic("steps_per_second", (), "1 / s", "completed steps per wall-clock second"),
-)  # fmt: skip
-_TORUS_SUM = (
-    Diagnostic("max_bond_angle_run", (), "rad", "max over steps of max φ_ij", computed_over=_EVERY),
-    Diagnostic("P_drift_max", ("component",), "momentum", "max_k |P_k − P_0| per component", computed_over=_EVERY),
-    Diagnostic("L_drift_max", ("component",), "angular momentum", "max_k |L_k − L_0| per component",
-               computed_over=_EVERY),
-    Diagnostic("P_drift_free", ("component",), "momentum", "max drift of P within wall-contact-free windows",
-               computed_over=_EVERY),
-    Diagnostic("L_drift_free", ("component",), "angular momentum", "max drift of L within contact-free windows",
-               computed_over=_EVERY),
-    Diagnostic("first_wall_contact_t", (), "time", "first time with a wall contact (NaN if none)",
-               computed_over=_EVERY),
-    Diagnostic("last_wall_contact_t", (), "time", "last time with a wall contact (NaN if none)", computed_over=_EVERY),
-    Diagnostic("nbl_rebuilds", (), "1", "neighbour-list builds (0: all-pairs)", "int64"),
-)  # fmt: skip
-
-
 def diagnostics(model: SE3Model) -> tuple[Diagnostic, ...]:
-    if model.kind == SYS_PENDULUM:
-        return COMMON_DIAGNOSTICS + _COMMON_TS + _PEND_TS + _COMMON_SUM
-    return COMMON_DIAGNOSTICS + _COMMON_TS + _TORUS_TS + _COMMON_SUM + _TORUS_SUM
+    """The shared diagnostics and those :data:`~geosweep.kernels.torus.stepper.OBSERVABLES`
+    declares for this model (torus or pendulum)."""
+    return COMMON_DIAGNOSTICS + observables.diagnostics(OBSERVABLES, model)
 
 
 def sizes(model: SE3Model) -> dict[str, int]:
     """Per-cell dims besides ``time`` and ``snapshot`` (the sweep sizes those)."""
     return {"body": model.n, "component": 3, "state": 12}
-
-
-_TS_COLUMNS = {
-    "KE_trans": "KE_trans",
-    "KE_rot": "KE_rot",
-    "U_m": "U_0",
-    "U_a": "U_1",
-    "U_s": "U_2",
-    "U_pp": "U_3",
-    "U_pw": "U_4",
-    "U_grav": "U_0",
-    "n_contact_pp": "n_contact_pp",
-    "n_contact_bonded_pp": "n_contact_bonded_pp",
-    "n_contact_wall": "n_contact_wall",
-    "max_abs_alpha": "max_abs_alpha",
-    "max_bond_angle": "max_bond_angle",
-    "max_hb2": "max_hb2",
-    "qnorm_integrand": "qnorm_integrand",
-    "rho_dot_Omega": "rho_dot_Omega",
-    "e3_dot_Omega": "e3_dot_Omega",
-    "rho_norm_error": "rho_norm_error",
-}
-
-
-def energy_error_38(t: np.ndarray, E: np.ndarray) -> float:
-    """Paper (38) by the trapezoid rule over the finite samples (NaN if fewer than two)."""
-    ok = np.isfinite(E)
-    t = t[ok]
-    E = E[ok]
-    if len(t) < 2 or E[0] == 0.0:
-        return float("nan")
-    return float(np.sqrt(np.trapezoid((E - E[0]) ** 2, t)) / (abs(E[0]) * np.sqrt(t[-1] - t[0])))
 
 
 def start(model: SE3Model, integrator: str, request: RunRequest, options: dict) -> Trajectory:
@@ -153,37 +63,8 @@ def start(model: SE3Model, integrator: str, request: RunRequest, options: dict) 
 
 def collect(model: SE3Model, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
     """The stored values of a finished (or failed) trajectory."""
-    n = model.n
-    values = common_values(traj, blocks_to_bodies(n, 4))
-    names = {d.name for d in diagnostics(model)}
-    for name, col in _TS_COLUMNS.items():
-        if name in names:
-            values[name] = traj.samples(col).copy()
-    out = traj.out
-    obs = traj.stepper.obs_names
-    values["L"] = out[:, obs.index("L_x") : obs.index("L_x") + 3].copy()  # pendulum: x = v = 0, so L = J Ω
-    wall = traj.wall_time
-    values.update(
-        energy_error_38=np.float64(energy_error_38(traj.sample_times, values["energy"])),
-        max_abs_alpha_run=np.float64(traj.reduced("max_abs_alpha")),
-        max_hb2_run=np.float64(traj.reduced("hb2_step")),
-        steps_per_second=np.float64(traj.steps / wall if wall > 0 else np.nan),
-    )
-    if model.kind != SYS_PENDULUM:
-        o = 18 * n + N_AUX + 15  # contact-free drifts in the state (geosweep.kernels.torus.stepper)
-        dfree = traj.S[o : o + 6]
-        values.update(
-            P=out[:, obs.index("P_x") : obs.index("P_x") + 3].copy(),
-            L_spin=out[:, obs.index("Ls_x") : obs.index("Ls_x") + 3].copy(),
-            max_bond_angle_run=np.float64(traj.reduced("max_bond_angle")),
-            P_drift_max=np.array([traj.reduced(c) for c in ("P_x", "P_y", "P_z")]),
-            L_drift_max=np.array([traj.reduced(c) for c in ("L_x", "L_y", "L_z")]),
-            P_drift_free=dfree[0:3].copy(),
-            L_drift_free=dfree[3:6].copy(),
-            first_wall_contact_t=np.float64(traj.reduced("n_contact_wall", "first")),
-            last_wall_contact_t=np.float64(traj.reduced("n_contact_wall", "last")),
-            nbl_rebuilds=np.int64(traj.costs()["extra_counter"] + int(bool(model.use_nbl))),
-        )
+    values = common_values(traj, blocks_to_bodies(model.n, 4))
+    values.update(observables.values(OBSERVABLES, traj, model, integrator))
     return finish(traj, values)
 
 
@@ -208,6 +89,11 @@ def cost_per_step(model: SE3Model, integrator: str) -> float:
     return 1.0e-7 * n + pairs + 1e-6
 
 
+def stored(model: SE3Model, integrator: str) -> tuple[Observable, ...]:
+    """The observables an SE(3)ⁿ cell stores from (their outputs' ``when`` picks torus or pendulum)."""
+    return OBSERVABLES
+
+
 FAMILY = FamilyDef(
     name="se3",
     diagnostics=diagnostics,
@@ -219,6 +105,7 @@ FAMILY = FamilyDef(
     start=start,
     collect=collect,
     order_error_vars=("energy_error_38", "max_rel_energy_error"),
+    observables=stored,
 )
 
 _BLOWUP = BLOWUP

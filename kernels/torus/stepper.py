@@ -27,14 +27,25 @@ from numba import types
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.layout import I_EVALS, I_EXTRA, S_FAIL_INDEX, S_FAIL_VALUE
-from geosweep.kernels.core.observables import Observable, columns, obs_names, reductions
+from geosweep.kernels.core.observables import (
+    Derived,
+    Max,
+    MaxEach,
+    Observable,
+    RunValues,
+    Samples,
+    columns,
+    obs_names,
+    reductions,
+)
 from geosweep.kernels.core.signatures import F1, F2, contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec
 from geosweep.kernels.core.views import view2, view3
 from geosweep.kernels.linalg import all_finite as _finite
+from geosweep.kernels.registry import Diagnostic
 from geosweep.kernels.status import Status
 from geosweep.kernels.torus.forces import N_AUX, pendulum_forces, torus_forces
-from geosweep.kernels.torus.model import SE3Model
+from geosweep.kernels.torus.model import SYS_PENDULUM, SE3Model
 from geosweep.kernels.torus.neighbours import PAIRS_PER_BODY, build, needs_rebuild
 from geosweep.kernels.torus.rodrigues import ALPHA_MAX, compose, rot_into
 
@@ -47,19 +58,141 @@ _STEP_SIG, _OBS_SIG, _DENSE_SIG, _ = contract_types(CB_TYPE)
 P_KIND, P_M, P_J, P_NBL, P_SKIN, P_RC, P_N = range(7)
 P_HEAD = 8
 
-#: The observation columns and their running reductions, declared once: ``obs_names``, ``red``
-#: and the column numbers ``se3_observe`` writes come from here (the family's ``collect`` names
-#: the stored values).
+_E = "energy"
+_C = ("time", "component")
+_EVERY = "every step"
+
+
+def _torus(model: SE3Model) -> bool:
+    return model.kind != SYS_PENDULUM
+
+
+def _pendulum(model: SE3Model) -> bool:
+    return model.kind == SYS_PENDULUM
+
+
+def _ts(name: str, units: str, long_name: str, rank: int = 0, when=None) -> Samples:
+    """A time series stored from one column (``rank`` orders it among the family's series)."""
+    return Samples(Diagnostic(name, ("time",), units, long_name), rank=rank, when=when)
+
+
+def energy_error_38(t: np.ndarray, E: np.ndarray) -> float:
+    """Paper (38) by the trapezoid rule over the finite samples (NaN if fewer than two)."""
+    ok = np.isfinite(E)
+    t = t[ok]
+    E = E[ok]
+    if len(t) < 2 or E[0] == 0.0:
+        return float("nan")
+    return float(np.sqrt(np.trapezoid((E - E[0]) ** 2, t)) / (abs(E[0]) * np.sqrt(t[-1] - t[0])))
+
+
+def _energy_error_38(traj, model, integrator, obs) -> np.float64:
+    return np.float64(energy_error_38(traj.sample_times, traj.samples("energy")))
+
+
+def _steps_per_second(traj, model, integrator, obs) -> np.float64:
+    wall = traj.wall_time
+    return np.float64(traj.steps / wall if wall > 0 else np.nan)
+
+
+def _drift_free(k: int):
+    """The max drift of P (k = 0) or L (k = 1) within contact-free windows, kept in the state."""
+
+    def value(traj, model, integrator, obs) -> np.ndarray:
+        o = _offsets(model.n)["dfree"] + 3 * k
+        return traj.S[o : o + 3].copy()
+
+    return value
+
+
+def _nbl_rebuilds(traj, model, integrator, obs) -> np.int64:
+    return np.int64(traj.costs()["extra_counter"] + int(bool(model.use_nbl)))
+
+
+# store order: shared series (rank 0), the system's series (1), shared summaries (3), torus summaries (4)
+_T, _P = _torus, _pendulum
+#: The observation columns, their running reductions over every step and what a cell stores from
+#: them (for the torus, the pendulum or both: ``when``), declared once: ``obs_names``, ``red``, the
+#: column numbers ``se3_observe`` writes, the store's diagnostics and the cell's values come from here.
 OBSERVABLES: tuple[Observable, ...] = (
-    Observable("energy"), Observable("KE_trans"), Observable("KE_rot"),
-    Observable("U", columns=("U_0", "U_1", "U_2", "U_3", "U_4")),  # the five energy terms (aux[0:5])
-    *(Observable(c, Reductions.DEV) for c in ("P_x", "P_y", "P_z", "L_x", "L_y", "L_z")),
-    Observable("L_spin", columns=("Ls_x", "Ls_y", "Ls_z")),
-    Observable("n_contact_pp"), Observable("n_contact_bonded_pp"), Observable("n_contact_wall", Reductions.WHENPOS),
-    Observable("max_abs_alpha", Reductions.MAX), Observable("max_bond_angle", Reductions.MAX),
-    Observable("max_hb2"), Observable("qnorm_integrand"),
-    Observable("rho_dot_Omega"), Observable("e3_dot_Omega"), Observable("rho_norm_error"),
-    Observable("hb2_step", Reductions.MAX),
+    Observable("energy"),
+    RunValues("error_38", outputs=(Derived(Diagnostic(
+        "energy_error_38", (), "1", "paper (38): [∫(E−E0)² dt]^½ / (|E0| √(t_N − t_0)), trapezoid rule",
+        computed_over="samples",
+    ), fn=_energy_error_38),)),
+    Observable("KE_trans", outputs=(_ts("KE_trans", _E, "translational kinetic energy ½ m Σ|v_i|²", 1, _T),)),
+    Observable("KE_rot", outputs=(_ts("KE_rot", _E, "rotational kinetic energy ½ J Σ|Ω_i|²"),)),
+    Observable("U", columns=("U_0", "U_1", "U_2", "U_3", "U_4"), outputs=(  # the five energy terms (aux[0:5])
+        Samples(Diagnostic("U_m", ("time",), _E, "bending/torsion energy U^m"), rank=1, when=_T, column=0),
+        Samples(Diagnostic("U_a", ("time",), _E, "axial energy U^a"), rank=1, when=_T, column=1),
+        Samples(Diagnostic("U_s", ("time",), _E, "shear energy U^s"), rank=1, when=_T, column=2),
+        Samples(Diagnostic("U_pp", ("time",), _E, "particle-particle contact energy U^pp"), rank=1, when=_T, column=3),
+        Samples(Diagnostic("U_pw", ("time",), _E, "particle-wall contact energy U^pw"), rank=1, when=_T, column=4),
+        Samples(Diagnostic("U_grav", ("time",), _E, "gravitational energy −m g e3·R ρ0"), rank=1, when=_P, column=0),
+    )),
+    Observable("P", (Reductions.DEV,) * 3, columns=("P_x", "P_y", "P_z"), outputs=(
+        Samples(Diagnostic("P", _C, "momentum", "linear momentum Σ m v_i"), rank=1, when=_T),
+        MaxEach(Diagnostic("P_drift_max", ("component",), "momentum", "max_k |P_k − P_0| per component",
+                           computed_over=_EVERY), rank=4, when=_T),
+    )),
+    Observable("L", (Reductions.DEV,) * 3, columns=("L_x", "L_y", "L_z"), outputs=(
+        Samples(Diagnostic("L", _C, "angular momentum",
+                           "angular momentum Σ (m x_i × v_i + J Ω_i) about the origin"), rank=1, when=_T),
+        Samples(Diagnostic("L", _C, "angular momentum", "spin angular momentum J Ω (only e3·L is conserved)"),
+                rank=1, when=_P),  # pendulum: x = v = 0, so L = J Ω
+        MaxEach(Diagnostic("L_drift_max", ("component",), "angular momentum", "max_k |L_k − L_0| per component",
+                           computed_over=_EVERY), rank=4, when=_T),
+    )),
+    Observable("L_spin", columns=("Ls_x", "Ls_y", "Ls_z"), outputs=(
+        Samples(Diagnostic("L_spin", _C, "angular momentum", "spin angular momentum Σ J Ω_i (paper (34))"),
+                rank=1, when=_T),
+    )),
+    Observable("n_contact_pp", outputs=(
+        _ts("n_contact_pp", "1", "active non-bonded particle-particle contacts", 1, _T),
+    )),
+    Observable("n_contact_bonded_pp", outputs=(
+        _ts("n_contact_bonded_pp", "1", "active contacts between bonded neighbours", 1, _T),
+    )),
+    Observable("n_contact_wall", Reductions.WHENPOS, (
+        _ts("n_contact_wall", "1", "active particle-wall contacts", 1, _T),
+        Max(Diagnostic("first_wall_contact_t", (), "time", "first time with a wall contact (NaN if none)",
+                       computed_over=_EVERY), rank=4, when=_T, what="first"),
+        Max(Diagnostic("last_wall_contact_t", (), "time", "last time with a wall contact (NaN if none)",
+                       computed_over=_EVERY), rank=4, when=_T, what="last"),
+    )),
+    Observable("max_abs_alpha", Reductions.MAX, (
+        _ts("max_abs_alpha", "1", "max_i |α_i| (chart margin; singular at ∞)"),
+        Max(Diagnostic("max_abs_alpha_run", (), "1", "max over steps and bodies of |α_i|", computed_over=_EVERY)),
+    )),
+    Observable("max_bond_angle", Reductions.MAX, (
+        _ts("max_bond_angle", "rad", "max over bonds of the relative rotation angle φ_ij", 1, _T),
+        Max(Diagnostic("max_bond_angle_run", (), "rad", "max over steps of max φ_ij", computed_over=_EVERY),
+            rank=4, when=_T),
+    )),
+    Observable("max_hb2", outputs=(_ts("max_hb2", "1", "max_i h²|b_i|² of the next step ((23) needs < 1)"),)),
+    Observable("qnorm_integrand", outputs=(
+        _ts("qnorm_integrand", "1", "Σ_i (|x_i|² + |v_i|² + |θ_i|² + |Ω_i|²) (paper (36) integrand)"),
+    )),
+    Observable("rho_dot_Omega", outputs=(_ts("rho_dot_Omega", "1 / time", "R ρ0 · Ω (conserved, = 0)", 1, _P),)),
+    Observable("e3_dot_Omega", outputs=(_ts("e3_dot_Omega", "1 / time", "e3 · Ω (conserved)", 1, _P),)),
+    Observable("rho_norm_error", outputs=(
+        _ts("rho_norm_error", "1", "|R ρ0| − 1 (orthogonality check)", 1, _P),
+    )),
+    Observable("hb2_step", Reductions.MAX, (
+        Max(Diagnostic("max_hb2_run", (), "1", "max over steps and bodies of h²|b_i|²", computed_over=_EVERY)),
+    )),
+    RunValues("timing", outputs=(
+        Derived(Diagnostic("steps_per_second", (), "1 / s", "completed steps per wall-clock second"),
+                fn=_steps_per_second),
+        Derived(Diagnostic("P_drift_free", ("component",), "momentum",
+                           "max drift of P within wall-contact-free windows", computed_over=_EVERY),
+                rank=4, when=_T, fn=_drift_free(0)),
+        Derived(Diagnostic("L_drift_free", ("component",), "angular momentum",
+                           "max drift of L within contact-free windows", computed_over=_EVERY),
+                rank=4, when=_T, fn=_drift_free(1)),
+        Derived(Diagnostic("nbl_rebuilds", (), "1", "neighbour-list builds (0: all-pairs)", "int64"),
+                rank=4, when=_T, fn=_nbl_rebuilds),
+    )),
 )  # fmt: skip
 OBS_NAMES = obs_names(OBSERVABLES)
 _COL = columns(OBSERVABLES)
