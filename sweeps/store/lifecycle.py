@@ -43,9 +43,9 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None, grow: bool = False) -> boo
     """Create the store from the template, or check an existing one belongs to ``plan``
     (``grow``: or grow it to ``plan`` when ``plan``'s spec adds values to its axes, :mod:`geosweep.sweeps.grow`).
 
-    Returns True if the store was created. Raises :class:`StoreFormatError` if the store has
-    another format and :class:`StoreMismatchError` if it holds a different sweep (it is never
-    modified in either case).
+    Returns True if the store was created. Raises
+    :class:`~geosweep.sweeps.store.checks.StoreFormatError` if the store has another format and
+    :class:`StoreMismatchError` if it holds a different sweep (it is never modified in either case).
 
     Creation is crash-safe: the template (whose attrs name the format and the spec) is written
     first, then the not-applicable fillers, and the marker attr ``geosweep_created`` last. A

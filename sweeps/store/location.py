@@ -157,7 +157,8 @@ def provenance() -> dict[str, str]:
 
 
 def remove_store(ref: StoreRef) -> None:
-    """Delete a store (only ever one :mod:`geosweep.sweeps.store.lifecycle` was creating and did not finish)."""
+    """Delete a whole store (used only on a store this run was creating and did not finish,
+    :mod:`geosweep.sweeps.store.lifecycle`)."""
     if ref.is_local:
         import shutil
 
@@ -189,7 +190,8 @@ def consolidate(ref: StoreRef) -> None:
 def open_results(store: str | os.PathLike | StoreRef, storage_options: dict | None = None):
     """Open a store as a lazily loaded xarray Dataset (``xr.open_zarr``).
 
-    Raises :class:`StoreFormatError` for a store of another format (e.g. written before format 2).
+    Raises :class:`~geosweep.sweeps.store.checks.StoreFormatError` for a store of another format
+    (e.g. written before format 2).
     """
     import xarray as xr
 
