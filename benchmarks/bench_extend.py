@@ -9,8 +9,8 @@ Run: ``python benchmarks/bench_extend.py [--steps N] [--cells C] [--repeats R]``
 * **store of C cells**: a C-cell store (pendulum chains, one seed axis) extended to twice its T:
   every object of the store is fingerprinted (bytes and mtime) before and after, and the
   objects of the time-axis arrays that held samples are counted as rewritten or untouched.
-* **carry bytes**: bytes of the kept carries per cell for one small store of each family, with
-  the store's own bytes per cell beside them.
+* **carry bytes**: bytes of the kept carries per cell for one small store of each family
+  (``--carry-scale K``: its T times K), their share of the store's values (chunk objects) and carries on disk.
 
 The machine is shared: the default N (2000 steps) and C (10 000) are small; the issue's row
 asks for 10⁶ steps (``--steps 1000000 --repeats 1``, ~20 min of CPU; or the two legs as separate
@@ -131,8 +131,8 @@ def _old_rows_only(store: Path, key: str, g, n_old: int) -> bool:
     return (int(coords[k]) + 1) * arr.chunks[k] <= n_old
 
 
-def store_row(cells: int, integrators: list[str]) -> str:
-    """Extend a ``cells``-cell store to twice its T; count the sample objects rewritten."""
+def store_row(cells: int, integrators: list[str], T: float = 0.1) -> str:
+    """Extend a ``cells``-cell store from ``T`` to twice it; count the objects rewritten, of all it holds."""
     import zarr
 
     from geosweep import sweeps
@@ -142,7 +142,7 @@ def store_row(cells: int, integrators: list[str]) -> str:
         "system": "pendulum_chain",
         "integrators": integrators,
         "h": [0.01],
-        "T": 0.1,
+        "T": T,
         "dt_out": 0.05,
         "params": {"N": 2, "ic": "random", "seed": list(range(cells))},
     }
@@ -158,7 +158,7 @@ def store_row(cells: int, integrators: list[str]) -> str:
         n_old = int(g["time"].shape[0])
         time.sleep(0.01)
         t0 = time.perf_counter()
-        sweeps.extend(store, T=0.2, serial=True)
+        sweeps.extend(store, T=2 * T, serial=True)
         wall = time.perf_counter() - t0
         g = zarr.open_group(str(store), mode="r")
         old_only = {k for k in samples if _old_rows_only(store, k, g, n_old)}
@@ -167,15 +167,32 @@ def store_row(cells: int, integrators: list[str]) -> str:
         mixed = sum(1 for k in samples - old_only if after.get(k) != before[k])
         other = sum(1 for k in before if k not in samples and after.get(k) != before[k])
         new = len(set(after) - set(before))
+        held = sum(1 for k in before if k in after)
+        changed = sum(1 for k in before if after.get(k) != before[k])
     return (
-        f"store of {cells} cells ({', '.join(integrators)}), T 0.1 -> 0.2 in {wall:.1f} s: {rewritten} of "
+        f"store of {cells} cells ({', '.join(integrators)}), T {T:g} -> {2 * T:g} in {wall:.1f} s: {changed} of "
+        f"the {held} objects it held rewritten, of which {rewritten} of "
         f"{len(old_only)} objects holding only samples up to the old T rewritten; {mixed} objects holding the "
         f"sample at the old T and new ones written; {new} new objects; {other} other objects rewritten "
         "(flags, summaries, metadata, carries)"
     )
 
 
-def carry_rows() -> list[str]:
+def _data_bytes(store: Path) -> int:
+    """Bytes of the store's chunk objects (``NAME/c/…``): its values without metadata or carries."""
+    return sum(p.stat().st_size for p in store.glob("*/c/**/*") if p.is_file())
+
+
+def _zipped(store: Path) -> str:
+    """``compressed`` when the store's carry objects are deflated (large cells), else ``uncompressed``."""
+    import zipfile
+
+    kinds = {i.compress_type for p in (store / "_carries").iterdir() for i in zipfile.ZipFile(p).infolist()}
+    return "compressed" if zipfile.ZIP_DEFLATED in kinds else "uncompressed"
+
+
+def carry_rows(scale: float = 1.0) -> list[str]:
+    """Carry bytes per cell for each family's small test store, its T times ``scale`` (more samples)."""
     from geosweep.sweeps.extension import carry_bytes
     from geosweep.sweeps.store import StoreRef, cell_bytes
     from tests.test_extend import FAMILIES
@@ -184,13 +201,15 @@ def carry_rows() -> list[str]:
     for family, spec in sorted(FAMILIES.items()):
         with tempfile.TemporaryDirectory() as tmp:
             store = Path(tmp) / "s.zarr"
+            spec = {**spec, "T": spec["T"] * scale}
             run_sweep({"name": f"c-{family}", **spec}, store, serial=True)
             ref = StoreRef.of(store)
             n = int(np.sum(np.asarray(zarr_status(store)) >= 0))
             values = sum(cell_bytes(make_plan({"name": f"c-{family}", **spec})).values())
-            per = carry_bytes(ref) / n
+            per, data = carry_bytes(ref) / n, _data_bytes(store) / n
             rows.append(
-                f"carry {family}: {per / 1e3:.1f} kB per cell, compressed "
+                f"carry {family}: {per / 1e3:.1f} kB per cell, {_zipped(store)}; {100 * per / (per + data):.0f} % of "
+                f"the store's values and carries ({data / 1e3:.1f} kB per cell of chunk objects beside them) "
                 f"(the cell's stored values: {values / 1e3:.1f} kB uncompressed; "
                 f"{spec['T'] / spec['dt_out'] + 1:.0f} samples)"
             )
@@ -209,6 +228,8 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--store-integrators", nargs="+", default=["rkmk4"], help="the store row's integrators")
+    ap.add_argument("--store-T", type=float, default=0.1, help="the store row's first T (extended to twice it)")
+    ap.add_argument("--carry-scale", type=float, default=1.0, help="the carry rows' T, times the test specs' T")
     ap.add_argument("--skip", nargs="*", default=[], choices=["md", "store", "carries"])
     ap.add_argument("--leg", choices=["extension", "half"], help="run one MD leg only, saved to --out")
     ap.add_argument("--out", help="the .npz an MD --leg writes")
@@ -223,9 +244,9 @@ def main() -> None:
     if "md" not in args.skip:
         print(md_row(args.steps, args.repeats), flush=True)
     if "store" not in args.skip:
-        print(store_row(args.cells, args.store_integrators), flush=True)
+        print(store_row(args.cells, args.store_integrators, args.store_T), flush=True)
     if "carries" not in args.skip:
-        for row in carry_rows():
+        for row in carry_rows(args.carry_scale):
             print(row, flush=True)
 
 

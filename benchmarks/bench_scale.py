@@ -2,7 +2,7 @@
 the driver's planning and store creation, reading back.
 
 Run: ``python benchmarks/bench_scale.py [--cells 100 1000 10000 100000] [--cell-ms 0.1 10]
-[--rows kernel serial workers cli] [--driver 1000000] [--synthetic 100000] [--quick] [--figure PATH]``.
+[--rows kernel serial workers procs cli] [--driver 1000000] [--synthetic 100000] [--quick] [--figure PATH]``.
 The sweep of issue 21: ``pendulum_chain`` N = 3, ``ic = "random"``, ``seed`` = 0 … n/4 − 1,
 2 integrators × 2 step sizes; T = 0.1 gives about 0.1 ms per cell, ``--cell-ms 10`` stretches T
 to 25 (and dt_out, so every cell keeps 11 samples): about 10 ms. Rows per size and cell cost, each
@@ -11,7 +11,8 @@ measured in a fresh process (so its peak memory is its own):
 * ``kernel``: the bare loop ``FAMILIES[...].start(model, integrator, request, options).advance()``
   over every cell (models built beforehand), no store;
 * ``serial``: ``run_sweep(serial=True)`` into a fresh store; ``workers``: a ``LocalCluster`` of
-  2 workers (threads) made beforehand, so its start-up is not counted;
+  2 workers (threads) made beforehand, so its start-up is not counted; ``procs``: the same with
+  2 worker processes (``--processes``), their kernels loaded beforehand;
 * ``cli``: ``geosweep run SPEC --no-prefect --workers 2 --quiet`` as a subprocess (everything:
   imports, plan, cluster, run, closing summary);
 * ``driver`` (``--driver N``): the driver alone on an N-cell spec (10⁶ by default with ``--driver``):
@@ -47,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 warnings.filterwarnings("ignore")
 
-ROWS = ("kernel", "serial", "workers", "cli")
+ROWS = ("kernel", "serial", "workers", "procs", "cli")
 
 
 def spec(cells: int, cell_ms: float = 0.1) -> dict:
@@ -203,13 +204,16 @@ def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
                 out["peak_mb"] = peak_mb()
                 return out
             client = None
-            if row == "workers":
+            if row in ("workers", "procs"):
                 from distributed import Client, LocalCluster
 
-                from geosweep.sweeps.engine import LOCAL_WORKER
+                from geosweep.sweeps.engine import LOCAL_WORKER, warm_part, warm_worker
 
-                cluster = LocalCluster(n_workers=2, processes=False, dashboard_address=None, **LOCAL_WORKER)
+                processes = row == "procs"
+                cluster = LocalCluster(n_workers=2, processes=processes, dashboard_address=None, **LOCAL_WORKER)
                 client = Client(cluster)
+                if processes:  # the worker processes load their kernels before the clock starts
+                    client.run(warm_worker, *warm_part(plan, list(plan.grid.cells())))
             path = tmp / f"{row}.zarr"
             t0 = time.perf_counter()
             res = run_sweep(plan, path, serial=row == "serial", client=client)
@@ -291,7 +295,7 @@ def main() -> None:
     ap.add_argument("--driver", type=int, nargs="*", default=[], help="driver-only sizes (e.g. 1000000)")
     ap.add_argument("--synthetic", type=int, nargs="*", default=[], help="synthetic store sizes (e.g. 100000)")
     ap.add_argument("--quick", action="store_true", help="sizes 100 1000, 0.1 ms cells, one read each")
-    ap.add_argument("--no-workers", action="store_true", help="skip the 2-worker row (as --rows without it)")
+    ap.add_argument("--no-workers", action="store_true", help="skip the 2-worker rows (as --rows without them)")
     ap.add_argument("--figure", default=str(ROOT / "benchmarks" / "scale_cost.png"), help="'' for none")
     ap.add_argument("--max-work", type=float, default=None, help="skip sizes of more kernel seconds (cells × ms)")
     ap.add_argument("--json", default="", help="also write the results to this JSON file")
@@ -302,7 +306,7 @@ def main() -> None:
         return
     cells = args.cells or ([100, 1000] if args.quick else [100, 1000, 10000, 100000])
     costs = args.cell_ms or ([0.1] if args.quick else [0.1, 10.0])
-    rows = [r for r in args.rows if not (args.no_workers and r == "workers")]
+    rows = [r for r in args.rows if not (args.no_workers and r in ("workers", "procs"))]
     repeats = 1 if args.quick else 3
     print(f"load average before: {os.getloadavg()[0]:.2f}")
     print(

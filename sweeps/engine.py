@@ -371,14 +371,17 @@ def _guarded(ref: StoreRef, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _compute_part(
-    plan: Plan, models: dict[tuple[int, ...], Any], cells: list[Cell], ref: StoreRef, topic: str | None = None
+    plan: Plan, models: Any, cells: list[Cell], ref: StoreRef, topic: str | None = None
 ) -> list[CellRun] | StoreFault:
-    """Worker entry point of a slice: ``models`` (its shard's) arrive as the result of a model task (shipped once)."""
-    return _guarded(ref, compute_slice, plan.part(models=models), cells, ref, _on_segment_events(topic))
+    """Worker entry point of a slice: ``models`` (its own, :class:`geosweep.sweeps.bundles.Models`, or
+    its shard's as the result of a model task, shipped once)."""
+    return _guarded(
+        ref, compute_slice, plan.part(models=bundles_mod.unwrap(models)), cells, ref, _on_segment_events(topic)
+    )
 
 
 def _run_part(
-    plan: Plan, models: dict[tuple[int, ...], Any], cells: list[Cell], ref: StoreRef, topic: str | None = None
+    plan: Plan, models: Any, cells: list[Cell], ref: StoreRef, topic: str | None = None
 ) -> list[tuple] | StoreFault:
     """Worker entry point of a slice that is a whole shard: compute, then write (no hop between tasks)."""
     runs = _compute_part(plan, models, cells, ref, topic)
@@ -437,6 +440,21 @@ def warm_plan(plan: Plan, cells: Sequence[Cell] | None = None) -> None:
     keys = {plan.grid.combination(c) for c in cells}
     integrators = sorted({plan.grid.coords(c)["integrator"] for c in cells})
     famdef.warm_for([plan.models[k] for k in keys], integrators)
+
+
+def warm_part(plan: Plan, cells: Sequence[Cell]) -> tuple[Plan, list[Cell]]:
+    """What a worker needs to warm its kernels for ``cells`` (:func:`warm_worker`): the plan without
+    models and no cells when the family warms without them (``FamilyDef.warm_for`` is None), else one
+    cell per (parameter combination, integrator) and those cells' models — not the whole plan, which
+    at 10⁵ seeds pickles to 14 MB for every worker."""
+    if plan.famdef.warm_for is None:
+        return plan.part(models={}), []
+    grid = plan.grid
+    first: dict[tuple, Cell] = {}
+    for cell in cells:
+        first.setdefault((grid.combination(cell), grid.coords(cell)["integrator"]), cell)
+    reps = list(first.values())
+    return plan.part(cells=reps), reps
 
 
 def warm_worker(plan: Plan, cells: Sequence[Cell] | None = None) -> str:
@@ -683,8 +701,15 @@ def _run_locked(
                 keys = plan.combinations(pending_by_shard[shard])
                 return bundles_mod.submit_bundle(client, plan, no_models, keys, key, per_model)
 
-            bundles = {shard: bundle(shard, f"geosweep-models-{tag}-{i}") for i, shard in enumerate(pending_by_shard)}
             workers = client.scheduler_info(n_workers=-1).get("workers", {})
+            # small models travel inside the slices that need them (no model task to wait for, copy
+            # or lose); an adaptive cluster without workers yet is started by the pending model tasks
+            inline = bool(workers) and bundles_mod.inline_models(per_model, pending_by_shard, plan)
+            bundles = (
+                {}
+                if inline
+                else {shard: bundle(shard, f"geosweep-models-{tag}-{i}") for i, shard in enumerate(pending_by_shard)}
+            )
             if not workers:
                 # an adaptive cluster starts workers for the pending model tasks; the slices' layout
                 # and resources follow the workers it starts
@@ -698,7 +723,8 @@ def _run_locked(
             slices = [cells for group in by_shard.values() for cells in group]
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers")
             # a worker that cannot be reached (paused, lost) is named, not fatal: liveness.completed watches it
-            for addr, line in client.run(warm_worker, plan, pending, on_error="return").items():
+            warm, warm_cells = warm_part(plan, pending)
+            for addr, line in client.run(warm_worker, warm, warm_cells, on_error="return").items():
                 if not isinstance(line, str):
                     log(f"worker {addr}: not warmed up ({line!r:.200})")
                 elif line:  # empty: nothing was compiled
@@ -733,15 +759,16 @@ def _run_locked(
                 sh.attempt += 1
                 rank = (len(groups) - sh.index) * 10**12
                 again = "" if sh.attempt == 1 else f"-r{sh.attempt}"
-                models = bundles[sh.shard]
-                if models.status == "error":  # the shard's model task died with its workers: sent again
+                if not inline and bundles[sh.shard].status == "error":  # its model task died with its workers
                     bundles[sh.shard] = bundle(sh.shard, f"geosweep-models-{tag}-{sh.index}{again}")
                 for i in redo:
                     cells = sh.slices[i]
                     sh.parts[i] = client.submit(
                         _run_part if len(sh.slices) == 1 else _compute_part,
                         bare,
-                        bundles[sh.shard],
+                        bundles_mod.Models({k: plan.models[k] for k in plan.combinations(cells)})
+                        if inline
+                        else bundles[sh.shard],
                         cells,
                         ref,
                         topic,

@@ -423,8 +423,13 @@ def extend(
     store: str | os.PathLike, T: float, *, recompute: bool = False, storage_options: dict | None = None, **kwargs
 ):
     """Continue every finished cell of ``store`` to the final time ``T`` (see the module
-    docstring); ``kwargs`` go to :func:`geosweep.sweeps.engine.run_sweep` (``serial``, ``client``,
-    ``n_workers`` …). Returns its :class:`~geosweep.sweeps.engine.SweepResult`. Usable from a notebook::
+    docstring): bitwise the store computed to ``T`` from the start. Fixed-step cells change no
+    stored sample (no object of the first run's samples is rewritten); adaptive cells with dense
+    output rewrite the rows inside their last step to the old T — always the row at the old T, and
+    the earlier rows in that step when it is longer than ``dt_out`` — since a run to ``T`` steps
+    across the old T and interpolates there (bitwise identity wins over leaving them). ``kwargs``
+    go to :func:`geosweep.sweeps.engine.run_sweep` (``serial``, ``client``, ``n_workers`` …).
+    Returns its :class:`~geosweep.sweeps.engine.SweepResult`. Usable from a notebook::
 
         from geosweep import sweeps
         sweeps.extend("results/sphere.zarr", T=2000.0, serial=True)

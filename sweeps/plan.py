@@ -115,15 +115,16 @@ class Plan(BaseModel):
     ) -> dict[tuple[int, ...], list[list[Cell]]]:
         """``shard → slices`` of ``cells``: slices never cross a store shard (so one task writes
         each shard), of about ``target_seconds`` each, and at least ``4 × n_workers`` in all
-        when there are enough cells."""
+        when there are enough cells — unless there are ``2 × n_workers`` shards or more: a shard
+        is then split only by ``target_seconds`` (a split shard's results travel from its slices
+        to its writer; between worker processes that cost more than 0.1 ms cells)."""
         costs = self._costs_of(cells)
+        groups = group_by_shard(cells, shards)
         total = float(sum(float(costs[c]) for c in cells))
         n_min = min(len(cells), 4 * max(1, n_workers))
-        target = min(target_seconds, total / n_min) if total > 0 and n_min else target_seconds
-        return {
-            shard: self.grid.slices(group, costs, target, exact=True)
-            for shard, group in group_by_shard(cells, shards).items()
-        }
+        enough = len(groups) >= 2 * max(1, n_workers)
+        target = min(target_seconds, total / n_min) if total > 0 and n_min and not enough else target_seconds
+        return {shard: self.grid.slices(group, costs, target, exact=True) for shard, group in groups.items()}
 
     def size_estimate(self) -> dict[str, float]:
         """Bytes before any work (uncompressed): ``cell_bytes`` (every stored value of one cell),

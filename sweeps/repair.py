@@ -256,8 +256,10 @@ def stored_checksums(
 def drop_undecodable(ref: StoreRef, cells: list) -> list[str]:
     """Delete the store objects (chunks or shards) that hold ``cells`` and cannot be decoded, so that
     they read as fill values and can be written again (zarr re-reads a shard it partly rewrites, and a
-    garbage one fails). Only undecodable objects go: every cell they hold was unreadable already.
-    Returns the deleted keys."""
+    garbage one fails). A cell's values may span several objects along its per-cell axes (an adaptive
+    store keeps the row at T in an object of its own; a grown time axis spans several): each object
+    holding the cell is tried on its own and exactly the undecodable ones go — every cell they hold was
+    unreadable already. Returns the deleted keys (``NAME/c/…``)."""
     import fsspec
 
     group = _open(ref, "r")
@@ -268,20 +270,47 @@ def drop_undecodable(ref: StoreRef, cells: list) -> list[str]:
     else:
         fs, root = fsspec.core.url_to_fs(ref.url, **(ref.storage_options or {}))
     deleted: list[str] = []
-    for name, arr in group.arrays():
+    for name, arr in _arrays(group):
         dims = tuple(arr.metadata.dimension_names or ())
         if dims[:k] != sweep_dims or not k:
             continue
-        extents = arr.shards or arr.chunks
-        for cell in cells:
+        for coords in _undecodable_objects(arr, k, cells):
+            key = f"{name}/{arr.metadata.encode_chunk_key(coords)}"
             try:
-                arr[tuple(cell)]
-            except Exception:  # noqa: BLE001 - undecodable: drop the object holding it
-                coords = tuple(int(c) // s for c, s in zip(tuple(cell) + (0,) * (arr.ndim - k), extents))
-                key = f"{root.rstrip('/')}/{name}/{arr.metadata.encode_chunk_key(coords)}"
-                try:
-                    fs.rm_file(key)
-                    deleted.append(f"{name}/{arr.metadata.encode_chunk_key(coords)}")
-                except FileNotFoundError:
-                    pass
+                fs.rm_file(f"{root.rstrip('/')}/{key}")
+                deleted.append(key)
+            except FileNotFoundError:
+                pass
     return deleted
+
+
+def _arrays(group) -> list[tuple[str, Any]]:
+    """The group's arrays (zarr's warning about the store's non-zarr folders, e.g. ``_carries``, muted)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(group.arrays())
+
+
+def _undecodable_objects(arr, k: int, cells: list) -> list[tuple[int, ...]]:
+    """Chunk-grid coordinates of the objects of ``arr`` (its shards, or chunks when unsharded) that hold
+    one of ``cells`` (indices along the first ``k`` axes) and whose part for that cell cannot be read."""
+    extents = tuple(int(e) for e in (arr.shards or arr.chunks))
+    grid = [-(-int(n) // e) for n, e in zip(arr.shape[k:], extents[k:])]
+    out: dict[tuple[int, ...], None] = {}
+    for cell in cells:
+        cell = tuple(int(c) for c in cell)
+        try:
+            arr[cell]
+            continue
+        except Exception:  # noqa: BLE001 - some object of the cell is undecodable: find which
+            pass
+        head = tuple(c // e for c, e in zip(cell, extents))
+        for tail in np.ndindex(*grid):
+            part = tuple(slice(i * e, (i + 1) * e) for i, e in zip(tail, extents[k:]))
+            try:
+                arr[cell + part]
+            except Exception:  # noqa: BLE001 - this object cannot be decoded
+                out[head + tail] = None
+    return list(out)

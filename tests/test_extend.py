@@ -174,6 +174,50 @@ def test_adaptive_dense_extension_leaves_the_old_rows_objects(tmp_path):
     assert_stores_bitwise_equal(str(a), str(b))
 
 
+def _old_rows(store: Path, n_old: dict[str, int]) -> dict[str, np.ndarray]:
+    """Every variable with a ``time``/``snapshot`` axis, cut to its rows before ``n_old[axis]``."""
+    ds = xr.open_zarr(store)
+    return {
+        name: ds[name].isel({d: slice(0, n_old[d]) for d in ds[name].dims if d in n_old}).values
+        for name in ds.data_vars
+        if set(ds[name].dims) & set(n_old) and name not in ("wall_time", "completed_at")
+    }
+
+
+def test_fixed_step_extensions_change_no_stored_sample(tmp_path):
+    """Fixed step, with ``snapshot_dt`` (README "Growing a study"): extending twice rewrites no object
+    of the first run's samples or snapshots (same bytes, same mtime); the second extension writes
+    again only the last, partly filled object along ``time`` of each per-cell array and shard (the
+    first extension's 21 rows in chunks of 11), with every stored row bitwise as it was."""
+    spec = _spec("s2")
+    a = tmp_path / "a.zarr"
+    run_sweep(spec, a, serial=True)
+    ds = xr.open_zarr(a)
+    first = {"time": ds.sizes["time"], "snapshot": ds.sizes["snapshot"]}
+    objects, rows = _objects_of_old_rows(a, first), _old_rows(a, first)
+    assert {k.split("/")[0] for k in objects} >= {"energy", "snapshot_state"}
+    time.sleep(0.05)
+    sweeps.extend(a, T=1.0, serial=True)
+    assert _objects_of_old_rows(a, first) == objects
+    ds = xr.open_zarr(a)
+    grown = {"time": ds.sizes["time"], "snapshot": ds.sizes["snapshot"]}
+    before, stored = _time_chunks(a), _old_rows(a, grown)
+    time.sleep(0.05)
+    sweeps.extend(a, T=1.5, serial=True)
+    assert _objects_of_old_rows(a, first) == objects
+    after, chunk = _time_chunks(a), first["time"]
+    g = zarr.open_group(str(a), mode="r")
+    dims = {n: list(arr.metadata.dimension_names or ()) for n, arr in g.arrays() if arr.ndim > 1}
+    axis = {n: 2 + d.index("time") for n, d in dims.items() if "time" in d}  # NAME/c/i/j/…: the time chunk's part
+    rewritten = {k for k, v in before.items() if after[k] != v and k.split("/")[0] in axis}
+    partly = {k for k in before if k.split("/")[0] in axis and int(k.split("/")[axis[k.split("/")[0]]]) == 1}
+    assert grown["time"] == 2 * chunk - 1 and partly and rewritten == partly  # only the partly filled last object
+    for name, values in _old_rows(a, grown).items():
+        assert np.array_equal(values, stored[name], equal_nan=True), name  # its stored rows as they were
+    for name, values in _old_rows(a, first).items():
+        assert np.array_equal(values, rows[name], equal_nan=True), name
+
+
 def test_failed_and_not_applicable_cells_stay(tmp_path):
     # rk4 with a tiny energy guard fails at its first steps; the h/tol grid has filler cells
     spec = _spec("ts2", h=[0.01, 0.005], integrator_options={"rkmk4": {"blowup": 1e-14}})

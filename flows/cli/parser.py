@@ -88,7 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--recompute", action="store_true", help="with --grow: cells without a kept carry run again from t = 0"
     )
-    p = command("extend", help="continue every finished cell of a store to a later final time T")
+    p = command(
+        "extend",
+        help="continue every finished cell of a store to a later final time T",
+        description="Continue every finished cell of STORE from its kept final carry to the later T: bitwise "
+        "the store computed to T from the start. Fixed-step cells change no stored sample; adaptive cells "
+        "with dense output rewrite the rows inside their last step to the old T (always the row at the old "
+        "T), which a run to the new T steps across and interpolates.",
+    )
     p.add_argument("store")
     p.add_argument("--T", type=float, required=True, help="the new final time (a multiple of the store's dt_out)")
     p.add_argument(
