@@ -27,6 +27,7 @@ import numpy as np
 from geosweep.sweeps.compact import per_value_text
 from geosweep.sweeps.grid import Cell, slice_bounds, slice_target
 from geosweep.sweeps.plan import Plan, make_plan
+from geosweep.sweeps.store import SWEEP_FLAGS, fill_value, objects_estimate, shard_shape
 
 #: seconds of probing per (integrator, tolerance, combination): batches enough for a stable fastest one
 #: (two consecutive ``geosweep validate`` agree within a few per cent; tests/test_estimate.py)
@@ -237,22 +238,12 @@ def cell_costs(plan: Plan, probes: Probes | None = None) -> dict[Cell, float]:
 # store
 # ---------------------------------------------------------------------------------------
 def store_objects(plan: Plan) -> int:
-    """Objects of the finished store: ``geosweep.sweeps.store.objects_estimate`` when the store module has it,
-    else one object per variable per cell plus metadata (the layout with one cell per chunk).
-    The one place to adjust when the store layout changes."""
-    from geosweep.sweeps import store
-
-    if hasattr(store, "objects_estimate"):
-        return int(store.objects_estimate(plan)["objects"])
-    n_vars = len(_cell_bytes(plan))
-    n_coords = len(plan.grid.dims) + len(plan.sizes) + 6
-    return n_vars * plan.grid.size + n_vars + 2 * n_coords + 1
+    """Objects of the finished store (:func:`geosweep.sweeps.store.layout.objects_estimate`)."""
+    return int(objects_estimate(plan)["objects"])
 
 
 def _cell_bytes(plan: Plan) -> dict[str, tuple[int, str]]:
     """(uncompressed bytes, dtype) per cell of each stored variable."""
-    from geosweep.sweeps.store import SWEEP_FLAGS
-
     sizes = plan.sizes
     out = {}
     for d in plan.famdef.diagnostics(plan.first_model):
@@ -296,8 +287,6 @@ def sampled_bytes(plan: Plan) -> dict[str, float]:
     Summed per integrator and per combination, never per cell."""
     from numcodecs import Zstd
 
-    from geosweep.sweeps.store import _fill
-
     grid, famdef, sizes = plan.grid, plan.famdef, plan.sizes
     zstd = Zstd(level=0)
     dims = {d.name: (d.dims, d.dtype) for d in famdef.diagnostics(plan.first_model)}
@@ -320,7 +309,7 @@ def sampled_bytes(plan: Plan) -> dict[str, float]:
         measured = {}
         for var, (var_dims, dtype) in dims.items():
             arr = np.ascontiguousarray(np.asarray(values[var], dtype=dtype))
-            if np.array_equal(arr, np.full(arr.shape, _fill(dtype), dtype=dtype), equal_nan=True):
+            if np.array_equal(arr, np.full(arr.shape, fill_value(dtype), dtype=dtype), equal_nan=True):
                 measured[var] = 0.0
                 continue
             if "time" not in var_dims:  # states: a short run's barely moved state compresses too well
@@ -350,8 +339,6 @@ def _shared_first_snapshot(plan: Plan) -> float:
     """Fraction of ``snapshot_state`` bytes stored: the state at t = 0 is the same in every cell of a
     shard along the method axes (one model, one initial state), and zstd stores it once per chunk
     (store format 3: one chunk per shard)."""
-    from geosweep.sweeps.store import shard_shape
-
     n = plan.sizes.get("snapshot", 1)
     k = int(np.prod(shard_shape(plan)[: plan.grid.n_method_axes]))
     return (n - 1 + 1 / max(k, 1)) / n if n > 1 else 1.0
@@ -464,8 +451,6 @@ def estimate(
     if prefect:
         overhead = OVERHEAD_SECONDS["prefect"] + (OVERHEAD_SECONDS["prefect_server"] if temporary_server else 0.0)
     overhead += CELL_OVERHEAD_SECONDS * runnable / parallel
-    from geosweep.sweeps.store import shard_shape  # store imports this module (a cycle at import time)
-
     extents = shard_shape(plan)
     n_shards = int(np.prod([-(-e // s) for e, s in zip(grid.shape, extents)], dtype=np.int64))
     overhead += SHARD_OVERHEAD_SECONDS * n_shards / parallel

@@ -50,6 +50,7 @@ import numpy as np
 from geosweep.sweeps.checkpoints import _fs, _put
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.lease import fence
+from geosweep.sweeps.store import StoreRef, consolidate, ensure_store, group_by_shard, sweep_shards
 
 DIRNAME = "_carries"
 #: keys of a kept pre-final carry inside a checkpoint (adaptive dense-output cells)
@@ -311,8 +312,6 @@ def prepare(plan, ref, log=None, recompute: bool = False):
         # a larger T and more: values appended to sweep axes (anything else is refused there, the
         # field named). The axes grow first, at the store's T (geosweep.sweeps.grow: the new cells are
         # not run yet), then the time axis below; the new cells run from t = 0 to the new T.
-        from geosweep.sweeps.store import ensure_store
-
         ensure_store(make_plan({**typed({**asked, "T": old["T"]}), **keep}), ref, log, grow=True)
         old = stored_spec(ref)
         new = pin_first_steps(old, asked)
@@ -336,7 +335,6 @@ def prepare(plan, ref, log=None, recompute: bool = False):
 
 def _grow_store(plan, ref, old: dict[str, Any], log, recompute: bool) -> None:
     from geosweep.kernels.status import Status
-    from geosweep.sweeps.store import _consolidate, sweep_shards
 
     group = ref.open_group("r")
     status = np.asarray(group["status"][...])
@@ -381,13 +379,11 @@ def _grow_store(plan, ref, old: dict[str, Any], log, recompute: bool) -> None:
                 ),
             }
         )
-        _consolidate(ref)
+        consolidate(ref)
     log(f"store {ref.url}: T {T1:g} -> {T2:g}; {len(ok)} finished cells to continue")
 
 
 def _carried(ref, cells: list[Cell], shards: tuple[int, ...]) -> set[Cell]:
-    from geosweep.sweeps.store import group_by_shard
-
     have: set[Cell] = set()
     for index in group_by_shard(cells, shards):
         have.update(carried_cells(ref, index))
@@ -439,7 +435,6 @@ def extend(
         sweeps.extend("results/sphere.zarr", T=2000.0, serial=True)
     """
     from geosweep.sweeps.engine import run_sweep
-    from geosweep.sweeps.store import StoreRef
 
     ref = StoreRef.of(store, storage_options)
     if not ref.exists():

@@ -37,15 +37,14 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from geosweep.kernels.status import Status
-from geosweep.sweeps.store import (
+from geosweep.sweeps.store.checks import (
     StoreMismatchError,
-    StoreRef,
-    _consolidate,
-    _differences,
-    _mismatch_message,
-    _spec_attr_intact,
-    _spec_value,
+    differences,
+    mismatch_message,
+    spec_attr_intact,
+    spec_value,
 )
+from geosweep.sweeps.store.location import StoreRef, consolidate
 
 if TYPE_CHECKING:
     from geosweep.sweeps.plan import Plan
@@ -83,13 +82,13 @@ def _axis(growth: Growth, field_name: str, dim: str, old: Any, new: Any) -> None
         return
     if not isinstance(old, list) or not old:
         growth.problems.append(
-            f"{field_name}: the store has no {dim} axis (store has {_spec_value(old)}, spec has {_spec_value(new)}); "
+            f"{field_name}: the store has no {dim} axis (store has {spec_value(old)}, spec has {spec_value(new)}); "
             f"a sweep axis cannot be added to a store"
         )
         return
     if not isinstance(new, list):
         growth.problems.append(
-            f"{field_name}: store has {_spec_value(old)}, spec has {_spec_value(new)}; a sweep axis cannot be removed"
+            f"{field_name}: store has {spec_value(old)}, spec has {spec_value(new)}; a sweep axis cannot be removed"
         )
         return
     o, n = _exact(old), _exact(new)
@@ -122,15 +121,15 @@ def compare(old: dict, new: dict) -> Growth:
                 if isinstance(a.get(name), list) or isinstance(b.get(name), list):
                     _axis(growth, f"params.{name}", name, a.get(name), b.get(name))
                 elif a.get(name) != b.get(name) or _exact([a.get(name)]) != _exact([b.get(name)]):
-                    growth.problems.extend(_differences(f"params.{name}", a.get(name), b.get(name)))
+                    growth.problems.extend(differences(f"params.{name}", a.get(name), b.get(name)))
         elif key == "integrator_options":
             a, b = a or {}, b or {}
             for name in sorted(set(a) | set(b)):
                 added = name not in old_ints and name in new_ints
                 if not added and json.dumps(a.get(name), sort_keys=True) != json.dumps(b.get(name), sort_keys=True):
-                    growth.problems.extend(_differences(f"integrator_options.{name}", a.get(name), b.get(name)))
+                    growth.problems.extend(differences(f"integrator_options.{name}", a.get(name), b.get(name)))
         elif json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True):
-            growth.problems.extend(_differences(key, a, b))
+            growth.problems.extend(differences(key, a, b))
     return growth
 
 
@@ -192,11 +191,11 @@ def grow_store(plan: Plan, ref: StoreRef, attrs: dict, ds: Any, log=None) -> dic
         )
     if attrs.get("spec_hash") == spec.spec_hash and pending is None:
         return {}
-    if not _spec_attr_intact(attrs):
-        raise StoreMismatchError(_mismatch_message(ref.url, attrs, spec))
+    if not spec_attr_intact(attrs):
+        raise StoreMismatchError(mismatch_message(ref.url, attrs, spec, grow_hint))
     growth = growth_of(attrs, plan)
     if growth is None:
-        raise StoreMismatchError(_mismatch_message(ref.url, attrs, spec))
+        raise StoreMismatchError(mismatch_message(ref.url, attrs, spec, grow_hint))
     if not growth.ok:
         raise _refuse(ref, spec.name, growth.problems or ["the spec adds no values"])
     group = _open(ref, "r")
@@ -212,7 +211,7 @@ def grow_store(plan: Plan, ref: StoreRef, attrs: dict, ds: Any, log=None) -> dic
     _rewrite_coords(group, plan, ds)
     _mark_new_fillers(group, plan, growth)
     _switch_spec(group, plan, ds, growth)
-    _consolidate(ref)
+    consolidate(ref)
     return growth.added
 
 

@@ -47,7 +47,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from geosweep.sweeps.store import StoreMismatchError, StoreRef
+from geosweep.sweeps.store.checks import StoreMismatchError
+from geosweep.sweeps.store.location import StoreRef
 
 #: environment variable: lease timeout in seconds (heartbeat every sixth of it)
 TIMEOUT_ENV = "GEOSWEEP_LEASE_TIMEOUT"

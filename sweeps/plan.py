@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, InstanceOf, PrivateAttr, model_seria
 from geosweep.kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, FamilyDef, IntegratorDef, RunRequest, SystemDef
 from geosweep.sweeps.grid import Cell, Grid
 from geosweep.sweeps.spec import SpecError, SweepSpec, build_models, check_size_limits, parse_spec
+from geosweep.sweeps.store.layout import cell_bytes, group_by_shard, shard_shape
+from geosweep.sweeps.store.schema import name_clash, state_layout_clash
 
 
 class Plan(BaseModel):
@@ -116,8 +118,6 @@ class Plan(BaseModel):
         when there are enough cells — unless there are ``2 × n_workers`` shards or more: a shard
         is then split only by ``target_seconds`` (a split shard's results travel from its slices
         to its writer; between worker processes that cost more than 0.1 ms cells)."""
-        from geosweep.sweeps.store import group_by_shard
-
         costs = self._costs_of(cells)
         groups = group_by_shard(cells, shards)
         total = float(sum(float(costs[c]) for c in cells))
@@ -133,11 +133,8 @@ class Plan(BaseModel):
         writes, whichever is more (the models are not counted)."""
         import math
 
-        from geosweep.sweeps import store
-
-        per_cell = float(sum(store.cell_bytes(self).values()))
-        shard = getattr(store, "shard_shape", None)
-        cells_per_write = math.prod(shard(self)) if shard is not None else 1
+        per_cell = float(sum(cell_bytes(self).values()))
+        cells_per_write = math.prod(shard_shape(self))
         return {
             "cell_bytes": per_cell,
             "store_bytes": per_cell * self.grid.size,
@@ -178,8 +175,6 @@ def make_plan(source: Plan | SweepSpec | str | os.PathLike | dict) -> Plan:
         for dim, n in famdef.sizes(model).items():
             sizes[dim] = max(sizes.get(dim, 0), int(n))
     plan = Plan(spec=spec, sysdef=sysdef, famdef=famdef, idefs=idefs, grid=grid, models=models, sizes=sizes)
-    from geosweep.sweeps.store import name_clash, state_layout_clash
-
     clash = name_clash(sysdef, famdef, plan.first_model) or state_layout_clash(plan)
     if clash:  # xarray would refuse the store's template only once the run starts
         raise SpecError([clash], spec.name)

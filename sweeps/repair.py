@@ -28,17 +28,11 @@ import numpy as np
 
 from geosweep.kernels.status import STATUS_MEANINGS, Status
 from geosweep.sweeps.lease import fence
-from geosweep.sweeps.store import (
-    SWEEP_FLAGS,
-    ArrayCache,
-    StoreRef,
-    _consolidate,
-    cell_checksum,
-    read_blocks,
-    shard_checksums,
-    shard_region,
-    sweep_shards,
-)
+from geosweep.sweeps.store.checksums import cell_checksum, shard_checksums
+from geosweep.sweeps.store.layout import SWEEP_FLAGS, shard_region, sweep_shards
+from geosweep.sweeps.store.location import StoreRef
+from geosweep.sweeps.store.location import consolidate as _consolidate
+from geosweep.sweeps.store.shards import ArrayCache, read_blocks
 
 #: dtype, fill value and long name of each flag array (as :func:`geosweep.sweeps.store.template` writes them)
 FLAG_LAYOUT: dict[str, tuple[str, Any, str]] = {

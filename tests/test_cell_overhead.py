@@ -97,7 +97,7 @@ def test_shard_write_checksums_are_cell_checksums_also_for_padded_and_missing_va
     outputs[c1][0]["energy"] = outputs[c1][0]["energy"][:-3]  # a short value: padded with the fill value
     assert sorted(write_shard(store_mod.ArrayCache(group), outputs)) == sorted(cells)
     for cell, (values, status, _wall) in outputs.items():
-        stored = {name: store_mod._stored(group[name], v) for name, v in values.items() if name in group}
+        stored = {name: store_mod.stored_value(group[name], v) for name, v in values.items() if name in group}
         assert int(group["checksum"][cell]) == cell_checksum(stored, status), cell
     assert np.isnan(group["energy"][c1][-3:]).all()
 

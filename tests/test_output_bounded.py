@@ -128,7 +128,7 @@ def test_a_store_of_another_spec_is_named_compactly_per_axis():
     """The refusal of a store made by another spec names each differing field, a long axis by its
     count, first and last values and how many values differ — one line however long the axes."""
     from geosweep.sweeps.spec import parse_spec
-    from geosweep.sweeps.store import _mismatch_message
+    from geosweep.sweeps.store import mismatch_message
 
     base = {
         "name": "ens",
@@ -141,7 +141,7 @@ def test_a_store_of_another_spec_is_named_compactly_per_axis():
     }
     old = parse_spec(base)
     new = parse_spec(dict(base, T=0.2, params=dict(base["params"], seed=list(range(1, 100_101)))))
-    message = _mismatch_message("s.zarr", {"spec": old.canonical_json(), "spec_hash": old.spec_hash}, new)
+    message = mismatch_message("s.zarr", {"spec": old.canonical_json(), "spec_hash": old.spec_hash}, new)
     assert "\n" not in message and len(message) <= 2 * MAX_CHARS, message
     assert "T: store has 0.1, spec has 0.2" in message
     assert "params.seed: store has 100000 values, 0.0 … 99999.0, spec has 100100 values, 1.0 … 100100.0" in message

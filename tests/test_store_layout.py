@@ -25,10 +25,10 @@ from geosweep.sweeps.store import (
     MIN_SHARDS,
     TARGET_SHARDS,
     StoreRef,
-    _short_cell_seconds,
     done_mask,
     mark_for_rerun,
     shard_shape,
+    short_cell_seconds,
     verify,
 )
 from tests.sweep_util import assert_stores_bitwise_equal
@@ -99,7 +99,7 @@ def test_cheap_cells_share_shards_of_at_least_min_shard_seconds(seeds):
     still at least MIN_SHARDS shards, so finished shards reach the store before the end."""
     plan = make_plan(dict(SPEC, name="cheap", params={"N": 3, "ic": "random", "seed": list(range(seeds))}))
     cells = int(np.prod(shard_shape(plan)))
-    assert cells * _short_cell_seconds(plan) >= MIN_SHARD_SECONDS or cells >= plan.grid.size // MIN_SHARDS
+    assert cells * short_cell_seconds(plan) >= MIN_SHARD_SECONDS or cells >= plan.grid.size // MIN_SHARDS
     assert MIN_SHARDS <= _n_shards(plan) <= 4
 
 

@@ -1,0 +1,161 @@
+"""The zarr (format 3) store of a sweep, one job per module:
+
+* :mod:`~geosweep.sweeps.store.location` — where a store lives (:class:`StoreRef`), opening it for
+  reading (:func:`open_results`), consolidating, deleting, provenance attributes;
+* :mod:`~geosweep.sweeps.store.checks` — the store format and the refusals of a store of another
+  format or another spec (:class:`StoreFormatError`, :class:`StoreMismatchError`: exit 3);
+* :mod:`~geosweep.sweeps.store.layout` — shards and chunks: how the cells are cut into objects;
+* :mod:`~geosweep.sweeps.store.schema` — the template: variables, coordinates, CF attributes,
+  the name checks of a spec;
+* :mod:`~geosweep.sweeps.store.lifecycle` — creating or checking a store, reading its progress,
+  recording runs;
+* :mod:`~geosweep.sweeps.store.shards` — one writer per shard (:func:`write_shard`), block I/O;
+* :mod:`~geosweep.sweeps.store.checksums` — the per-cell checksums;
+* :mod:`~geosweep.sweeps.store.integrity` — :func:`verify` and :func:`mark_for_rerun`.
+
+Growing a store along its sweep axes is :mod:`geosweep.sweeps.grow`, to a later T
+:mod:`geosweep.sweeps.extension`, rebuilding lost flag arrays :mod:`geosweep.sweeps.repair`, the
+writer's lease :mod:`geosweep.sweeps.lease`; they use the modules above and none of those imports
+the package's own ``__init__``.
+
+Every public name is importable from here (``from geosweep.sweeps.store import StoreRef``): a name
+is loaded from its module on first use (:data:`_HOMES`), so importing one module of the package does
+not import the others, and the modules below it (lease, repair, grow) may import it without an
+import cycle. Reading or setting a name here reads or sets it in its module (a test's
+``monkeypatch.setattr(geosweep.sweeps.store, "SHARD_CELLS", 1)`` changes the layout).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+import warnings
+from typing import TYPE_CHECKING, Any
+
+warnings.filterwarnings("ignore", message=".*does not have a Zarr V3 specification.*")
+warnings.filterwarnings("ignore", message=".*Consolidated metadata is currently not part.*")
+# the per-cell checkpoint objects (geosweep.sweeps.checkpoints) live under _checkpoints/, outside the zarr hierarchy
+warnings.filterwarnings("ignore", message=".*_checkpoints is not recognized as a component.*")
+
+#: module (of this package) of each public name
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(
+        ("FORMAT_VERSION", "READ_FORMATS", "StoreFormatError", "StoreMismatchError", "check_format")
+        + ("differences", "mismatch_message", "readable_format", "spec_attr_intact", "spec_value"),
+        "checks",
+    ),
+    **dict.fromkeys(
+        ("CHECKSUM_BATCH_BYTES", "CHECKSUM_SKIP", "ShardChecksums", "cell_checksum", "dtype_name", "shard_checksums"),
+        "checksums",
+    ),
+    **dict.fromkeys(("mark_for_rerun", "verify"), "integrity"),
+    **dict.fromkeys(
+        ("KEEP_SECONDS", "LAST_AT_T", "MAX_SHARD_CELLS", "MIN_SHARDS", "MIN_SHARD_SECONDS", "SHARD_BYTES")
+        + ("SHARD_CELLS", "SHARD_SECONDS", "SWEEP_FLAGS", "TARGET_SHARDS", "cell_bytes", "cell_chunks")
+        + ("group_by_shard", "objects_estimate", "shape_of", "shard_cells", "shard_of", "shard_region")
+        + ("shard_shape", "short_cell_seconds", "sweep_shards"),
+        "layout",
+    ),
+    **dict.fromkeys(("CREATED_ATTR", "done_mask", "ensure_store", "mark_fillers", "record_run"), "lifecycle"),
+    **dict.fromkeys(("StoreRef", "consolidate", "open_results", "provenance", "remove_store"), "location"),
+    **dict.fromkeys(
+        ("LAYOUT_COORDS", "METHOD_AXES", "cf_units", "fill_value", "name_clash", "state_layout_clash")
+        + ("stored_names", "template"),
+        "schema",
+    ),
+    **dict.fromkeys(("ArrayCache", "CellOutput", "read_blocks", "set_blocks", "stored_value", "write_shard"), "shards"),
+}
+
+__all__ = sorted(_HOMES)
+
+
+def _home(name: str) -> types.ModuleType:
+    return importlib.import_module(f"{__name__}.{_HOMES[name]}")
+
+
+class _Package(types.ModuleType):
+    """This package's module type: a public name is read from, and set in, the module it lives in."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _HOMES:
+            return getattr(_home(name), name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _HOMES:
+            setattr(_home(name), name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(_HOMES))
+
+
+sys.modules[__name__].__class__ = _Package
+
+if TYPE_CHECKING:  # the names as mypy sees them (at run time: _Package.__getattr__)
+    from geosweep.sweeps.store.checks import (
+        FORMAT_VERSION,
+        READ_FORMATS,
+        StoreFormatError,
+        StoreMismatchError,
+        check_format,
+        differences,
+        mismatch_message,
+        readable_format,
+        spec_attr_intact,
+        spec_value,
+    )
+    from geosweep.sweeps.store.checksums import (
+        CHECKSUM_BATCH_BYTES,
+        CHECKSUM_SKIP,
+        ShardChecksums,
+        cell_checksum,
+        dtype_name,
+        shard_checksums,
+    )
+    from geosweep.sweeps.store.integrity import mark_for_rerun, verify
+    from geosweep.sweeps.store.layout import (
+        KEEP_SECONDS,
+        LAST_AT_T,
+        MAX_SHARD_CELLS,
+        MIN_SHARD_SECONDS,
+        MIN_SHARDS,
+        SHARD_BYTES,
+        SHARD_CELLS,
+        SHARD_SECONDS,
+        SWEEP_FLAGS,
+        TARGET_SHARDS,
+        cell_bytes,
+        cell_chunks,
+        group_by_shard,
+        objects_estimate,
+        shape_of,
+        shard_cells,
+        shard_of,
+        shard_region,
+        shard_shape,
+        short_cell_seconds,
+        sweep_shards,
+    )
+    from geosweep.sweeps.store.lifecycle import CREATED_ATTR, done_mask, ensure_store, mark_fillers, record_run
+    from geosweep.sweeps.store.location import StoreRef, consolidate, open_results, provenance, remove_store
+    from geosweep.sweeps.store.schema import (
+        LAYOUT_COORDS,
+        METHOD_AXES,
+        cf_units,
+        fill_value,
+        name_clash,
+        state_layout_clash,
+        stored_names,
+        template,
+    )
+    from geosweep.sweeps.store.shards import (
+        ArrayCache,
+        CellOutput,
+        read_blocks,
+        set_blocks,
+        stored_value,
+        write_shard,
+    )

@@ -1,0 +1,291 @@
+"""The store's template: every variable (a family's diagnostics and the run flags) with its
+dims, dtype, fill value and CF attributes, the coordinates (sweep axes, integrator records, times,
+fixed parameters) and the group attributes (format, spec and its hash, provenance). It is written
+once, lazily filled (nothing computed), when the store is created
+(:func:`geosweep.sweeps.store.lifecycle.ensure_store`); ``run --grow`` later extends it along sweep
+axes whose new values are appended (:mod:`geosweep.sweeps.grow`). Also the name checks a spec
+passes before any store exists (a system parameter named like a stored variable).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from geosweep.kernels.status import STATUS_MEANINGS
+from geosweep.sweeps.store.checks import FORMAT_VERSION
+from geosweep.sweeps.store.layout import SWEEP_FLAGS, cell_chunks, shard_shape
+from geosweep.sweeps.store.location import provenance
+
+if TYPE_CHECKING:
+    from geosweep.sweeps.plan import Plan
+
+
+def _units(units: str, sysdef) -> str:
+    return units.replace("energy", sysdef.energy_units).replace("time", sysdef.time_units)
+
+
+def _dimensional(sysdef) -> bool:
+    return sysdef.energy_units != "1" or sysdef.time_units != "1"
+
+
+def cf_units(units: str | None, sysdef) -> str | None:
+    """``units`` as a UDUNITS-parsable string (CF): the declared quantity words (energy, time,
+    length, mass, momentum, angular momentum) in the system's units — all "1" for a system in
+    nondimensional units — ``·`` and superscripts spelled out, factors of 1 dropped, and "1" for
+    a dimensionless quantity. None for no units (strings, labels); reference times unchanged."""
+    if units is None or not str(units).strip():
+        return None
+    text = str(units).strip()
+    if "since" in text:
+        return text
+    dim = _dimensional(sysdef)
+    E, T = sysdef.energy_units, sysdef.time_units
+    words = {
+        "angular momentum": f"{E} {T}",
+        "momentum": "kg m / s" if dim else "1",
+        "energy": E,
+        "length": "m" if dim else "1",
+        "mass": "kg" if dim else "1",
+        "time": T,
+    }
+    for a, b in (("·", " "), ("²", "^2"), ("³", "^3"), ("*", " ")):
+        text = text.replace(a, b)
+    for word, value in words.items():
+        text = text.replace(word, value)
+    parts = text.split("/")
+    if len(parts) > 2:
+        return text
+
+    def factors(part: str) -> list[str]:
+        return [t for t in part.split() if not re.fullmatch(r"1(\^-?\d+)?", t)]
+
+    num = factors(parts[0])
+    den = factors(parts[1]) if len(parts) == 2 else []
+    if not num and not den:
+        return "1"
+    return " ".join(num or ["1"]) + (f" / {' '.join(den)}" if den else "")
+
+
+def _cf_attrs(ds, sysdef) -> None:
+    """Every ``units`` attribute of ``ds`` (variables and coordinates) through :func:`cf_units`."""
+    for var in list(ds.data_vars.values()) + list(ds.coords.values()):
+        if "units" not in var.attrs:
+            continue
+        units = cf_units(var.attrs["units"], sysdef)
+        if units is None:
+            del var.attrs["units"]
+        else:
+            var.attrs["units"] = units
+
+
+def fill_value(dtype: str):
+    """The fill value of a stored variable of ``dtype`` (a cell not written yet): NaN, or -1 for integers."""
+    return np.nan if dtype.startswith("float") else -1
+
+
+#: coordinates the store adds besides the sweep axes and the per-cell dims (see :func:`template`)
+LAYOUT_COORDS = ("integrator_family", "integrator_order", "integrator_adaptive", "time", "snapshot", "snapshot_time")
+#: the method axes of every grid (:class:`geosweep.sweeps.grid.Grid`)
+METHOD_AXES = ("integrator", "h", "tol")
+
+
+def stored_names(famdef, model) -> set[str]:
+    """Every variable and coordinate name the store of a sweep of ``model`` writes, except the system parameters."""
+    names = {d.name for d in famdef.diagnostics(model)} | set(SWEEP_FLAGS) | set(LAYOUT_COORDS)
+    return names | set(famdef.sizes(model)) | set(METHOD_AXES)
+
+
+def name_clash(sysdef, famdef, model) -> tuple[str, str] | None:
+    """``(field, reason)`` for the first system parameter (every parameter becomes a coordinate, swept
+    or fixed) or method axis whose name a stored variable or coordinate also has; ``None`` if disjoint."""
+    taken = stored_names(famdef, model)
+    for p in sysdef.params:
+        if p.name in taken:
+            return f"params.{p.name}", (
+                f"system {sysdef.name!r} declares a parameter {p.name!r}, which is also the name of a stored "
+                "variable or coordinate; the system must rename it"
+            )
+    diagnostics = {d.name for d in famdef.diagnostics(model)}
+    for axis in METHOD_AXES:
+        if axis in diagnostics:
+            return "system", f"family {famdef.name!r} stores a variable {axis!r}, the name of a sweep axis"
+    return None
+
+
+def _state_labels(model) -> tuple[str, ...]:
+    """The stored ``state`` labels of a model whose family has no fixed ``state_labels`` (dg)."""
+    return tuple(getattr(model, "stored_labels", None) or getattr(model, "labels", ()) or ())
+
+
+def state_layout_clash(plan: Plan) -> tuple[str, str] | None:
+    """``(field, reason)`` when the models of a sweep store different ``state`` layouts (the ``state``
+    coordinate would be a bare index meaning different entries in different cells); else ``None``."""
+    if plan.famdef.state_labels or "state" not in plan.sizes:
+        return None
+    layouts = {_state_labels(m) for m in plan.models.values()}
+    if len(layouts) <= 1:
+        return None
+    swept = list(plan.spec.swept_params())
+    field = f"params.{swept[0]}" if len(swept) == 1 else "params"
+    shown = "; ".join(f"({', '.join(x)})" for x in sorted(layouts, key=len)[:2])
+    return field, (
+        f"the models of this sweep store different state layouts ({shown}); run them in separate sweeps "
+        "or give the system one layout for every variant (SkewSystem.layout)"
+    )
+
+
+def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
+    """The lazily filled xarray Dataset describing the store (nothing computed), and its encoding."""
+    import dask.array as da
+    import xarray as xr
+
+    spec, grid, sysdef, fam = plan.spec, plan.grid, plan.sysdef, plan.famdef
+    sizes = dict(plan.sizes)
+    sweep_shape = grid.shape
+    shards = shard_shape(plan)
+    data_vars = {}
+    encoding = {}
+
+    last_apart = any(idef.adaptive for idef in plan.idefs.values())
+
+    def add(name: str, dims: tuple[str, ...], dtype: str, attrs: dict, fill) -> None:
+        cell_shape = tuple(sizes[d] for d in dims)
+        chunks = shards + cell_chunks(dims, cell_shape, last_apart)
+        arr = da.full(sweep_shape + cell_shape, fill, dtype=dtype, chunks=chunks)
+        data_vars[name] = xr.Variable(grid.dims + dims, arr, attrs)
+        encoding[name] = {"fill_value": fill, "chunks": chunks}  # one object per shard (two: cell_chunks)
+
+    for d in fam.diagnostics(plan.first_model):
+        attrs: dict[str, Any] = {"units": _units(d.units, sysdef), "long_name": d.long_name}
+        if d.description:
+            attrs["description"] = d.description
+        if d.computed_over:
+            attrs["computed_over"] = d.computed_over
+        add(d.name, d.dims, d.dtype, attrs, fill_value(d.dtype))
+    add(
+        "status",
+        (),
+        "int8",
+        {
+            "long_name": "integration status",
+            "flag_values": [int(k) for k in STATUS_MEANINGS],
+            "flag_meanings": " ".join(STATUS_MEANINGS.values()),
+            "description": "0 ok; >0 the trajectory failed (see flag_meanings); -1 not run yet; "
+            "-2 not applicable (filler cell of a mixed fixed-step/adaptive grid)",
+        },
+        -1,
+    )
+    add("wall_time", (), "float64", {"units": "s", "long_name": "wall-clock time of the cell"}, np.nan)
+    add(
+        "completed_at",
+        (),
+        "float64",
+        {"units": "seconds since 1970-01-01", "long_name": "time the cell was written (provenance stamp)"},
+        np.nan,
+    )
+    add(
+        "progress",
+        (),
+        "float64",
+        {"units": "1", "long_name": "fraction of the cell's time span integrated (1 once complete)"},
+        0.0,
+    )
+    add(
+        "checksum",
+        (),
+        "int64",
+        {"long_name": "checksum of the cell's stored values (geosweep.sweeps.store.cell_checksum; geosweep verify)"},
+        0,
+    )
+    add("done", (), "int8", {"long_name": "1 once every value of the cell is written"}, 0)
+
+    coords: dict[str, Any] = {}
+    for i, axis in enumerate(grid.axes):
+        kind = sysdef.param(axis.name).kind if i >= grid.n_method_axes else None
+        values = _coord_values(axis.values, kind)
+        coords[axis.name] = xr.Variable((axis.name,), values, {"units": axis.units, "long_name": axis.doc})
+    idefs = [plan.idefs[name] for name in spec.integrators]
+    orders = [min(i.order_for(m) for m in plan.models.values()) for i in idefs]  # on this sweep's models
+    for name, values, doc in (
+        ("integrator_family", np.array([i.family for i in idefs]).astype(str), "family the integrator belongs to"),
+        ("integrator_order", np.array(orders, dtype=np.int64), "order of accuracy"),
+        ("integrator_adaptive", np.array([i.adaptive for i in idefs], dtype=bool), "adaptive (swept over tol)"),
+    ):
+        coords[name] = xr.Variable(("integrator",), values, {"long_name": doc})
+    coords["time"] = xr.Variable(
+        ("time",), np.arange(sizes["time"]) * spec.dt_out, {"units": sysdef.time_units, "long_name": "time"}
+    )
+    coords["snapshot_time"] = xr.Variable(
+        ("snapshot",),
+        np.arange(sizes["snapshot"]) * spec.snapshot_interval,
+        {"units": sysdef.time_units, "long_name": "time of the stored state"},
+    )
+    if "component" in sizes:
+        coords["component"] = xr.Variable(("component",), np.array(["x", "y", "z"]), {"long_name": "Cartesian axis"})
+    if fam.state_labels and "state" in sizes:
+        if len(fam.state_labels) != sizes["state"]:
+            raise ValueError(f"family {fam.name}: {len(fam.state_labels)} state_labels, state dim {sizes['state']}")
+        coords["state"] = xr.Variable(
+            ("state",), np.array(fam.state_labels).astype(str), {"long_name": "entry of the state vector of a body"}
+        )
+    elif "state" in sizes:  # families whose state depends on the system (dg): the models' own labels
+        labels = {_state_labels(m) for m in plan.models.values()}
+        if len(labels) == 1 and len(next(iter(labels))) == sizes["state"]:
+            coords["state"] = xr.Variable(
+                ("state",), np.array(next(iter(labels))).astype(str), {"long_name": "entry of the state vector"}
+            )
+    for dim, n in sizes.items():
+        if dim not in coords:
+            coords[dim] = xr.Variable((dim,), np.arange(n), {"long_name": f"{dim} index"})
+    swept = set(spec.swept_params())
+    for p in sysdef.params:
+        if p.name in swept:
+            continue
+        value = spec.params.get(p.name, p.default)
+        if value is None:
+            continue
+        meta = {"units": p.units, "long_name": p.doc, "fixed_parameter": 1}
+        coords[p.name] = xr.Variable((), _coord_values([value], p.kind)[0], meta)
+    options = {name: grid.options(name) for name in spec.integrators}
+    prov = provenance()
+    attrs = {
+        "title": f"geosweep results: {spec.name}",
+        "geosweep_format": FORMAT_VERSION,
+        "sweep_name": spec.name,
+        "system": spec.system,
+        "system_family": sysdef.family,
+        "system_doc": sysdef.doc,
+        "spec": spec.canonical_json(),
+        "spec_hash": spec.spec_hash,
+        "integrator_options": json.dumps(options, sort_keys=True),
+        "T": spec.T,
+        "dt_out": spec.dt_out,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **prov,
+        "Conventions": "CF-1.11",
+        "history": f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} created by geosweep "
+        f"{prov.get('geosweep_version', '?')} from spec {spec.name!r} ({spec.spec_hash[:12]})",
+        "geosweep_conventions": "status != 0 marks failed or missing cells; select with ds.where(ds.status == 0)",
+    }
+    ds = xr.Dataset(data_vars, coords=coords, attrs=attrs)
+    _cf_attrs(ds, sysdef)
+    return ds, encoding
+
+
+#: Stored type of a parameter coordinate, by the parameter's declared kind (``str``: fixed-width text).
+_COORD_DTYPES: dict[type | None, type] = {bool: np.bool_, int: np.int64, float: np.float64, str: np.str_}
+
+
+def _coord_values(values, kind: type | None) -> np.ndarray:
+    """A coordinate's values in the declared parameter type (``int`` → int64: a spec's integers
+    are checked to fit), or as numpy infers them (method axes: names, ``h``, ``tol``)."""
+    dtype = _COORD_DTYPES.get(kind)
+    if dtype is None:
+        values = np.array(values, dtype=object if isinstance(values[0], str) else None)
+        return values.astype(str) if values.dtype == object else values
+    return np.array(values, dtype=dtype)

@@ -1,0 +1,235 @@
+"""Writing cells: one task writes a whole shard (:func:`write_shard`), and block reads and writes.
+
+Each shard has exactly one writer: the engine computes the cells of a shard (in parallel slices)
+and then one task writes them all — every value variable, then ``status``, ``wall_time``,
+``completed_at``, ``progress`` and ``checksum``, and last ``done = 1``. Each variable's shard is
+one zarr chunk, replaced whole (an atomic rename locally, one PUT on an object store), and zarr 3
+has no write synchronisers, so two writers never share one. A cell is complete only when ``done``
+is 1: an interrupted shard write is redone on resume, and a complete cell is never recomputed.
+Cells of the shard already ``done`` (finished cells, not-applicable fillers) keep their stored
+values: the shard is read and they are written back unchanged with it.
+
+A store grown to a later T (:mod:`geosweep.sweeps.extension`) passes ``rows``: per per-cell axis
+the first new row. The recomputed cells' earlier rows are compared with the stored ones, and each
+variable is written from the first row that differs bitwise, or from the first new row if none
+does (:func:`_rows_from`); the rows before are not written. In an adaptive sweep the last row of
+the store as created (the value at T, which a longer run interpolates inside a step) is an object
+of its own (:func:`geosweep.sweeps.store.layout.cell_chunks`), so growing it to a later T leaves the
+objects of the earlier rows untouched. The checksums always cover every row of the cell.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from geosweep.sweeps.grid import Cell
+from geosweep.sweeps.store.checksums import CHECKSUM_SKIP, ShardChecksums, dtype_name
+from geosweep.sweeps.store.layout import shard_of, shard_region, sweep_shards
+
+
+class ArrayCache(dict):
+    """``name → zarr array`` of one open group, each opened once (saves a metadata read per write)."""
+
+    def __init__(self, group):
+        super().__init__()
+        self.group = group
+
+    def __missing__(self, name: str):
+        arr = self[name] = self.group[name]
+        return arr
+
+
+def stored_value(arr, value) -> np.ndarray:
+    """``value`` as the cell's chunk stores it: padded with the fill value to the per-cell shape."""
+    value = np.asarray(value, dtype=arr.dtype)
+    shape = arr.shape[len(arr.shape) - value.ndim :] if value.ndim else ()
+    if value.shape == shape:
+        return value
+    out = np.full(shape, arr.fill_value, dtype=arr.dtype)
+    out[tuple(slice(0, n) for n in value.shape)] = value
+    return out
+
+
+def read_blocks(arrays: dict[str, Any], region: tuple[slice, ...]) -> dict[str, np.ndarray | BaseException]:
+    """``{name: arr[region]}`` read concurrently (one event-loop batch); a read that fails gives its exception."""
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    names = list(arrays)
+
+    async def read_all() -> list:
+        return await asyncio.gather(*(arrays[n]._async_array.getitem(region) for n in names), return_exceptions=True)
+
+    return {n: (r if isinstance(r, BaseException) else np.asarray(r)) for n, r in zip(names, sync(read_all()))}
+
+
+_MISSING = object()
+
+
+def _fill_block(arr, name: str, data: np.ndarray, values: list[dict], index: tuple, sums: ShardChecksums) -> None:
+    """Put each cell's value of ``name`` into the shard block ``data`` as :func:`stored_value` stores it
+    (``values[i]``: cell ``i``'s values, at ``data[index][i]``) and feed it to the cells' checksums.
+    The common case — every cell has the value, of the per-cell shape — is one vectorised
+    assignment; otherwise cell by cell (padded by :func:`stored_value`)."""
+    nd = len(index)
+    cell_shape = tuple(int(n) for n in data.shape[nd:])
+    skip = name in CHECKSUM_SKIP
+    head = name.encode() + dtype_name(data.dtype)
+    rows = None
+    if all(name in v for v in values):
+        try:
+            rows = np.array([v[name] for v in values], dtype=data.dtype)
+        except ValueError:  # values of different shapes
+            rows = None
+        if rows is not None and rows.shape != (len(values), *cell_shape):
+            rows = None
+    if rows is not None:
+        data[index] = rows
+        if not skip:  # the shape as cell_checksum sees it: np.ascontiguousarray makes scalars (1,)
+            sums.add_rows(head + str(cell_shape or (1,)).encode(), rows)
+        return
+    for i, vals in enumerate(values):
+        v = vals.get(name, _MISSING)
+        if v is _MISSING:
+            continue
+        value = stored_value(arr, v)
+        data[tuple(ix[i] for ix in index)] = value
+        if not skip:
+            sums.add_one(i, head + str(np.shape(value) or (1,)).encode(), value)
+
+
+#: one computed cell: (values by stored name, status, wall time in s)
+CellOutput = tuple[dict[str, Any], int, float]
+
+
+def set_blocks(blocks: list[tuple[Any, np.ndarray]], region: tuple[slice, ...]) -> None:
+    """``arr[region] = data`` for every ``(arr, data)``, all at once (one trip through zarr's event
+    loop, the objects encoded and stored concurrently); returns when every block is written."""
+    if not all(hasattr(arr, "_async_array") for arr, _ in blocks):  # not a zarr 3 Array: one by one
+        for arr, data in blocks:
+            arr[region] = data
+        return
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    async def write_all() -> list:
+        # every write ends before this returns (also when one fails): none outlives the caller's fence
+        return await asyncio.gather(
+            *(arr._async_array.setitem(region, data) for arr, data in blocks), return_exceptions=True
+        )
+
+    for result in sync(write_all()):
+        if isinstance(result, BaseException):
+            raise result
+
+
+def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | None = None) -> list[Cell]:
+    """Write computed cells of ONE shard: every value variable, then the flags and checksums,
+    then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
+    ``rows`` (a grown store, :mod:`geosweep.sweeps.extension`): per-cell axis → first row to write; the rows
+    before it are compared with the stored ones, and written only from the first that differs
+    (the checksums still cover every row of the given values).
+
+    Cells already ``done`` in the store are left as stored (their values are read and written
+    back unchanged with the shard); so are filler cells. ``group`` is a zarr group or an
+    :class:`ArrayCache` of one. The caller must be the shard's only writer.
+    """
+    if not outputs:
+        return []
+    shards = sweep_shards(group)
+    shape = tuple(group["done"].shape)
+    index = shard_of(next(iter(outputs)), shards)
+    if any(shard_of(c, shards) != index for c in outputs):
+        raise ValueError("write_shard: cells of more than one shard")
+    region = shard_region(index, shards, shape)
+    local = {c: tuple(int(ci) - r.start for ci, r in zip(c, region)) for c in outputs}
+    done = np.asarray(group["done"][region]).astype(np.int8)
+    cells = [c for c in outputs if done[local[c]] != 1]
+    if not cells:
+        return []
+    keep = bool(done.any()) or bool(rows)  # the shard holds finished (or filler) cells: keep their stored values
+    block_shape = tuple(r.stop - r.start for r in region)
+
+    def block(arr) -> np.ndarray:
+        if keep:
+            return np.array(arr[region])
+        return np.full(block_shape + tuple(arr.shape[len(shape) :]), arr.fill_value, dtype=arr.dtype)
+
+    sums = ShardChecksums(cells, [outputs[c][1] for c in cells])
+    cell_values = [outputs[c][0] for c in cells]
+    cell_index = tuple(np.array([local[c][k] for c in cells], dtype=np.intp) for k in range(len(shape)))
+    values: list[Any] = []  # (arr, block) or, for grown rows, (arr, block, stored block)
+    names = list(dict.fromkeys(name for v in cell_values for name in v))
+    for name in sorted(names):  # the checksums take the names in sorted order
+        try:
+            arr = group[name]
+        except KeyError:  # a value this store was not created with (a newer diagnostic): not stored
+            continue
+        data = block(arr)
+        stored = data.copy() if rows else None
+        _fill_block(arr, name, data, cell_values, cell_index, sums)
+        values.append((arr, data, stored) if rows else (arr, data))
+    if rows:
+        values = _rows_from(values, region, rows)
+    else:
+        set_blocks(values, region)
+    now = time.time()
+    checksums = sums.result()
+    flags = {
+        "status": lambda c: np.int8(outputs[c][1]),
+        "wall_time": lambda c: float(outputs[c][2]),
+        "completed_at": lambda c: now,
+        "progress": lambda c: 1.0,
+        "checksum": lambda c: np.int64(checksums[c]),
+    }
+    blocks = []
+    for name, value in flags.items():
+        arr = group[name]
+        data = block(arr)
+        for c in cells:
+            data[local[c]] = value(c)
+        blocks.append((arr, data))
+    set_blocks(blocks, region)
+    for c in cells:
+        done[local[c]] = 1
+    group["done"][region] = done  # the completion marker, last
+    return cells
+
+
+def _rows_from(
+    values: list[tuple[Any, np.ndarray, np.ndarray]], region: tuple[slice, ...], rows: dict[str, int]
+) -> list:
+    """Write each ``(arr, block, stored block)`` of a shard from the first of ``rows`` along its
+    per-cell axes, or from the first row where the block differs (bitwise) from what is stored, if
+    earlier: the rows before are left as stored, compared instead of rewritten (a grown store's
+    recomputed samples). Arrays with no such axis are written whole. Returns ``(arr, block)``."""
+    by_region: dict[tuple, list[tuple[Any, np.ndarray]]] = {}
+    for arr, data, stored in values:
+        dims = tuple(getattr(getattr(arr, "metadata", None), "dimension_names", None) or ())
+        sub = list(region) + [slice(None)] * (data.ndim - len(region))
+        for k in range(len(region), data.ndim):
+            if k < len(dims) and rows.get(dims[k] or "", 0) > 0:
+                start = min(rows[dims[k]], data.shape[k], _first_differing(data, stored, k))
+                sub[k] = slice(start, None)
+        local = tuple(slice(None) if k < len(region) else sub[k] for k in range(data.ndim))
+        key = tuple((s.start, s.stop) for s in sub)
+        by_region.setdefault(key, []).append((arr, data[local]))
+    for key, blocks in by_region.items():
+        set_blocks(blocks, tuple(slice(a, b) for a, b in key))
+    return [(arr, data) for arr, data, _ in values]
+
+
+def _first_differing(new: np.ndarray, old: np.ndarray, axis: int) -> int:
+    """The first index along ``axis`` where ``new`` and ``old`` differ bitwise (their length if none)."""
+    a, b = np.ascontiguousarray(new), np.ascontiguousarray(old)
+    if a.dtype.kind in "fiub" and a.dtype.itemsize in (1, 2, 4, 8):  # bitwise (NaN payloads, -0.0 included)
+        a, b = a.view(f"u{a.dtype.itemsize}"), b.view(f"u{b.dtype.itemsize}")
+    differs = np.asarray(a != b)
+    along = differs.any(axis=tuple(k for k in range(differs.ndim) if k != axis)) if differs.ndim > 1 else differs
+    hits = np.flatnonzero(along)
+    return int(hits[0]) if hits.size else int(a.shape[axis])
