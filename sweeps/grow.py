@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -45,6 +45,7 @@ from geosweep.sweeps.store.checks import (
     spec_value,
 )
 from geosweep.sweeps.store.location import StoreRef, consolidate
+from geosweep.sweeps.store.location import open_unconsolidated as _open
 
 if TYPE_CHECKING:
     from geosweep.sweeps.plan import Plan
@@ -213,16 +214,6 @@ def grow_store(plan: Plan, ref: StoreRef, attrs: dict, ds: Any, log=None) -> dic
     _switch_spec(group, plan, ds, growth)
     consolidate(ref)
     return growth.added
-
-
-def _open(ref: StoreRef, mode: Literal["r", "r+"]):
-    """The store's group read from each array's own metadata, not the consolidated copy (which a
-    grow makes stale until it consolidates again)."""
-    import zarr
-
-    if ref.is_local:
-        return zarr.open_group(ref.url, mode=mode, use_consolidated=False)
-    return zarr.open_group(ref.url, mode=mode, use_consolidated=False, storage_options=ref.storage_options or {})
 
 
 def _layout_problems(group, plan: Plan, ds: Any, growth: Growth) -> list[str]:

@@ -32,35 +32,13 @@ from geosweep.sweeps.store.checksums import cell_checksum, shard_checksums
 from geosweep.sweeps.store.layout import SWEEP_FLAGS, shard_region, sweep_shards
 from geosweep.sweeps.store.location import StoreRef
 from geosweep.sweeps.store.location import consolidate as _consolidate
+from geosweep.sweeps.store.location import open_unconsolidated as _open
+from geosweep.sweeps.store.schema import FLAG_LAYOUT
 from geosweep.sweeps.store.shards import ArrayCache, read_blocks
-
-#: dtype, fill value and long name of each flag array (as :func:`geosweep.sweeps.store.template` writes them)
-FLAG_LAYOUT: dict[str, tuple[str, Any, str]] = {
-    "status": ("int8", -1, "integration status"),
-    "wall_time": ("float64", np.nan, "wall-clock time of the cell"),
-    "completed_at": ("float64", np.nan, "time the cell was written (provenance stamp)"),
-    "progress": ("float64", 0.0, "fraction of the cell's time span integrated (1 once complete)"),
-    "checksum": (
-        "int64",
-        0,
-        "checksum of the cell's stored values (geosweep.sweeps.store.cell_checksum; geosweep verify)",
-    ),
-    "done": ("int8", 0, "1 once every value of the cell is written"),
-}
 
 
 class StoreDamagedError(ValueError):
     """A store too damaged to repair (its root metadata or every per-cell array unreadable)."""
-
-
-def _open(ref: StoreRef, mode: str = "r"):
-    """The store's group read from the store itself (not from its consolidated metadata)."""
-    import zarr
-
-    kwargs: dict[str, Any] = {"mode": mode, "use_consolidated": False}
-    if not ref.is_local:
-        kwargs["storage_options"] = ref.storage_options or {}
-    return zarr.open_group(ref.url, **kwargs)
 
 
 def missing_flags(ref: StoreRef) -> list[str]:
@@ -110,11 +88,8 @@ def _rebuild_flags(ref: StoreRef, missing: list[str], log=None) -> dict[str, Any
     like = _sibling(group, missing)
     coords = like.attrs.get("coordinates")
     for name in missing:
-        dtype, fill, long_name = FLAG_LAYOUT[name]
-        attrs: dict[str, Any] = {"long_name": long_name}
-        if name == "status":
-            attrs["flag_values"] = [int(k) for k in STATUS_MEANINGS]
-            attrs["flag_meanings"] = " ".join(STATUS_MEANINGS.values())
+        dtype, fill, layout_attrs = FLAG_LAYOUT[name]
+        attrs: dict[str, Any] = dict(layout_attrs)
         if coords:
             attrs["coordinates"] = coords
         group.create_array(

@@ -199,6 +199,9 @@ def test_deleted_flag_arrays_are_rebuilt_and_only_unknown_cells_rerun(tmp_path, 
     assert res.complete and res.ran == int(rerun.sum()) >= 1 and res.ran < CELLS
     assert (after["done"] == 1).all()
     assert_stores_bitwise_equal(str(reference), str(store))
+    rebuilt, made = zarr.open_group(str(store), mode="r"), zarr.open_group(str(reference), mode="r")
+    for name in ("done", "status"):  # rebuilt with the template's attributes (one FLAG_LAYOUT)
+        assert dict(rebuilt[name].attrs) == dict(made[name].attrs), name
 
     shutil.rmtree(store / "checksum")  # nothing left to verify against: recomputed, not trusted
     res = run_sweep(SPEC, store, serial=True)

@@ -58,9 +58,11 @@ _HOMES: dict[str, str] = {
         "layout",
     ),
     **dict.fromkeys(("CREATED_ATTR", "done_mask", "ensure_store", "mark_fillers", "record_run"), "lifecycle"),
-    **dict.fromkeys(("StoreRef", "consolidate", "open_results", "provenance", "remove_store"), "location"),
     **dict.fromkeys(
-        ("LAYOUT_COORDS", "METHOD_AXES", "cf_units", "fill_value", "name_clash", "state_layout_clash")
+        ("StoreRef", "consolidate", "open_results", "open_unconsolidated", "provenance", "remove_store"), "location"
+    ),
+    **dict.fromkeys(
+        ("FLAG_LAYOUT", "LAYOUT_COORDS", "METHOD_AXES", "cf_units", "fill_value", "name_clash", "state_layout_clash")
         + ("stored_names", "template"),
         "schema",
     ),
@@ -140,8 +142,16 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: _Package.__getatt
         sweep_shards,
     )
     from geosweep.sweeps.store.lifecycle import CREATED_ATTR, done_mask, ensure_store, mark_fillers, record_run
-    from geosweep.sweeps.store.location import StoreRef, consolidate, open_results, provenance, remove_store
+    from geosweep.sweeps.store.location import (
+        StoreRef,
+        consolidate,
+        open_results,
+        open_unconsolidated,
+        provenance,
+        remove_store,
+    )
     from geosweep.sweeps.store.schema import (
+        FLAG_LAYOUT,
         LAYOUT_COORDS,
         METHOD_AXES,
         cf_units,

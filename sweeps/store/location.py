@@ -173,6 +173,15 @@ def remove_store(ref: StoreRef) -> None:
         pass
 
 
+def open_unconsolidated(ref: StoreRef, mode: Literal["r", "r+"] = "r"):
+    """The store's zarr group read from each array's own metadata, not the consolidated copy (which
+    a repair or a grow makes stale until it consolidates again)."""
+    import zarr
+
+    opts: dict[str, Any] = {} if ref.is_local else {"storage_options": ref.storage_options or {}}
+    return zarr.open_group(ref.url, mode=mode, use_consolidated=False, **opts)
+
+
 def consolidate(ref: StoreRef) -> None:
     """Write the store's consolidated metadata (one object listing every array's metadata) again;
     a failure is ignored: readers then read each array's own metadata."""

@@ -139,6 +139,40 @@ def state_layout_clash(plan: Plan) -> tuple[str, str] | None:
     )
 
 
+#: the per-cell flag arrays (:data:`SWEEP_FLAGS`, in that order): dtype, fill value and attributes, as
+#: the template writes them and :mod:`geosweep.sweeps.repair` rebuilds them
+FLAG_LAYOUT: dict[str, tuple[str, Any, dict[str, Any]]] = {
+    "status": (
+        "int8",
+        -1,
+        {
+            "long_name": "integration status",
+            "flag_values": [int(k) for k in STATUS_MEANINGS],
+            "flag_meanings": " ".join(STATUS_MEANINGS.values()),
+            "description": "0 ok; >0 the trajectory failed (see flag_meanings); -1 not run yet; "
+            "-2 not applicable (filler cell of a mixed fixed-step/adaptive grid)",
+        },
+    ),
+    "wall_time": ("float64", np.nan, {"units": "s", "long_name": "wall-clock time of the cell"}),
+    "completed_at": (
+        "float64",
+        np.nan,
+        {"units": "seconds since 1970-01-01", "long_name": "time the cell was written (provenance stamp)"},
+    ),
+    "progress": (
+        "float64",
+        0.0,
+        {"units": "1", "long_name": "fraction of the cell's time span integrated (1 once complete)"},
+    ),
+    "checksum": (
+        "int64",
+        0,
+        {"long_name": "checksum of the cell's stored values (geosweep.sweeps.store.cell_checksum; geosweep verify)"},
+    ),
+    "done": ("int8", 0, {"long_name": "1 once every value of the cell is written"}),
+}
+
+
 def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     """The lazily filled xarray Dataset describing the store (nothing computed), and its encoding."""
     import dask.array as da
@@ -167,42 +201,8 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         if d.computed_over:
             attrs["computed_over"] = d.computed_over
         add(d.name, d.dims, d.dtype, attrs, fill_value(d.dtype))
-    add(
-        "status",
-        (),
-        "int8",
-        {
-            "long_name": "integration status",
-            "flag_values": [int(k) for k in STATUS_MEANINGS],
-            "flag_meanings": " ".join(STATUS_MEANINGS.values()),
-            "description": "0 ok; >0 the trajectory failed (see flag_meanings); -1 not run yet; "
-            "-2 not applicable (filler cell of a mixed fixed-step/adaptive grid)",
-        },
-        -1,
-    )
-    add("wall_time", (), "float64", {"units": "s", "long_name": "wall-clock time of the cell"}, np.nan)
-    add(
-        "completed_at",
-        (),
-        "float64",
-        {"units": "seconds since 1970-01-01", "long_name": "time the cell was written (provenance stamp)"},
-        np.nan,
-    )
-    add(
-        "progress",
-        (),
-        "float64",
-        {"units": "1", "long_name": "fraction of the cell's time span integrated (1 once complete)"},
-        0.0,
-    )
-    add(
-        "checksum",
-        (),
-        "int64",
-        {"long_name": "checksum of the cell's stored values (geosweep.sweeps.store.cell_checksum; geosweep verify)"},
-        0,
-    )
-    add("done", (), "int8", {"long_name": "1 once every value of the cell is written"}, 0)
+    for name, (dtype, fill, attrs) in FLAG_LAYOUT.items():
+        add(name, (), dtype, dict(attrs), fill)
 
     coords: dict[str, Any] = {}
     for i, axis in enumerate(grid.axes):
