@@ -450,9 +450,10 @@ def warm_part(plan: Plan, cells: Sequence[Cell]) -> tuple[Plan, list[Cell]]:
     if plan.famdef.warm_for is None:
         return plan.part(models={}), []
     grid = plan.grid
+    axis = grid.dims.index("integrator")
     first: dict[tuple, Cell] = {}
     for cell in cells:
-        first.setdefault((grid.combination(cell), grid.coords(cell)["integrator"]), cell)
+        first.setdefault((grid.combination(cell), cell[axis]), cell)
     reps = list(first.values())
     return plan.part(cells=reps), reps
 
@@ -688,9 +689,9 @@ def _run_locked(
             # adaptive scaling is told how many workers the pending cells can keep busy (geosweep.sweeps.demand)
             publisher = demand.Publisher(client, demand.Demand({c: cost[c] for c in pending}, execution.slice_seconds))
             publisher.publish()
-            # the models of each shard once to the cluster, as one task (a sweep of many seeds has a
-            # model per seed: a task each cost more than their cells); slices carry the plan without
-            # models, plus a reference to their shard's models
+            # never a task per model (a sweep of many seeds has a model per seed: a task each cost more
+            # than their cells): small models ride inside their slices, larger ones go to the cluster
+            # once per shard as one task the shard's slices refer to (geosweep.sweeps.bundles)
             tag = f"{spec.spec_hash[:10]}-{os.getpid()}-{time.time_ns()}"
             pending_by_shard = group_by_shard(pending, shards)
 
