@@ -749,7 +749,7 @@ def _run_locked(
             # longest slices first within a shard — finished shards reach the store while the sweep
             # runs, and no worker is left finishing one long slice at the end while the other idles.
             # Each shard's writer runs as soon as its slices are done and is its only writer.
-            groups = sorted(by_shard.items(), key=lambda sg: -sum(cost[c] for cells in sg[1] for c in cells))
+            groups = list(by_shard.items())  # in that order (Plan.shard_slices)
             futures: list = []
             if lease is not None:  # a lost lease cancels the run's tasks (the slices go with their writers)
                 lease.on_lost(lambda _msg: client.cancel(futures))
@@ -877,8 +877,10 @@ def _run_locked(
     wall = time.perf_counter() - t_start
     # what really ran: the cells complete now that were not when this run started (a slice whose
     # worker died after writing its cells reports nothing, and its retry finds them done)
-    now = done_mask(ref)
-    ran = max(ran_cells, sum(1 for c in pending if now[c]))
+    ran = ran_cells
+    if ran_cells < len(pending):  # not every pending cell was reported written: count them in the store
+        now = done_mask(ref)
+        ran = max(ran_cells, sum(1 for c in pending if now[c]))
     record_run(
         ref,
         {

@@ -131,7 +131,7 @@ def test_workers_warm_from_one_cell_per_model_and_integrator():
 
 def test_shards_enough_for_the_workers_are_not_split():
     """With at least 2 shards per worker a shard is one slice (its results never travel from slices to
-    a separate writer task); with fewer, shards are split so every worker gets work."""
+    a separate writer task), except the last wave; with fewer, shards are split so every worker gets work."""
     from geosweep.sweeps.store import shard_shape
 
     plan = _chain_plan(1500)
@@ -142,3 +142,25 @@ def test_shards_enough_for_the_workers_are_not_split():
     assert all(len(slices) == 1 for slices in by_shard.values())
     many_workers = plan.shard_slices(cells, shards, 10.0, len(by_shard))
     assert sum(len(slices) for slices in many_workers.values()) >= 4 * len(by_shard)
+
+
+def test_the_last_shards_a_run_takes_are_cut_finer():
+    """Issue 21: with whole shards as slices, the workers of a run end unevenly (measured on 1000 cells of
+    10 ms on 2 workers: one idle for a quarter of a shard). The shards come in the order a run takes
+    them, the costliest first, and the last ``n_workers`` of them are cut in ``TAIL_PIECES`` slices."""
+    from geosweep.sweeps.plan import TAIL_PIECES
+
+    plan = _chain_plan(1500)
+    cells = list(plan.grid.cells())
+    shards = (2, 1, 100)  # 15 shards of 200 cells
+    cost = plan.cost_array()
+    for n_workers in (2, 3):
+        by_shard = plan.shard_slices(cells, shards, 10.0, n_workers)
+        order = list(by_shard)
+        assert len(order) >= 2 * n_workers
+        totals = [sum(cost[c] for s in by_shard[sh] for c in s) for sh in order]
+        assert totals == sorted(totals, reverse=True)  # the costliest first
+        assert [len(by_shard[sh]) for sh in order[:-n_workers]] == [1] * (len(order) - n_workers)
+        assert all(len(by_shard[sh]) == TAIL_PIECES for sh in order[-n_workers:])
+        got = sorted(c for slices in by_shard.values() for s in slices for c in s)
+        assert got == sorted(cells)  # every cell once

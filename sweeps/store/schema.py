@@ -190,7 +190,9 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     def add(name: str, dims: tuple[str, ...], dtype: str, attrs: dict, fill) -> None:
         cell_shape = tuple(sizes[d] for d in dims)
         chunks = shards + cell_chunks(dims, cell_shape, last_apart)
-        arr = da.full(sweep_shape + cell_shape, fill, dtype=dtype, chunks=chunks)
+        # one dask chunk: nothing is computed (``to_zarr(compute=False)``), and a graph of a task per
+        # store object cost more than writing the metadata (0.15 s of 0.4 s at 1000 cells)
+        arr = da.full(sweep_shape + cell_shape, fill, dtype=dtype, chunks=-1)
         data_vars[name] = xr.Variable(grid.dims + dims, arr, attrs)
         encoding[name] = {"fill_value": fill, "chunks": chunks}  # one object per shard (two: cell_chunks)
 
