@@ -28,11 +28,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from geosweep.kernels.core.layout import C_HOLD, I_NSAMP
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.status import Status
 from geosweep.sweeps import bundles as bundles_mod
-from geosweep.sweeps import checkpoints, demand, extension, first_worker, liveness, resubmit, visibility
+from geosweep.sweeps import checkpoints, demand, early, extension, first_worker, liveness, resubmit, visibility
 from geosweep.sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from geosweep.sweeps.execution import LOCAL_WORKER, SLICE_RESOURCE, WORKER_ARGS, Execution  # noqa: F401 - re-exported
 from geosweep.sweeps.grid import Cell
@@ -47,6 +49,7 @@ from geosweep.sweeps.store import (
     group_by_shard,
     mark_fillers,
     record_run,
+    shard_shape,
     sweep_shards,
     write_shard,
 )
@@ -147,6 +150,7 @@ def compute_cell(
     done: bool | None = None,
     saved_keys: set[str] | None = None,
     carry: dict | None = None,
+    keep: bool = True,
 ) -> CellRun:
     """Integrate one cell in checkpointed segments; returns ``(cell, status, wall time, segments
     run, resumed from a checkpoint, ran, values)`` — the values are written by the shard's
@@ -158,7 +162,8 @@ def compute_cell(
     ``done``: the cell's ``done`` flag if the caller has read it (else it is read here);
     ``saved_keys``: the checkpoints in the store (:func:`geosweep.sweeps.checkpoints.present`) if the
     caller has listed them (else the cell's checkpoint is looked for here); ``carry``: the cell's
-    final carry from a shorter run (:mod:`geosweep.sweeps.extension`), continued when there is no checkpoint.
+    final carry from a shorter run (:mod:`geosweep.sweeps.extension`), continued when there is no checkpoint;
+    ``keep=False``: no checkpoint is saved (a cell of a store still being created, :mod:`geosweep.sweeps.early`).
     A finished cell also returns its final carry (None when failed or ``ref.carries`` is off) and
     the (samples, snapshots) rows it leaves as stored.
     """
@@ -186,10 +191,10 @@ def compute_cell(
             pre, traj.ictl[C_HOLD] = traj.checkpoint(), 0
             traj.advance(until=until)
         segments += 1
-        if traj.finished and (segments > 1 or resumed or traj.wall_time >= KEEP_SECONDS):
+        if keep and traj.finished and (segments > 1 or resumed or traj.wall_time >= KEEP_SECONDS):
             # complete, until its shard is written
             checkpoints.save(ref, cell, extension.joined(traj.checkpoint(), pre, rows), 1.0)
-        elif not traj.finished:
+        elif keep and not traj.finished:
             checkpoints.save(ref, cell, extension.joined(traj.checkpoint(), pre, rows), traj.progress)
         if on_segment is not None and (not traj.finished or segments > 1 or resumed or traj.wall_time >= EVENT_SECONDS):
             on_segment(cell, traj.progress)
@@ -240,24 +245,27 @@ def run_arrays(ref: StoreRef, mode: Literal["r", "r+", "a", "w", "w-"] = "r+") -
     if ref.lease is None:
         return ArrayCache(ref.open_group(mode))
     key = (ref.url, ref.lease)
-    with _RUN_ARRAYS_LOCK:
+    with _RUN_ARRAYS_LOCK:  # opened under the lock: the slices and writers starting at once open it once
         arrays = _RUN_ARRAYS.get(key)
-    if arrays is None:
-        arrays = ArrayCache(ref.open_group("r+"))  # the run writes: one handle for reads and writes
-        with _RUN_ARRAYS_LOCK:
-            arrays = _RUN_ARRAYS.setdefault(key, arrays)
+        if arrays is None:
+            arrays = _RUN_ARRAYS[key] = ArrayCache(ref.open_group("r+"))  # the run writes: one handle for both
             while len(_RUN_ARRAYS) > RUN_ARRAYS_KEPT:
                 _RUN_ARRAYS.pop(next(iter(_RUN_ARRAYS)))
     return arrays
 
 
-def compute_slice(plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None, group=None) -> list[CellRun]:
+def compute_slice(
+    plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None, group=None, fresh: bool = False
+) -> list[CellRun]:
     """Compute ``cells`` (:func:`compute_cell` each); ``plan`` holds (at least) their models
     (:meth:`Plan.part`); nothing is parsed, built or registered here. ``on_segment(cell,
     fraction)`` is called after each segment; ``group``: the store's open group (an
-    :class:`ArrayCache`), else opened here."""
-    group = group if group is not None else run_arrays(ref, "r")
+    :class:`ArrayCache`), else opened here. ``fresh``: the store is being created meanwhile
+    (:mod:`geosweep.sweeps.early`): no cell is done, checkpointed or carried, and the store is not touched."""
     cells = [tuple(int(i) for i in cell) for cell in cells]
+    if fresh:
+        return [compute_cell(plan, cell, ref, None, on_segment, False, set(), None, keep=False) for cell in cells]
+    group = group if group is not None else run_arrays(ref, "r")
     done = _done_flags(group, cells)
     saved = checkpoints.present(ref) if not all(done.values()) else set()  # one listing per slice
     carries = _carries_of(ref, group, [c for c in cells if not done[c]])
@@ -371,13 +379,14 @@ def _guarded(ref: StoreRef, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _compute_part(
-    plan: Plan, models: Any, cells: list[Cell], ref: StoreRef, topic: str | None = None
+    plan: Plan, models: Any, cells: list[Cell], ref: StoreRef, topic: str | None = None, fresh: bool = False
 ) -> list[CellRun] | StoreFault:
     """Worker entry point of a slice: ``models`` (its own, :class:`geosweep.sweeps.bundles.Models`, or
-    its shard's as the result of a model task, shipped once)."""
+    its shard's as the result of a model task, shipped once); ``fresh``: see :func:`compute_slice`."""
     return _guarded(
-        ref, compute_slice, plan.part(models=bundles_mod.unwrap(models)), cells, ref, _on_segment_events(topic)
-    )
+        ref, compute_slice, plan.part(models=bundles_mod.unwrap(models)), cells, ref, _on_segment_events(topic), None,
+        fresh,
+    )  # fmt: skip
 
 
 def _run_part(
@@ -605,20 +614,45 @@ def _run_locked(
     lease: Lease | None = None,
     grow: bool = False,
 ) -> SweepResult:
+    # a new store of short cells is created while the first slices compute (geosweep.sweeps.early)
+    creating = early.start(plan, ref, execution, grow, log)
+    try:
+        return _run_created(plan, ref, execution, client, progress, log, lease, grow, creating)
+    finally:
+        if creating is not None:  # no write of this run outlives it (the lease is given up next)
+            creating.finish()
+
+
+def _run_created(
+    plan: Plan,
+    ref: StoreRef,
+    execution: Execution,
+    client: Any,
+    progress: Callable[[Progress], None] | None,
+    log: Callable[[str], None],
+    lease: Lease | None,
+    grow: bool,
+    creating: early.EarlyStore | None,
+) -> SweepResult:
     spec, grid = plan.spec, plan.grid
-    created = ensure_store(plan, ref, log, grow=grow)
-    mask = done_mask(ref, log)
-    if mark_fillers(plan, ref):
-        log(f"store {ref.url}: not-applicable filler cells re-marked")
+    if creating is None:
+        created = ensure_store(plan, ref, log, grow=grow)
+        mask = done_mask(ref, log)
+        if mark_fillers(plan, ref):
+            log(f"store {ref.url}: not-applicable filler cells re-marked")
+    else:  # a store that does not exist yet: no cell is done
+        created, mask = True, np.zeros(grid.shape, dtype=bool)
     pending = grid.pending(mask)
     total = grid.runnable()
     skipped = total - len(pending)
     log(
-        f"store {ref.url}: {'created' if created else 'resuming'}; "
+        f"store {ref.url}: {'creating' if creating else 'created' if created else 'resuming'}; "
         f"{skipped}/{total} cells already complete, {len(pending)} to run"
     )
     t_start = time.perf_counter()
     if not pending:
+        if creating is not None:
+            creating.wait()
         return SweepResult(ref.url, total, skipped, 0, 0, 0.0, 0)
 
     from geosweep.kernels._jit import watch_compiles
@@ -629,7 +663,7 @@ def _run_locked(
     if compiles[0]:
         log(f"kernels compiled in {time.perf_counter() - t0:.1f}s")
 
-    shards = sweep_shards(ref.open_group("r"))
+    shards = shard_shape(plan) if creating is not None else sweep_shards(ref.open_group("r"))
     done = skipped
     failed = 0
     segments = 0
@@ -755,8 +789,9 @@ def _run_locked(
                 lease.on_lost(lambda _msg: client.cancel(futures))
             waiting: dict[Any, _Shard] = {}  # the future the driver waits for → its shard's slices
 
-            def submit(sh: _Shard, redo: list[int]) -> None:
-                """Submit the slices ``redo`` of ``sh`` (new keys on a resubmission) and its writer."""
+            def submit(sh: _Shard, redo: list[int], fresh: bool = False) -> None:
+                """Submit the slices ``redo`` of ``sh`` (new keys on a resubmission) and its writer;
+                ``fresh``: compute-only slices of a store not created yet, their writer comes later (:func:`write`)."""
                 sh.attempt += 1
                 rank = (len(groups) - sh.index) * 10**12
                 again = "" if sh.attempt == 1 else f"-r{sh.attempt}"
@@ -765,7 +800,7 @@ def _run_locked(
                 for i in redo:
                     cells = sh.slices[i]
                     sh.parts[i] = client.submit(
-                        _run_part if len(sh.slices) == 1 else _compute_part,
+                        _run_part if len(sh.slices) == 1 and not fresh else _compute_part,
                         bare,
                         bundles_mod.Models({k: plan.models[k] for k in plan.combinations(cells)})
                         if inline
@@ -773,29 +808,49 @@ def _run_locked(
                         cells,
                         ref,
                         topic,
+                        *((True,) if fresh else ()),
                         key=f"geosweep-{tag}-slice-{sh.index}-{i}{again}",
                         pure=False,
                         retries=execution.retries,  # a slice that raised is retried; finished cells, checkpoints: cheap
                         priority=rank + min(int(1000 * sum(cost[c] for c in cells)), 10**12 - 1),
                         resources=resources,
                     )
-                fut = sh.parts[0]  # a shard of one slice: the slice writes its shard itself
-                if len(sh.slices) > 1:
+                if not fresh:
+                    write(sh, len(sh.slices) > 1)
+
+            def write(sh: _Shard, writer: bool = True) -> None:
+                """Wait for the shard's writer (``writer=False``: its one slice, which writes the shard itself)."""
+                fut = sh.parts[0]
+                if writer:
                     fut = client.submit(
                         _write_part,
                         ref,
                         *sh.parts,
-                        key=f"geosweep-{tag}-shard-{sh.index}{again}",
+                        key=f"geosweep-{tag}-shard-{sh.index}{'' if sh.attempt == 1 else f'-r{sh.attempt}'}",
                         pure=False,
                         retries=execution.retries,
-                        priority=10**15 + rank,
+                        priority=10**15 + (len(groups) - sh.index) * 10**12,
                     )
                 waiting[fut] = sh
                 futures.append(fut)
 
+            wave: list[_Shard] = []  # a store being created: the first slices compute meanwhile (sweeps.early)
+            if creating is not None:
+                for s_i, (shard, group) in enumerate(groups):
+                    if sum(len(sh.slices) for sh in wave) >= 2 * n_w:
+                        break
+                    wave.append(_Shard(s_i, shard, group, [None] * len(group)))
+                    submit(wave[-1], list(range(len(group))), fresh=True)
+                try:
+                    creating.wait()
+                except BaseException:
+                    client.cancel([p for sh in wave for p in sh.parts])
+                    raise
             own_arrays = ArrayCache(ref.open_group("r"))  # the driver's reads of its store (resubmissions)
             at_start = {c: f for c, f in checkpoints.progress(ref).items() if f == f}  # before any slice runs
-            for s_i, (shard, group) in enumerate(groups):
+            for first in wave:  # the store exists: their writers may run
+                write(first)
+            for s_i, (shard, group) in enumerate(groups[len(wave) :], start=len(wave)):
                 submit(_Shard(s_i, shard, group, [None] * len(group)), list(range(len(group))))
 
             def resubmitted(sh: _Shard, exc: BaseException) -> str:

@@ -1,0 +1,110 @@
+"""A parallel run of short cells into a new store computes its first slices while the store is
+created (``geosweep.sweeps.early``, issue 21: the creation was 0.3–0.4 s with an idle worker core at
+the start of every such run). No worker writes before the store exists; a failed creation stops the
+run with its error, writing nothing, and a run whose cells checkpoint, a serial run or a resumed one
+creates (or opens) its store first as before."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from distributed import Client, LocalCluster, get_task_stream
+
+from geosweep.sweeps import early
+from geosweep.sweeps.engine import LOCAL_WORKER, run_sweep
+from geosweep.sweeps.execution import Execution
+from geosweep.sweeps.lease import StoreWriteError
+from geosweep.sweeps.plan import make_plan
+from geosweep.sweeps.store import StoreRef
+from tests.sweep_util import assert_stores_bitwise_equal
+
+#: 48 short cells in several shards (3-link chains, 12 seeds × 2 integators × 2 h)
+SPEC = {
+    "name": "early",
+    "system": "pendulum_chain",
+    "integrators": ["rkmk4", "cf4"],
+    "h": [0.01, 0.005],
+    "T": 0.2,
+    "dt_out": 0.05,
+    "params": {"N": 3, "ic": "random", "seed": list(range(12))},
+}
+#: seconds the test holds the store's creation back
+HOLD = 1.5
+
+
+@pytest.fixture
+def cluster():
+    with LocalCluster(n_workers=2, processes=False, dashboard_address=None, **LOCAL_WORKER) as c, Client(c) as client:
+        yield client
+
+
+def _slow_creation(monkeypatch, fail: BaseException | None = None) -> dict[str, float]:
+    """Hold the store's creation back by :data:`HOLD` s (then raise ``fail``); returns when it ended."""
+    real = early.ensure_store
+    when: dict[str, float] = {}
+
+    def slow(plan, ref, log=None, grow=False):
+        time.sleep(HOLD)
+        if fail is not None:
+            when["end"] = time.time()
+            raise fail
+        out = real(plan, ref, log, grow=grow)
+        when["end"] = time.time()
+        return out
+
+    monkeypatch.setattr(early, "ensure_store", slow)
+    return when
+
+
+def test_the_first_slices_compute_while_the_store_is_created_and_none_writes_before(tmp_path, monkeypatch, cluster):
+    plan = make_plan(SPEC)
+    when = _slow_creation(monkeypatch)
+    with get_task_stream(cluster) as ts:
+        result = run_sweep(plan, str(tmp_path / "dist.zarr"), client=cluster, slice_seconds=1e-3)
+    assert result.complete and result.ran == plan.grid.runnable()
+    starts = {}
+    for task in ts.data:
+        for ss in task["startstops"]:
+            if ss["action"] == "compute":
+                starts.setdefault(task["key"], ss["start"])
+    slices = [t for k, t in starts.items() if "-slice-" in k]
+    writers = [t for k, t in starts.items() if "-shard-" in k]
+    assert slices and writers
+    assert min(slices) < when["end"] - HOLD / 2  # computing long before the store existed
+    assert min(writers) >= when["end"]  # no writer before it
+    run_sweep(plan, str(tmp_path / "serial.zarr"), serial=True)
+    assert_stores_bitwise_equal(str(tmp_path / "dist.zarr"), str(tmp_path / "serial.zarr"))
+
+
+def test_a_failed_creation_stops_the_run_with_its_error_and_writes_nothing(tmp_path, monkeypatch, cluster):
+    plan = make_plan(SPEC)
+    _slow_creation(monkeypatch, StoreWriteError("store refused: disk full (a test)"))
+    store = tmp_path / "s.zarr"
+    with pytest.raises(StoreWriteError, match="disk full"):
+        run_sweep(plan, str(store), client=cluster)
+    assert not store.exists()  # nothing written, and the lease is given up:
+    assert not Path(f"{store}.lease").exists()
+    monkeypatch.undo()
+    assert run_sweep(plan, str(store), client=cluster).complete  # a rerun runs
+
+
+def test_only_new_stores_of_short_cells_without_checkpoints_are_created_meanwhile(tmp_path):
+    plan = make_plan(SPEC)
+    ref = StoreRef.of(tmp_path / "s.zarr")
+    parallel = Execution()
+    assert early.MAX_CELL_SECONDS >= float(plan.cost_array().max())
+    made = early.start(plan, ref, parallel, False, print)
+    assert made is not None
+    made.wait()  # the store exists now
+    assert early.start(plan, ref, parallel, False, print) is None  # an existing store: opened first
+    other = StoreRef.of(tmp_path / "t.zarr")
+    assert early.start(plan, other, Execution(serial=True), False, print) is None
+    assert early.start(plan, other, parallel, True, print) is None  # growing
+    checkpointed = make_plan({**SPEC, "checkpoint_every": 0.1})
+    assert early.start(checkpointed, other, parallel, False, print) is None
+    long_cells = make_plan({**SPEC, "T": 20000.0, "dt_out": 5000.0})
+    assert float(long_cells.cost_array().max()) > early.MAX_CELL_SECONDS
+    assert early.start(long_cells, other, parallel, False, print) is None
+    assert not Path(other.url).exists()
