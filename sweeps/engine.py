@@ -597,7 +597,13 @@ def run_sweep(
                 grown = grow_mod.prepare(plan, run_ref, log, recompute)
                 if grown is not plan:  # a plan of the grown spec: keep this run's options
                     plan = grown.model_copy(update={"threads_per_cell": plan.threads_per_cell})
-            return _run_locked(plan, run_ref, execution, client, progress, log, lease=lease, grow=grow)
+            # a new store of short cells is created while the first slices compute (geosweep.sweeps.early)
+            creating = early.start(plan, run_ref, execution, grow, log)
+            try:
+                return _run_locked(plan, run_ref, execution, client, progress, log, lease, grow, creating)
+            finally:
+                if creating is not None:  # no write of this run outlives its lease
+                    creating.finish()
         except OSError as exc:
             if (fault := store_fault(lease.ref, exc)) is None:
                 raise
@@ -605,25 +611,6 @@ def run_sweep(
 
 
 def _run_locked(
-    plan: Plan,
-    ref: StoreRef,
-    execution: Execution,
-    client: Any,
-    progress: Callable[[Progress], None] | None,
-    log: Callable[[str], None],
-    lease: Lease | None = None,
-    grow: bool = False,
-) -> SweepResult:
-    # a new store of short cells is created while the first slices compute (geosweep.sweeps.early)
-    creating = early.start(plan, ref, execution, grow, log)
-    try:
-        return _run_created(plan, ref, execution, client, progress, log, lease, grow, creating)
-    finally:
-        if creating is not None:  # no write of this run outlives it (the lease is given up next)
-            creating.finish()
-
-
-def _run_created(
     plan: Plan,
     ref: StoreRef,
     execution: Execution,
