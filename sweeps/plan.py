@@ -123,9 +123,10 @@ class Plan(BaseModel):
         when there are enough cells — unless there are ``2 × n_workers`` shards or more: a shard
         is then split only by ``target_seconds`` (a split shard's results travel from its slices
         to its writer; between worker processes that cost more than 0.1 ms cells), except the
-        last wave: the ``n_workers`` cheapest shards (a run takes the costliest first, so these
-        run last) are cut in :data:`TAIL_PIECES` slices each, so that the workers finish together
-        instead of one idling while another ends a whole shard."""
+        last wave when there are ``4 × n_workers`` shards or more: the ``n_workers`` cheapest shards
+        (a run takes the costliest first, so these run last) are cut in :data:`TAIL_PIECES` slices
+        each, so that the workers finish together instead of one idling while another ends a
+        whole shard."""
         costs = self._costs_of(cells)
         groups = group_by_shard(cells, shards)
         total = float(sum(float(costs[c]) for c in cells))
@@ -135,7 +136,7 @@ class Plan(BaseModel):
         shard_cost = {shard: float(sum(float(costs[c]) for c in group)) for shard, group in groups.items()}
         order = sorted(groups, key=lambda s: -shard_cost[s])  # stable: equal shards keep the grid's order
         out = {shard: self.grid.slices(groups[shard], costs, target, exact=True) for shard in order}
-        if enough and n_workers > 1:
+        if len(groups) >= 4 * n_workers and n_workers > 1:  # fewer: the tail is a large part of the run
             for shard in order[-n_workers:]:
                 if len(out[shard]) < TAIL_PIECES and shard_cost[shard] > 0:
                     piece = min(target_seconds, shard_cost[shard] / TAIL_PIECES)

@@ -147,7 +147,8 @@ def test_shards_enough_for_the_workers_are_not_split():
 def test_the_last_shards_a_run_takes_are_cut_finer():
     """Issue 21: with whole shards as slices, the workers of a run end unevenly (measured on 1000 cells of
     10 ms on 2 workers: one idle for a quarter of a shard). The shards come in the order a run takes
-    them, the costliest first, and the last ``n_workers`` of them are cut in ``TAIL_PIECES`` slices."""
+    them, the costliest first, and with 4 shards per worker or more the last ``n_workers`` of them are
+    cut in ``TAIL_PIECES`` slices."""
     from geosweep.sweeps.plan import TAIL_PIECES
 
     plan = _chain_plan(1500)
@@ -164,3 +165,7 @@ def test_the_last_shards_a_run_takes_are_cut_finer():
         assert all(len(by_shard[sh]) == TAIL_PIECES for sh in order[-n_workers:])
         got = sorted(c for slices in by_shard.values() for s in slices for c in s)
         assert got == sorted(cells)  # every cell once
+    # fewer than 4 shards per worker: the last wave is a large part of the run, its shards stay whole
+    # (cut, their values would travel to a writer task: 10⁴ cells of 0.1 ms on 2 worker processes, 4
+    # shards, ran 1.6× slower)
+    assert all(len(slices) == 1 for slices in plan.shard_slices(cells, shards, 10.0, 4).values())
