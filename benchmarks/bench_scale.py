@@ -15,7 +15,8 @@ measured in a fresh process (so its peak memory is its own):
   2 worker processes (``--processes``), their kernels loaded beforehand; every row imports the
   libraries a run loads on first use before its clock starts (:func:`preload`);
 * ``cli``: ``geosweep run SPEC --no-prefect --workers 2 --quiet`` as a subprocess (everything:
-  imports, plan, cluster, run, closing summary);
+  imports, plan, cluster, run, closing summary; its workers are what geosweep chooses by default:
+  processes for 20 000 or more sub-millisecond cells, else threads);
 * ``driver`` (``--driver N``): the driver alone on an N-cell spec (10⁶ by default with ``--driver``):
   ``make_plan``, the ``geosweep validate`` estimate, store creation (``ensure_store``), and
   ``done_mask`` + the status table of the empty store;

@@ -135,7 +135,7 @@ def sweep_flow(
     n_workers: int | None = None,
     slice_seconds: float = 10.0,
     storage_options: StorageOptions | dict | str | None = None,
-    processes: bool = False,
+    processes: bool | None = None,
     progress: Callable[[Progress], None] | None = None,
     grow: bool = False,
     recompute: bool = False,
@@ -148,7 +148,8 @@ def sweep_flow(
     or a spec path/mapping (planned once here). ``progress`` is called with every
     :class:`~geosweep.sweeps.engine.Progress` update (in-process callers only; see the module doc).
     Without ``address`` a local Dask cluster of ``n_workers`` workers (one slice at a time each) runs the
-    cells (threads by default, worker processes with ``processes=True``). ``storage_options``
+    cells (worker processes with ``processes=True``, threads with ``False``, by default processes for many
+    sub-millisecond cells and threads otherwise). ``storage_options``
     are fsspec options, best a reference (``env:NAME``, ``@file.json``, ``profile:NAME``) or a
     :class:`~geosweep.sweeps.credentials.StorageOptions`: resolved here, in the flow's process, and
     recorded by Prefect as the reference or redacted, never with a secret value.

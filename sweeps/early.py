@@ -27,6 +27,11 @@ if TYPE_CHECKING:
 #: the longest estimated cell (seconds of one core) of a run that computes before its store exists:
 #: longer cells save checkpoints, which need the store
 MAX_CELL_SECONDS = 1.0
+#: on worker processes the first wave computes before the store exists only when the run has at least
+#: this many store shards per worker: its shards' values travel to writer tasks in other processes (one
+#: task computes and writes each other shard), which costs more than the wait when the wave is most of
+#: the run (worker threads share the values: their wave always runs)
+MIN_SHARDS_PER_WORKER = 4
 
 
 class EarlyStore:

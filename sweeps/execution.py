@@ -36,6 +36,29 @@ class SchedulerUnreachable(RuntimeError):
     """``--address`` names a Dask scheduler that does not answer."""
 
 
+#: Local workers are processes, not threads, when a run's cells average under this many estimated
+#: single-core seconds (:meth:`geosweep.sweeps.plan.Plan.cost_array`, which counts stepping only: a
+#: cell estimated at 0.02 ms takes ~0.12 ms, one at 0.46 ms ~1 ms, one at 4.6 ms ~10 ms; at 1 ms,
+#: 2 threads and 2 processes ran 10⁴ cells alike, 12.6 s and 12.7 s, so longer cells keep threads) ...
+AUTO_PROCESS_CELL_SECONDS = 2e-4
+#: ... and there are at least this many of them. Every cell also runs ~0.2–0.3 ms of Python that
+#: holds the GIL (set-up, collecting and writing values), so threads in one process cannot run short
+#: cells side by side (measured on 2 cores: even the bare kernel loop of 0.1 ms cells ran at 0.8× on
+#: 2 threads); worker processes can, but their start-up (~2–3 s) pays only over many cells
+#: (benchmarks/README.md, "Threads or processes").
+AUTO_PROCESS_MIN_CELLS = 20_000
+
+
+def auto_processes(costs: Any) -> bool:
+    """Whether a local cluster for cells of estimated ``costs`` (single-core seconds, one per pending
+    cell) should be worker processes: :data:`AUTO_PROCESS_MIN_CELLS` or more cells averaging under
+    :data:`AUTO_PROCESS_CELL_SECONDS`."""
+    import numpy as np
+
+    costs = np.asarray(costs, dtype=float).ravel()
+    return costs.size >= AUTO_PROCESS_MIN_CELLS and float(costs.mean()) < AUTO_PROCESS_CELL_SECONDS
+
+
 def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> Any:
     """A ``distributed.LocalCluster`` of ``n_workers`` geosweep workers (:data:`LOCAL_WORKER`;
     default: one per core); ``kwargs`` go to ``LocalCluster`` (dashboard, logs, memory, env)."""
@@ -80,8 +103,10 @@ class Execution(BaseModel):
 
     ``serial``: in this process without Dask (same results, bitwise); else ``address`` of a running
     scheduler, else the cluster described in ``cluster_file`` (:mod:`geosweep.deploy.clusters`),
-    else a new local cluster of ``n_workers`` workers (default: one per core), threads in this
-    process or, with ``processes``, worker processes. ``slice_seconds``: target single-core seconds
+    else a new local cluster of ``n_workers`` workers (default: one per core): worker processes with
+    ``processes=True``, threads in this process with ``False``, and by default (None) processes for
+    many short cells and threads otherwise (:func:`auto_processes`, decided by :meth:`for_cells`).
+    ``slice_seconds``: target single-core seconds
     of work per Dask task; ``retries``: Dask retries of a slice or shard writer that raised;
     ``threads_per_cell``: threads inside one cell (default: the plan's, else automatic).
     """
@@ -92,7 +117,7 @@ class Execution(BaseModel):
     address: str | None = None
     cluster_file: str | None = None
     n_workers: int | None = None
-    processes: bool = False
+    processes: bool | None = None
     slice_seconds: float = 10.0
     retries: int = 2
     threads_per_cell: int | None = None
@@ -108,6 +133,28 @@ class Execution(BaseModel):
                 values[names.get(flag, flag)] = value
         return cls(**values)
 
+    @property
+    def starts_local_cluster(self) -> bool:
+        """This execution starts a local cluster of its own (not serial, no scheduler, no cluster file)."""
+        return not (self.serial or self.address or self.cluster_file)
+
+    def for_cells(self, costs: Any, log: Callable[[str], None] | None = None) -> Execution:
+        """This execution with ``processes`` decided for cells of estimated ``costs`` (single-core
+        seconds, one per cell to run) when it is left to geosweep (None) and a local cluster will be
+        started (:func:`auto_processes`); the choice of processes is logged."""
+        if self.processes is not None or not self.starts_local_cluster:
+            return self
+        import numpy as np
+
+        costs = np.asarray(costs, dtype=float).ravel()
+        chosen = auto_processes(costs)
+        if chosen and log is not None:
+            log(
+                f"local workers: processes ({costs.size} cells of ~{1e3 * float(costs.mean()):.2g} ms estimated "
+                "work each: threads would wait on Python's GIL between such short cells; --threads keeps threads)"
+            )
+        return self.model_copy(update={"processes": chosen})
+
     def using(self, address: str | None) -> Execution:
         """This execution on the scheduler at ``address`` (a cluster started by :meth:`start`)."""
         return self.model_copy(update={"address": address, "cluster_file": None})
@@ -121,7 +168,7 @@ class Execution(BaseModel):
             return None, Client(self.address)
         cluster = local_cluster(
             self.n_workers,
-            processes=self.processes,
+            processes=bool(self.processes),  # undecided (None): threads
             dashboard_address=None,  # no dashboard; its HTTP server on a free port, not 8787
             scheduler_kwargs={"dashboard_address": ":0"},
         )
@@ -165,7 +212,7 @@ class Execution(BaseModel):
         else:
             cluster = local_cluster(
                 self.n_workers,
-                processes=self.processes,
+                processes=bool(self.processes),  # undecided (None): threads (for_cells decides first)
                 dashboard_address="127.0.0.1:0",  # a free port; served only if bokeh is installed
                 silence_logs=logging.ERROR if quiet_workers else logging.DEBUG,  # worker processes
             )

@@ -71,7 +71,8 @@ def test_help_texts(capsys):
         main(["run", "--help"])
     assert e.value.code == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "threads in this process by default, processes with --processes" in text
+    assert "processes for many sub-millisecond cells, else threads in this process" in text
+    assert "--processes" in text and "--threads" in text
 
 
 @pytest.mark.parametrize("cmd", [["run"], ["frobnicate"]])

@@ -58,22 +58,47 @@ def _slow_creation(monkeypatch, fail: BaseException | None = None) -> dict[str, 
     return when
 
 
-def test_the_first_slices_compute_while_the_store_is_created_and_none_writes_before(tmp_path, monkeypatch, cluster):
-    plan = make_plan(SPEC)
-    when = _slow_creation(monkeypatch)
-    with get_task_stream(cluster) as ts:
-        result = run_sweep(plan, str(tmp_path / "dist.zarr"), client=cluster, slice_seconds=1e-3)
-    assert result.complete and result.ran == plan.grid.runnable()
-    starts = {}
+def _task_starts(ts) -> dict[str, float]:
+    starts: dict[str, float] = {}
     for task in ts.data:
         for ss in task["startstops"]:
             if ss["action"] == "compute":
                 starts.setdefault(task["key"], ss["start"])
+    return starts
+
+
+def test_the_first_slices_compute_while_the_store_is_created_and_none_writes_before(tmp_path, monkeypatch, cluster):
+    plan = make_plan(SPEC)  # 2 shards on 2 worker threads: the early wave is all of it
+    when = _slow_creation(monkeypatch)
+    with get_task_stream(cluster) as ts:
+        result = run_sweep(plan, str(tmp_path / "dist.zarr"), client=cluster, slice_seconds=1e-3)
+    assert result.complete and result.ran == plan.grid.runnable()
+    starts = _task_starts(ts)
     slices = [t for k, t in starts.items() if "-slice-" in k]
     writers = [t for k, t in starts.items() if "-shard-" in k]
     assert slices and writers
     assert min(slices) < when["end"] - HOLD / 2  # computing long before the store existed
     assert min(writers) >= when["end"]  # no writer before it
+    run_sweep(plan, str(tmp_path / "serial.zarr"), serial=True)
+    assert_stores_bitwise_equal(str(tmp_path / "dist.zarr"), str(tmp_path / "serial.zarr"))
+
+
+def test_no_early_wave_on_worker_processes_when_it_would_be_most_of_the_run(tmp_path, monkeypatch):
+    """On worker processes, with fewer than ``MIN_SHARDS_PER_WORKER`` shards per worker, the early wave
+    would be (nearly) the whole run and every shard of it would send its values to a writer task in
+    another process (measured slower): the slices wait for the store instead. (Threads: the test above.)"""
+    plan = make_plan(SPEC)  # 2 shards on 2 workers
+    when = _slow_creation(monkeypatch)  # the store is created in this, the driver's, process
+    with (
+        LocalCluster(n_workers=2, processes=True, dashboard_address=None, **LOCAL_WORKER) as procs,
+        Client(procs) as client,
+        get_task_stream(client) as ts,
+    ):
+        result = run_sweep(plan, str(tmp_path / "dist.zarr"), client=client)
+    assert result.complete and result.ran == plan.grid.runnable()
+    starts = _task_starts(ts)
+    slices = [t for k, t in starts.items() if "-slice-" in k]
+    assert slices and min(slices) >= when["end"]  # nothing computed before the store existed
     run_sweep(plan, str(tmp_path / "serial.zarr"), serial=True)
     assert_stores_bitwise_equal(str(tmp_path / "dist.zarr"), str(tmp_path / "serial.zarr"))
 

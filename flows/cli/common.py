@@ -110,10 +110,15 @@ def _check_scheduler(address: str | None) -> None:
         raise SchedulerUnreachable(f"cannot reach the Dask scheduler at --address {address}: {reason}") from None
 
 
-def _execution(args: argparse.Namespace, stack: ExitStack) -> tuple[Execution, str | None, Any]:
+def _execution(args: argparse.Namespace, stack: ExitStack, plan: Any = None) -> tuple[Execution, str | None, Any]:
     """The run's :class:`Execution` from the command line, and its started (or connected) Dask cluster:
-    (execution, scheduler address, client or None); the cluster lives as long as ``stack``."""
+    (execution, scheduler address, client or None); the cluster lives as long as ``stack``. With the
+    run's ``plan``, a local cluster is of processes or threads as its cells suit
+    (:meth:`Execution.for_cells`, unless ``--processes``/``--threads`` chose)."""
     execution = Execution.from_args(args)
+    if plan is not None and execution.processes is None and execution.starts_local_cluster:
+        cost = plan.cost_array()
+        execution = execution.for_cells(cost[cost > 0], LOG.info)  # 0: cells not applicable
     address, client = execution.start(
         stack,
         LOG.info,

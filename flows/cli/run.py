@@ -62,7 +62,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     t0 = time.perf_counter()
     with ExitStack() as stack:
         stack.callback(close)
-        execution, address, client = _execution(args, stack)
+        execution, address, client = _execution(args, stack, plan)
         if args.no_prefect or args.serial:
             result = run_sweep(
                 plan,

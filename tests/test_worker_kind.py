@@ -1,0 +1,84 @@
+"""Issue 21: a local cluster's workers are processes for many sub-millisecond cells, threads otherwise.
+
+The Python around each cell (set-up, collecting and writing its values) holds the GIL; for 0.1 ms
+cells it is most of the cell, so two threads in one process ran slower than one (benchmarks/README.md,
+"Threads or processes"). Real LocalClusters, real zarr stores; the rule's thresholds are lowered by
+setting geosweep's own constants, so that a small sweep takes the path of a large one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from geosweep.flows.cli.parser import build_parser
+from geosweep.sweeps import execution as ex
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.execution import Execution, auto_processes
+from geosweep.sweeps.plan import make_plan
+from tests.sweep_util import assert_stores_bitwise_equal
+
+
+def _chain(seeds: int, T: float = 0.1) -> dict:
+    """The issue's ensemble (3-link chains, random initial conditions): 4 cells per seed."""
+    return {
+        "name": "kind",
+        "system": "pendulum_chain",
+        "integrators": ["rkmk4", "cf4"],
+        "h": [0.01, 0.005],
+        "T": T,
+        "dt_out": round(T / 10, 6),
+        "params": {"N": 3, "ic": "random", "seed": list(range(seeds))},
+    }
+
+
+def test_many_short_cells_take_processes_few_or_long_cells_threads():
+    short = make_plan(_chain(ex.AUTO_PROCESS_MIN_CELLS // 4)).cost_array()  # 0.1 ms cells, 20 000 of them
+    long = make_plan(_chain(ex.AUTO_PROCESS_MIN_CELLS // 4, T=25.0)).cost_array()  # ≈ 10 ms cells
+    assert auto_processes(short)
+    assert not auto_processes(short.ravel()[: ex.AUTO_PROCESS_MIN_CELLS - 1])  # too few to pay the start-up
+    assert not auto_processes(long)
+    assert not auto_processes(np.array([]))
+
+
+def test_an_explicit_choice_or_a_cluster_elsewhere_is_kept():
+    short = np.full(ex.AUTO_PROCESS_MIN_CELLS, 1e-5)
+    said: list[str] = []
+    assert Execution().for_cells(short, said.append).processes is True
+    assert said and "processes" in said[0] and "--threads" in said[0]  # the choice is logged, with its way out
+    assert Execution(processes=False).for_cells(short).processes is False
+    assert Execution(processes=True).for_cells(short[:1]).processes is True
+    for elsewhere in (Execution(serial=True), Execution(address="tcp://127.0.0.1:1"), Execution(cluster_file="c.yaml")):
+        assert elsewhere.for_cells(short).processes is None  # no local cluster of ours to choose for
+    said.clear()
+    assert Execution().for_cells(short[:10], said.append).processes is False and not said
+
+
+@pytest.mark.parametrize(("flags", "want"), [([], None), (["--processes"], True), (["--threads"], False)])
+def test_the_command_line_chooses_or_leaves_it_to_geosweep(flags, want):
+    for command in (["run", "spec.toml"], ["extend", "s.zarr", "--T", "2"]):
+        args = build_parser().parse_args([*command, *flags])
+        assert Execution.from_args(args).processes is want
+
+
+def test_processes_and_threads_together_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "spec.toml", "--processes", "--threads"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_a_run_of_many_short_cells_starts_worker_processes_bitwise_equal_to_serial(tmp_path, monkeypatch):
+    """Thresholds lowered so that 32 cells count as many: ``run_sweep`` without a client starts its own
+    cluster of processes (the scheduler reports a nanny per worker) and stores what a serial run stores."""
+    monkeypatch.setattr(ex, "AUTO_PROCESS_MIN_CELLS", 10)
+    plan = make_plan(_chain(8))
+    said: list[str] = []
+    result = run_sweep(plan, str(tmp_path / "auto.zarr"), n_workers=2, log=said.append)
+    assert result.complete and result.ran == 32
+    assert any(line.startswith("local workers: processes") for line in said), said
+    assert any("on 2 workers (processes)" in line for line in said), said
+    run_sweep(plan, str(tmp_path / "serial.zarr"), serial=True)
+    assert_stores_bitwise_equal(str(tmp_path / "auto.zarr"), str(tmp_path / "serial.zarr"))
+    said.clear()
+    run_sweep(plan, str(tmp_path / "threads.zarr"), n_workers=2, processes=False, log=said.append)
+    assert any("on 2 workers" in line for line in said) and not any("(processes)" in line for line in said), said
