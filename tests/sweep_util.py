@@ -11,6 +11,20 @@ from geosweep.kernels.vocabulary import RUN_DEPENDENT
 RUN_STAMPS = RUN_DEPENDENT
 
 
+def chain_ensemble(name: str, seeds: int, T: float = 0.1, dt_out: float | None = None) -> dict:
+    """Issue 21's ensemble of cheap cells: 3-link chains from random initial conditions, ``seeds`` seeds ×
+    2 integrators × 2 step sizes (about 0.1 ms a cell at T = 0.1); ``dt_out`` defaults to T / 10."""
+    return {
+        "name": name,
+        "system": "pendulum_chain",
+        "integrators": ["rkmk4", "cf4"],
+        "h": [0.01, 0.005],
+        "T": T,
+        "dt_out": round(T / 10, 6) if dt_out is None else dt_out,
+        "params": {"N": 3, "ic": "random", "seed": list(range(seeds))},
+    }
+
+
 def assert_stores_bitwise_equal(a: str, b: str) -> None:
     """Every physics variable of two stores identical bit for bit (NaN == NaN)."""
     da, db = xr.open_zarr(a), xr.open_zarr(b)

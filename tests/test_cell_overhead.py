@@ -27,17 +27,10 @@ from geosweep.sweeps.store import (
     verify,
     write_shard,
 )
+from tests.sweep_util import chain_ensemble
 
 #: 64 cheap cells (about 0.1 ms each): 16 seeds × 2 integrators × 2 step sizes, two store shards
-SPEC = {
-    "name": "cell-overhead",
-    "system": "pendulum_chain",
-    "integrators": ["rkmk4", "cf4"],
-    "h": [0.01, 0.005],
-    "T": 0.1,
-    "dt_out": 0.01,
-    "params": {"N": 3, "ic": "random", "seed": list(range(16))},
-}
+SPEC = chain_ensemble("cell-overhead", 16)
 N_CELLS = 64
 
 

@@ -18,18 +18,10 @@ from geosweep.sweeps.execution import Execution
 from geosweep.sweeps.lease import StoreWriteError
 from geosweep.sweeps.plan import make_plan
 from geosweep.sweeps.store import StoreRef
-from tests.sweep_util import assert_stores_bitwise_equal
+from tests.sweep_util import assert_stores_bitwise_equal, chain_ensemble
 
 #: 48 short cells in several shards (3-link chains, 12 seeds × 2 integators × 2 h)
-SPEC = {
-    "name": "early",
-    "system": "pendulum_chain",
-    "integrators": ["rkmk4", "cf4"],
-    "h": [0.01, 0.005],
-    "T": 0.2,
-    "dt_out": 0.05,
-    "params": {"N": 3, "ic": "random", "seed": list(range(12))},
-}
+SPEC = chain_ensemble("early", 12, T=0.2, dt_out=0.05)
 #: seconds the test holds the store's creation back
 HOLD = 1.5
 

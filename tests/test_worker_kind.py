@@ -16,20 +16,12 @@ from geosweep.sweeps import execution as ex
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.execution import Execution, auto_processes
 from geosweep.sweeps.plan import make_plan
-from tests.sweep_util import assert_stores_bitwise_equal
+from tests.sweep_util import assert_stores_bitwise_equal, chain_ensemble
 
 
 def _chain(seeds: int, T: float = 0.1) -> dict:
     """The issue's ensemble (3-link chains, random initial conditions): 4 cells per seed."""
-    return {
-        "name": "kind",
-        "system": "pendulum_chain",
-        "integrators": ["rkmk4", "cf4"],
-        "h": [0.01, 0.005],
-        "T": T,
-        "dt_out": round(T / 10, 6),
-        "params": {"N": 3, "ic": "random", "seed": list(range(seeds))},
-    }
+    return chain_ensemble("kind", seeds, T)
 
 
 def test_many_short_cells_take_processes_few_or_long_cells_threads():
