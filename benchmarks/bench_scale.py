@@ -271,25 +271,31 @@ def fmt_row(r: dict, kernel: float | None) -> str:
 
 
 def figure(results: list[dict], path: str) -> None:
-    """Log–log: wall seconds against cells, one line per row and cell cost."""
+    """Log–log: wall seconds against cells, one panel per cell cost, one colour per row (the same in
+    every panel); the driver-only rows (plan + estimate + store creation) as points in the 0.1 ms panel."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    series: dict[tuple[str, float], list[tuple[int, float]]] = {}
-    for r in results:
-        if "wall" in r:
-            series.setdefault((r["row"], r["cell_ms"]), []).append((r["cells"], r["wall"]))
-    for (row, ms), pts in sorted(series.items()):
-        pts.sort()
-        ax.loglog(*zip(*pts), marker="o", label=f"{row}, {ms:g} ms cells")
-    ax.set_xlabel("cells")
-    ax.set_ylabel("wall time (s)")
-    ax.set_title("geosweep: cost against the number of cells (bench_scale.py)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    costs = sorted({r["cell_ms"] for r in results if "wall" in r and r["row"] != "driver"}) or [0.1]
+    fig, axes = plt.subplots(1, len(costs), figsize=(5.2 * len(costs), 4.5), squeeze=False, sharey=True)
+    colours = dict(zip((*ROWS, "driver", "synthetic"), plt.get_cmap("tab10").colors))
+    for ax, ms in zip(axes[0], costs):
+        series: dict[str, list[tuple[int, float]]] = {}
+        for r in results:
+            if "wall" in r and (r["cell_ms"] == ms or (r["row"] in ("driver", "synthetic") and ms == costs[0])):
+                series.setdefault(r["row"], []).append((r["cells"], r["wall"]))
+        for row, pts in series.items():
+            pts.sort()
+            label = "driver: plan + estimate + create" if row == "driver" else row
+            ax.loglog(*zip(*pts), marker="o", color=colours.get(row), label=label)
+        ax.set_title(f"{ms:g} ms cells")
+        ax.set_xlabel("cells")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    axes[0][0].set_ylabel("wall time (s)")
+    fig.suptitle("geosweep: cost against the number of cells (bench_scale.py)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"figure: {path}")
