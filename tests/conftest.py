@@ -1,8 +1,87 @@
-"""Shared fixtures. The ``s2_`` fixtures serve the (S²)ⁿ physics tests (spec sphere.md)."""
+"""Shared fixtures and how the suite runs on several pytest-xdist workers (``-n 2`` in pyproject.toml;
+``-n 0`` runs it in one process). The ``s2_`` fixtures serve the (S²)ⁿ physics tests (spec sphere.md).
+
+On workers: the built-in families' kernels are compiled once, before the workers start (two
+processes compiling the same kernels into Numba's on-disk cache at once can race); every test that
+uses the real Slurm (the ``slurm`` fixture: one Slurm per machine, installed with apt-get) runs on
+one worker (``xdist_group``); a test marked ``exclusive`` (a timing comparison) runs while no other
+test does (:func:`pytest_runtest_protocol`).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+
+#: the families' kernels, compiled into the on-disk cache (as deploy/Dockerfile does)
+WARM = (
+    "from geosweep.kernels.registry import FAMILIES, load_builtins; load_builtins(); "
+    "[f.warmup() for f in list(FAMILIES.values())]"
+)
+
+
+def _is_controller(config: pytest.Config) -> bool:
+    """This process starts pytest-xdist workers (it runs no test itself)."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", 0))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "exclusive: runs while no other test runs (timing comparisons; pytest-xdist workers wait)"
+    )
+    if _is_controller(config):
+        print("warming the kernels' cache before the xdist workers start", flush=True)
+        subprocess.run([sys.executable, "-c", WARM], check=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slurm = [item for item in items if {"slurm", "slurm_user"} & set(getattr(item, "fixturenames", ()))]
+    for item in slurm:
+        item.add_marker(pytest.mark.xdist_group("slurm"))
+    # on xdist workers (they collect; each the same order): the Slurm tests first, ~10 min on one
+    # worker, while the other worker takes the rest (last, that worker ran alone for minutes)
+    if hasattr(config, "workerinput"):
+        chosen = set(map(id, slurm))
+        items[:] = slurm + [item for item in items if id(item) not in chosen]
+
+
+@contextlib.contextmanager
+def _locked(path: Path, mode: int) -> Iterator[None]:
+    with open(path, "a") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Across xdist workers, for a test's set-up, call and teardown: every test holds a shared lock,
+    an ``exclusive`` one the lock alone. A gate lock taken first stops new tests from starting while
+    an exclusive test waits for the running ones to end. In one process: nothing to do."""
+    workerinput = getattr(item.config, "workerinput", None)
+    if workerinput is None:
+        yield
+        return
+    root = Path(tempfile.gettempdir()) / f"geosweep-pytest-{workerinput['testrunuid']}"
+    root.mkdir(exist_ok=True)
+    gate, run = root / "gate.lock", root / "run.lock"
+    if item.get_closest_marker("exclusive"):
+        with _locked(gate, fcntl.LOCK_EX), _locked(run, fcntl.LOCK_EX):
+            yield
+        return
+    with _locked(gate, fcntl.LOCK_SH):
+        pass
+    with _locked(run, fcntl.LOCK_SH):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -63,6 +63,7 @@ def _run_cpu(plan, cell) -> float:
     return time.thread_time() - c0
 
 
+@pytest.mark.exclusive  # a measured wall time against the estimate: no other test beside it
 def test_estimate_matches_a_measured_short_demo(tmp_path):
     spec = tmp_path / "demo_short.toml"
     spec.write_text(DEMO_SHORT)
