@@ -109,7 +109,10 @@ def test_an_adaptive_cluster_from_no_workers_runs_one_slice_per_worker(tmp_path)
     assert sum(len(v) for v in by_worker.values()) == N_CELLS
     for spans in by_worker.values():
         spans.sort()
-        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+        # the task stream's times are the worker's clock shifted by its estimated offset from the
+        # scheduler's, re-estimated at every heartbeat: consecutive slices can seem to overlap by a few
+        # ms (0.6 ms seen under load); two slices at once would overlap by a slice (~seconds)
+        assert all(a[1] <= b[0] + 0.05 for a, b in zip(spans, spans[1:])), spans
 
 
 @pytest.mark.slow
