@@ -123,6 +123,30 @@ def test_lj_potential_threaded_copy_matches_the_scalar_formula():
         assert np.array_equal(gp, g)
 
 
+WARMED = """
+import json
+from geosweep.kernels.registry import FAMILIES, load_builtins
+load_builtins()
+FAMILIES["s2"].warmup()
+from geosweep.kernels.s2 import model
+print(json.dumps({
+    "threaded": [p.py_func.__name__ for _, p in model._THREADED.values()],
+    "uncompiled": [d.py_func.__name__ for d in model._LAZY + [p for _, p in model._THREADED.values()]
+                   if not d.signatures],
+}))
+"""
+
+
+def test_the_family_warmup_compiles_the_threaded_copies():
+    """``warmup()`` (deploy/Dockerfile's build step, the test harness's cache warming) leaves no
+    potential to compile at run time, threaded copies included: a run compiles them for any
+    thread count, and many workers compiling one function into the cache at once can race."""
+    out = subprocess.run([sys.executable, "-c", WARMED], capture_output=True, text=True, check=True)
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert "_lj_potential_threaded" in seen["threaded"]
+    assert seen["uncompiled"] == []
+
+
 def test_checkpoint_resume_on_two_threads_equals_one_thread_run():
     s = lj_sphere(level=2)
     ref = integrate(s, "explicit_vi", 0.005, 600, 10)

@@ -18,7 +18,7 @@ from geosweep.kernels.core.observables import Observable
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
 from geosweep.kernels.s2.integrate import METHODS, integrate
-from geosweep.kernels.s2.model import POTENTIAL_SIG, PotentialType, S2System, compile_potentials, threaded_potential
+from geosweep.kernels.s2.model import PotentialType, S2System, compile_potentials
 from geosweep.kernels.s2.stepper import (
     _STEP_SIG,
     OBSERVABLES,
@@ -88,10 +88,7 @@ def warm_for(models: Sequence[S2System], integrators: Sequence[str]) -> None:
     skips the implicit VI's LU solve and the other systems' potentials)."""
     compile_driver(PotentialType)  # observe and dense compiled with the module (explicit signatures)
     potentials = {id(m.potential): m.potential for m in models}.values()
-    compile_potentials(potentials)
-    for pot in potentials:  # the threaded copies too (a run may give a cell several threads)
-        if (par := threaded_potential(pot)) is not None:
-            par.compile(POTENTIAL_SIG)
+    compile_potentials(potentials)  # with their threaded copies (a run may give a cell several threads)
     for m in models[:1]:
         m.initial_state()  # its normalisation kernel
     for kind in {RECORDS[i][0] for i in integrators if i in RECORDS}:

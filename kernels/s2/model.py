@@ -85,10 +85,15 @@ def threaded_potential(potential):
 
 def compile_potentials(potentials=None) -> None:
     """Compile (or load from the cache) ``potentials`` (default: every one defined so far) that
-    are lazily compiled; the others compiled when they were defined."""
-    for disp in _LAZY if potentials is None else potentials:
+    are lazily compiled, the others compiled when they were defined, and the threaded copies of
+    those that have one (a run compiles them for any thread count, see ``warm_for``)."""
+    chosen = list(_LAZY) + [v[0] for v in _THREADED.values()] if potentials is None else list(potentials)
+    for disp in chosen:
         if any(disp is d for d in _LAZY):
             disp.compile(POTENTIAL_SIG)
+    for disp in {id(d): d for d in chosen}.values():
+        if (par := threaded_potential(disp)) is not None:
+            par.compile(POTENTIAL_SIG)
 
 
 @dataclass(frozen=True, eq=False)
