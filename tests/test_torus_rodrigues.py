@@ -16,17 +16,24 @@ from geosweep.kernels.torus.rodrigues import (
     theta_to_alpha,
 )
 
-RNG = np.random.default_rng(20240611)
+SEED = 20240611
 
 
-def _random_theta(n: int, max_angle: float = 3.0) -> np.ndarray:
-    axis = RNG.normal(size=(n, 3))
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """Each test's own draws (a module-wide generator would give draws that depend on which
+    tests ran before, in this process)."""
+    return np.random.default_rng(SEED)
+
+
+def _random_theta(rng: np.random.Generator, n: int, max_angle: float = 3.0) -> np.ndarray:
+    axis = rng.normal(size=(n, 3))
     axis /= np.linalg.norm(axis, axis=1, keepdims=True)
-    return axis * RNG.uniform(0.0, max_angle, size=(n, 1))
+    return axis * rng.uniform(0.0, max_angle, size=(n, 1))
 
 
-def test_rotation_orthogonal_and_equals_exponential():
-    thetas = np.vstack([_random_theta(200), _random_theta(20, 1e-6)])
+def test_rotation_orthogonal_and_equals_exponential(rng):
+    thetas = np.vstack([_random_theta(rng, 200), _random_theta(rng, 20, 1e-6)])
     worst_orth = 0.0
     worst_exp = 0.0
     for th in thetas:
@@ -37,25 +44,25 @@ def test_rotation_orthogonal_and_equals_exponential():
     assert worst_exp <= 1e-15
 
 
-def test_rotation_of_large_alpha_stays_orthogonal():
+def test_rotation_of_large_alpha_stays_orthogonal(rng):
     for scale in (1e2, 1e4, 1e6):
-        a = RNG.normal(size=3) * scale
+        a = rng.normal(size=3) * scale
         R = rot(a)
         assert np.abs(R.T @ R - np.eye(3)).max() <= 1e-15
         assert abs(np.linalg.det(R) - 1.0) <= 1e-15
 
 
-def test_inverse_is_transpose():
-    for th in _random_theta(50):
+def test_inverse_is_transpose(rng):
+    for th in _random_theta(rng, 50):
         a = theta_to_alpha(th)
         assert np.abs(rot(-a) - rot(a).T).max() <= 1e-15
 
 
-def test_composition_order():
+def test_composition_order(rng):
     """R(α1 ⊕ α2) = R(α2) R(α1); the other order is wrong at O(1)."""
     worst = 0.0
     wrong = 0.0
-    for t1, t2 in zip(_random_theta(100, 2.0), _random_theta(100, 2.0)):
+    for t1, t2 in zip(_random_theta(rng, 100, 2.0), _random_theta(rng, 100, 2.0)):
         a1 = theta_to_alpha(t1)
         a2 = theta_to_alpha(t2)
         R12 = rot(oplus(a1, a2))
@@ -65,29 +72,29 @@ def test_composition_order():
     assert wrong > 0.1
 
 
-def test_relative_rotation_vector():
+def test_relative_rotation_vector(rng):
     """R((−α_i) ⊕ α_j) = R_j R_iᵀ."""
     worst = 0.0
-    for ti, tj in zip(_random_theta(100, 2.5), _random_theta(100, 2.5)):
+    for ti, tj in zip(_random_theta(rng, 100, 2.5), _random_theta(rng, 100, 2.5)):
         ai = theta_to_alpha(ti)
         aj = theta_to_alpha(tj)
         worst = max(worst, np.abs(rot(oplus(-ai, aj)) - rot(aj) @ rot(ai).T).max())
     assert worst <= 1e-15
 
 
-def test_alpha_theta_round_trip():
-    thetas = np.vstack([_random_theta(300, 3.1), _random_theta(30, 1e-5), np.zeros((1, 3))])
+def test_alpha_theta_round_trip(rng):
+    thetas = np.vstack([_random_theta(rng, 300, 3.1), _random_theta(rng, 30, 1e-5), np.zeros((1, 3))])
     back = alpha_to_theta(theta_to_alpha(thetas))
     assert np.abs(back - thetas).max() <= 1e-15
-    alphas = RNG.normal(size=(300, 3)) * 2.0
+    alphas = rng.normal(size=(300, 3)) * 2.0
     assert np.abs(theta_to_alpha(alpha_to_theta(alphas)) - alphas).max() <= 1e-15 * 20
 
 
-def test_angle_and_g_function():
+def test_angle_and_g_function(rng):
     assert g_of(0.0) == 1.0
     for n in (1e-8, 5e-5, 9.99e-5, 1e-4, 1e-3, 0.5, 3.0, 1e6):
         assert abs(g_of(n) - 2 * np.arctan(n / 2) / n) <= 2e-16 * max(1.0, g_of(n))
-    th = _random_theta(100, 3.0)
+    th = _random_theta(rng, 100, 3.0)
     assert np.allclose(
         2 * np.arctan(np.linalg.norm(theta_to_alpha(th), axis=1) / 2),
         np.linalg.norm(th, axis=1),
@@ -108,8 +115,8 @@ def _quat_matrix(q: np.ndarray) -> np.ndarray:
     )
 
 
-def test_quaternion_link():
-    a = RNG.normal(size=(50, 3)) * 3
+def test_quaternion_link(rng):
+    a = rng.normal(size=(50, 3)) * 3
     q = alpha_to_quat(a)
     assert np.abs(np.linalg.norm(q, axis=1) - 1).max() <= 1e-15
     assert np.abs(quat_to_alpha(q) - a).max() <= 1e-14
