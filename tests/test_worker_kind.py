@@ -74,3 +74,26 @@ def test_a_run_of_many_short_cells_starts_worker_processes_bitwise_equal_to_seri
     said.clear()
     run_sweep(plan, str(tmp_path / "threads.zarr"), n_workers=2, processes=False, log=said.append)
     assert any("on 2 workers" in line for line in said) and not any("(processes)" in line for line in said), said
+
+
+def _blocked_signals() -> list[str]:
+    import signal
+
+    return sorted(s.name for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+
+def test_local_worker_processes_block_sigint_and_the_driver_does_not():
+    """Worker processes start with SIGINT blocked (a terminal's Ctrl-C reaches the whole group; the
+    driver stops them); the driver's main thread keeps taking it (tests/test_signals.py: the run)."""
+    import signal
+
+    from distributed import Client
+
+    cluster = ex.local_cluster(2, processes=True, dashboard_address=None)
+    try:
+        with Client(cluster) as client:
+            masks = client.run(_blocked_signals)
+        assert len(masks) == 2 and all("SIGINT" in m for m in masks.values()), masks
+        assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    finally:
+        cluster.close()
