@@ -41,6 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
         subprocess.run([sys.executable, "-c", WARM], check=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group markers (loadgroup)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     slurm = [item for item in items if {"slurm", "slurm_user"} & set(getattr(item, "fixturenames", ()))]
     for item in slurm:
