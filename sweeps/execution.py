@@ -82,7 +82,8 @@ def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> A
         await cluster._correct_state()  # what LocalCluster(n_workers=n) waits for
 
     # waited for here, not with cluster.sync: on Ctrl-C that cancels the start, and closing then fails
-    waiting = asyncio.run_coroutine_threadsafe(started(), cluster.loop.asyncio_loop)
+    loop: Any = cluster.loop  # tornado's IOLoop over an asyncio loop
+    waiting = asyncio.run_coroutine_threadsafe(started(), loop.asyncio_loop)
     try:
         waiting.result()
     except BaseException:
