@@ -1,6 +1,9 @@
-"""Small dense linear algebra for kernels (no allocation, no LAPACK call overhead)."""
+"""Small dense linear algebra for kernels (no LAPACK call overhead) and the products every stored
+value is computed with (the same bits on every CPU: see :func:`dot`)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from geosweep.kernels._jit import kjit
 
@@ -84,3 +87,67 @@ def newton_converged(dx, dx_prev, it, scale, min_stall_it, inclusive):
     if inclusive:
         return dx >= STALL_RATIO * dx_prev
     return dx > STALL_RATIO * dx_prev
+
+
+# ---- products whose rounding does not depend on the machine ---------------------------------------
+# NumPy's ``@``/``dot``, ``linalg.norm`` of a vector and ``linalg.solve`` (and Numba's, inside compiled
+# code) call BLAS/LAPACK, and OpenBLAS picks its kernels for the CPU at run time (Haswell, SkylakeX,
+# Sandybridge, …), each summing in its own order: the same cell gave different last bits on an
+# AVX-512 Intel node and an AMD one. Every value a cell stores is computed with these instead:
+# plain loops, each sum taken in index order (no ``fastmath``: the order is the written one).
+
+
+@kjit
+def dot(a, b):
+    """``Σ_i a_i b_i`` of two 1-D arrays, summed in index order."""
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i] * b[i]
+    return s
+
+
+@kjit
+def matvec(a, x):
+    """``a @ x`` for a 2-D ``a`` (m, k) and 1-D ``x`` (k,): a new (m,) array, each row summed in index order."""
+    m, k = a.shape
+    out = np.empty(m)
+    for r in range(m):
+        s = 0.0
+        for c in range(k):
+            s += a[r, c] * x[c]
+        out[r] = s
+    return out
+
+
+@kjit
+def matmul(a, b):
+    """``a @ b`` for 2-D ``a`` (m, k) and ``b`` (k, n): a new (m, n) array, each entry summed in index order."""
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, n))
+    for r in range(m):
+        for c in range(n):
+            s = 0.0
+            for j in range(k):
+                s += a[r, j] * b[j, c]
+            out[r, c] = s
+    return out
+
+
+@kjit
+def norm(x):
+    """Euclidean norm of a 1-D array: ``sqrt(dot(x, x))``."""
+    return np.sqrt(dot(x, x))
+
+
+def solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a⁻¹ b`` for a square ``a`` and 1-D ``b`` by :func:`lu_solve_inplace` on copies (partial
+    pivoting). As ``numpy.linalg.solve``: NaN where ``a`` or ``b`` holds a non-finite entry,
+    ``numpy.linalg.LinAlgError`` for a singular ``a``."""
+    lu = np.array(a, dtype=np.float64, order="C")
+    x = np.array(b, dtype=np.float64, order="C")
+    if not (np.isfinite(lu).all() and np.isfinite(x).all()):
+        return np.full(x.shape, np.nan)
+    if lu_solve_inplace(lu, x):
+        raise np.linalg.LinAlgError("singular matrix")
+    return x

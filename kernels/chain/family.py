@@ -16,6 +16,7 @@ import functools
 
 import numpy as np
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels.chain.integrate import chain_stepper, integrate, scipy_rhs
 from geosweep.kernels.chain.model import ChainModel, build_chain, chain_params
 from geosweep.kernels.core import observables
@@ -131,9 +132,7 @@ def _global_error(traj: Trajectory, model: ChainModel, integrator: str, obs: Obs
     if not (bool(options.get("global_error", False)) and traj.status == 0):
         return np.float64(np.nan)
     y = to_bodies(model, integrator, traj)(traj.S[: traj.stepper.n_check])
-    return np.float64(
-        float(np.linalg.norm(y - reference_solution(model, traj.time, float(options.get("ref_tol", 1e-13)))))
-    )
+    return np.float64(la.norm(np.ravel(y - reference_solution(model, traj.time, float(options.get("ref_tol", 1e-13))))))
 
 
 _SPHERE = {o.name: o.outputs for o in UNIT_SPHERE_OBSERVABLES}  # unit_error, tangency_error

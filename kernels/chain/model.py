@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels.chain.rhs import pack_params, work_size
 from geosweep.kernels.registry import Param
 
@@ -159,7 +160,7 @@ def dense_R(model: ChainModel, q: np.ndarray) -> np.ndarray:
     for i in range(n):
         for j in range(n):
             R[3 * i : 3 * i + 3, 3 * j : 3 * j + 3] = (
-                M[i, i] * np.eye(3) if i == j else M[i, j] * _hat(q[i]).T @ _hat(q[j])
+                M[i, i] * np.eye(3) if i == j else M[i, j] * la.matmul(_hat(q[i]).T, _hat(q[j]))
             )
     return R
 
@@ -174,9 +175,9 @@ def dense_accel(model: ChainModel, y: np.ndarray) -> np.ndarray:
     for i in range(n):
         for j in range(n):
             if j != i:
-                b[i] += M[i, j] * (w[j] @ w[j]) * np.cross(q[i], q[j])
+                b[i] += M[i, j] * la.dot(w[j], w[j]) * np.cross(q[i], q[j])
         b[i] -= model.mu[i] * model.g * model.L[i] * np.cross(q[i], e3)
-    return np.linalg.solve(dense_R(model, q), b.ravel()).reshape(n, 3)
+    return la.solve(dense_R(model, q), b.ravel()).reshape(n, 3)
 
 
 def dense_F(model: ChainModel, y: np.ndarray) -> np.ndarray:
@@ -192,7 +193,9 @@ def dense_f(model: ChainModel, y: np.ndarray) -> np.ndarray:
 def dense_energy(model: ChainModel, y: np.ndarray) -> float:
     """E = ½ ωᵀ R(q) ω + U(q)."""
     w = y[:, 3:].ravel()
-    return 0.5 * w @ dense_R(model, y[:, :3]) @ w + float(model.g * (model.mu * model.L) @ y[:, 2])
+    return 0.5 * la.dot(w, la.matvec(dense_R(model, y[:, :3]), w)) + float(
+        model.g * la.dot(model.mu * model.L, y[:, 2])
+    )
 
 
 def chain_params(n_default: int, n_max: int) -> tuple[Param, ...]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.chain.model import ChainModel, build_chain, chain_params, dense_R
 from geosweep.kernels.dg.gradients import lu_factor, lu_solve
@@ -248,7 +249,7 @@ def from_chain(model: ChainModel) -> SkewSystem:
     """``model`` (a :class:`geosweep.kernels.chain.model.ChainModel`) in (q, π) coordinates, π = R(q)ω."""
     N = model.n
     q, w = model.y0[:, :3], model.y0[:, 3:]
-    pi = (dense_R(model, q) @ w.ravel()).reshape(N, 3)
+    pi = la.matvec(dense_R(model, q), w.ravel()).reshape(N, 3)
     mu = np.cumsum(model.m[::-1])[::-1]
     p = np.concatenate([[N], model.inertia.ravel(), mu * model.g * model.L, model.m, model.L])
     labels = tuple(f"q{i + 1}_{c}" for i in range(N) for c in "xyz") + tuple(

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import types
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.signatures import F1, F2
 
@@ -178,7 +179,7 @@ class SkewSystem:
 
     def f(self, x: np.ndarray) -> np.ndarray:
         """The vector field S(x)∇H(x)."""
-        return self.S(x) @ self.gradH(x)
+        return la.matvec(self.S(x), self.gradH(x))
 
     def invariants(self, x: np.ndarray) -> np.ndarray:
         out = np.zeros(max(self.n_invariants, 1))
@@ -225,7 +226,7 @@ class LagrangianForm:
             return x.copy()
         q = x[: self.n]
         X = self.basis(q)
-        return np.concatenate([q, X @ np.linalg.solve(X.T @ X, x[self.n :])])
+        return np.concatenate([q, la.matvec(X, la.solve(la.matmul(X.T, X), x[self.n :]))])
 
     def from_canonical(self, z: np.ndarray) -> np.ndarray:
         """z = (q, p) → the system's state (ρ = X(q)ᵀp in adapted coordinates)."""
@@ -233,4 +234,4 @@ class LagrangianForm:
         if self.basis is None:
             return z.copy()
         q = z[: self.n]
-        return np.concatenate([q, self.basis(q).T @ z[self.n :]])
+        return np.concatenate([q, la.matvec(self.basis(q).T, z[self.n :])])

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.dg.model import LagrangianForm, SkewSystem, dg_energy, dg_extra, dg_grad, dg_skew
 from geosweep.kernels.registry import Param, SystemDef
@@ -473,7 +474,7 @@ def gearbox_state(seed: int = 0) -> np.ndarray:
     q = rng.standard_normal(3)
     pm = rng.standard_normal(3)
     mu = np.array([1.0, np.sin(q[2]), 0.0])
-    pm = pm - mu * (mu @ pm) / (mu @ mu)
+    pm = pm - mu * la.dot(mu, pm) / la.dot(mu, mu)
     return np.concatenate([q, pm])
 
 
@@ -504,7 +505,7 @@ def gearbox(form: str = "reduced", seed: int = 0) -> SkewSystem:
         X = np.empty((3, 2))
         _gear_X(z[2], X)
         return SkewSystem(
-            "gearbox_qr", gear_qr_skew, gear_r_energy, gear_r_grad, np.concatenate([z[:3], X.T @ z[3:]]),
+            "gearbox_qr", gear_qr_skew, gear_r_energy, gear_r_grad, np.concatenate([z[:3], la.matvec(X.T, z[3:])]),
             np.zeros(1), ("q1", "q2", "q3", "rho2", "rho1"), gear_qr_extra, True, "momentum",
             info={"lagrangian": _gear_lagrangian(_gear_basis_qr)}, periodic=_GEAR_ANGLES, separable=True,
             layout=_GEAR_LAYOUT,

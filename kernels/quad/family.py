@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
@@ -136,7 +137,7 @@ def _global_error(traj: Trajectory, model, integrator: str, obs: Observable, opt
             _REFS.clear() if len(_REFS) > 16 else None
             _REFS[key] = model.reference(traj.time, tol)
         d = traj.S[:42] - _REFS[key]
-        gerr = np.array([np.linalg.norm(d), np.linalg.norm(d[0:6]), np.linalg.norm(d[6:30]), np.linalg.norm(d[30:42])])
+        gerr = np.array([la.norm(d), la.norm(d[0:6]), la.norm(d[6:30]), la.norm(d[30:42])])
     return gerr
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels._jit import kjit
 
 P_MY, P_M1, P_M2, P_L1, P_L2, P_J1, P_J2, P_G = 0, 1, 2, 3, 4, 5, 8, 11
@@ -250,7 +251,8 @@ def closed_loop(y, p, cl):
         Mq[r, r] += my
     for r in range(3):
         rhs[r] += Mq[r, 2] * g
-    vdot = np.linalg.solve(Mq, rhs)
+    vdot = rhs  # Mq v̇ = rhs, solved in place (the same bits on every CPU: geosweep.kernels.linalg)
+    la.lu_solve_inplace(Mq, vdot)
     for c in range(3):
         cl[C_VDOT + c] = vdot[c]
     # attitude: J Ω̇ = −Ω × JΩ + M (diagonal J)
@@ -294,7 +296,7 @@ def pack_params(
     """The parameter vector (see module docstring); c_i = 1/((r_id·e3)|r1d + r2d|) (spec §4.2)."""
     r1d = np.asarray(r1d, dtype=float)
     r2d = np.asarray(r2d, dtype=float)
-    nr = np.linalg.norm(r1d + r2d)
+    nr = la.norm(r1d + r2d)
     c1, c2 = 1.0 / (r1d[2] * nr), 1.0 / (r2d[2] * nr)
     p = np.concatenate([[m_y, m1, m2, L1, L2], J1, J2, [g, k_y, k_v, k_q, k_w], r1d, r2d, s_d, M1, M2, [c1, c2]])
     assert p.shape == (N_PARAMS,)

@@ -16,6 +16,7 @@ from typing import Literal
 import numpy as np
 from numba import types
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels._jit import kjit
 
 #: Signature every (S²)ⁿ potential is compiled with: ``V = pot(q, p, g)``.
@@ -196,7 +197,7 @@ def kinetic_energy(M: np.ndarray, q: np.ndarray, w: np.ndarray) -> float:
 def momentum_map(M: np.ndarray, q: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``J = Σ_i q_i × Σ_j M_ij q̇_j`` (= Σ m_i ω_i for diagonal M and tangent ω)."""
     qd = np.cross(w, q)
-    return np.cross(q, M @ qd).sum(axis=0)
+    return np.cross(q, la.matmul(M, qd)).sum(axis=0)
 
 
 def gradient_fd_error(system: S2System, q: np.ndarray, step: float = 1e-6) -> float:

@@ -18,6 +18,7 @@ from numba.extending import intrinsic
 from numba.np.ufunc.parallel import _iget_num_threads as _num_threads  # cacheable, unlike get_num_threads
 from scipy.optimize import brentq
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.s2.model import S2System, s2_potential
 from geosweep.kernels.systems.icosphere import edges, icosphere
@@ -215,8 +216,9 @@ def vortex_velocities(
     centres = np.array([[math.sin(half), 0.0, math.cos(half)], [-math.sin(half), 0.0, math.cos(half)]])
     w = np.zeros_like(q)
     for c, s in zip(centres, senses):
-        cq = q @ c
-        W = np.exp(-(1.0 - cq) / rho**2)
+        cq = la.matvec(q, c)
+        # libm's exp element by element: NumPy's own (AVX-512) exp differs in last bits between CPUs
+        W = np.array([math.exp(x) for x in -(1.0 - cq) / rho**2])
         w += (s * omega * W)[:, None] * (c[None, :] - cq[:, None] * q)
     return w
 

@@ -19,6 +19,7 @@ import dataclasses
 
 import numpy as np
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
@@ -137,8 +138,8 @@ def _global_error(traj: Trajectory, model: TopModel, integrator: str, obs: Obser
     tol = float(options.get("ref_tol", 1e-13))
     x = traj.S[: traj.stepper.n_check]
     if integrator in SLGI:
-        return np.float64(float(np.linalg.norm(x[:12] - reference(model, traj.time, "A", tol))))
-    return np.float64(float(np.linalg.norm(x[:6] - reference(model, traj.time, "B", tol))))
+        return np.float64(la.norm(x[:12] - reference(model, traj.time, "A", tol)))
+    return np.float64(la.norm(x[:6] - reference(model, traj.time, "B", tol)))
 
 
 _SHARED = RunValues(
@@ -209,7 +210,7 @@ def energy_scale(integrator: str, E0: float, S0: np.ndarray) -> float:
     """|E_ref| the relative energy errors divide by: |E0|, and for formulation C (``slgikk_half``)
     |E0 − ½|p(0)|²| = |H_A(0)|, so that its relative error compares with ``slgi_half``'s."""
     if integrator in SLGI and SLGI[integrator][1]:
-        return abs(E0 - 0.5 * float(S0[15:18] @ S0[15:18]))
+        return abs(E0 - 0.5 * la.dot(S0[15:18], S0[15:18]))
     return abs(E0)
 
 
@@ -297,7 +298,7 @@ def union_state(integrator: str, x: np.ndarray) -> np.ndarray:
         if SLGI[integrator][1]:
             out[12:18] = x[12:18]
         out[18:21] = Q[2]  # Γ = Qᵀ e3
-        out[21:24] = Q.T @ x[9:12]
+        out[21:24] = la.matvec(Q.T, x[9:12])
     else:
         out[18:24] = x[0:6]
     return out[None, :]

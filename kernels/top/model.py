@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from geosweep.kernels import linalg as la
+
 P_MGL, P_IINV, P_X, P_J30, P_S0, P_I = 0, 1, 4, 7, 8, 9
 N_PARAMS = 12
 E3 = np.array([0.0, 0.0, 1.0])
@@ -54,23 +56,23 @@ class TopModel:
         p[P_MGL] = self.mgl
         p[P_IINV : P_IINV + 3] = 1.0 / self.inertia
         p[P_X : P_X + 3] = self.X
-        p[P_J30] = float(self.Pi0 @ E3)  # Q(0) = I: π(0) = Π(0), Γ(0) = e3
-        p[P_S0] = float(self.Pi0 @ self.X)
+        p[P_J30] = la.dot(self.Pi0, E3)  # Q(0) = I: π(0) = Π(0), Γ(0) = e3
+        p[P_S0] = la.dot(self.Pi0, self.X)
         p[P_I : P_I + 3] = self.inertia
         return p
 
     # ---- Python-side formulas (tests, references) ------------------------------------------
     def energy_A(self, Q: np.ndarray, pi: np.ndarray) -> float:
-        Pi = Q.T @ pi
-        return float(0.5 * Pi @ (Pi / self.inertia) + self.mgl * (E3 @ (Q @ self.X)))
+        Pi = la.matvec(Q.T, pi)
+        return float(0.5 * la.dot(Pi, Pi / self.inertia) + self.mgl * la.dot(E3, la.matvec(Q, self.X)))
 
     def energy_B(self, Gamma: np.ndarray, Pi: np.ndarray) -> float:
-        return float(0.5 * Pi @ (Pi / self.inertia) + self.mgl * (Gamma @ self.X))
+        return float(0.5 * la.dot(Pi, Pi / self.inertia) + self.mgl * la.dot(Gamma, self.X))
 
     def rhs_A(self, Q: np.ndarray, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ambient (Q̇, π̇) of 001 (21)–(22): Q̇ = ω̂Q, ω = Q𝕀⁻¹Qᵀπ, π̇ = Mgℓ e3 × QX."""
-        w = Q @ ((Q.T @ pi) / self.inertia)
-        return hat(w) @ Q, self.mgl * np.cross(E3, Q @ self.X)
+        w = la.matvec(Q, la.matvec(Q.T, pi) / self.inertia)
+        return la.matmul(hat(w), Q), self.mgl * np.cross(E3, la.matvec(Q, self.X))
 
     def rhs_B(self, Gamma: np.ndarray, Pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Ambient (Γ̇, Π̇) of 001 (23)–(24)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels._jit import kjit
 
 #: Threshold below which ``g(n) = 2 arctan(n/2)/n`` uses its series ``1 − n²/12``.
@@ -115,11 +116,11 @@ def theta_to_alpha(theta: np.ndarray) -> np.ndarray:
 def expm_so3(theta: np.ndarray) -> np.ndarray:
     """``exp(S(θ))`` by the Rodrigues formula (trigonometric reference for tests)."""
     theta = np.asarray(theta, dtype=np.float64)
-    p = float(np.linalg.norm(theta))
+    p = float(la.norm(theta))
     K = skew(theta)
     if p < 1e-8:
-        return np.eye(3) + K + 0.5 * K @ K
-    return np.eye(3) + np.sin(p) / p * K + (1.0 - np.cos(p)) / (p * p) * K @ K
+        return np.eye(3) + K + 0.5 * la.matmul(K, K)
+    return np.eye(3) + np.sin(p) / p * K + (1.0 - np.cos(p)) / (p * p) * la.matmul(K, K)
 
 
 def alpha_to_quat(alpha: np.ndarray) -> np.ndarray:
