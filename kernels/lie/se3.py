@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geosweep.kernels import linalg as la
 from geosweep.kernels._jit import kjit
 
 #: dexp⁻¹ mode meaning "exact closed form" (other modes: number of ad-terms kept, 0..6).
@@ -83,11 +84,11 @@ def exp_matrix(X, R, r):
     al = np.sqrt(A0 * A0 + A1 * A1 + A2 * A2)
     c1, c2, c3 = exp_coeffs(al)
     H = np.array([[0.0, -A2, A1], [A2, 0.0, -A0], [-A1, A0, 0.0]])
-    H2 = H @ H
+    H2 = la.matmul(H, H)
     I3 = np.eye(3)
     R[:, :] = I3 + c1 * H + c2 * H2
     V = I3 + c2 * H + c3 * H2
-    r[:] = V @ X[3:6]
+    r[:] = la.matvec(V, X[3:6])
 
 
 @kjit
