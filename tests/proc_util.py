@@ -49,7 +49,7 @@ def free_port() -> int:
 def dask_cluster(tmp_path: Path, env: dict[str, str], workers: int) -> Iterator[tuple[str, Path]]:
     """A real ``dask scheduler`` and ``workers`` geosweep ``dask worker`` processes (two threads, one
     ``geosweep-slice`` resource each, no nanny) on 127.0.0.1, in sessions of their own: yields the
-    scheduler's address and their common log file; every process is killed at the end."""
+    scheduler's address and their common log file; every process is killed at the end, workers first."""
     address = f"tcp://127.0.0.1:{free_port()}"
     log_path = tmp_path / "cluster.log"
     procs: list[subprocess.Popen] = []
@@ -64,7 +64,8 @@ def dask_cluster(tmp_path: Path, env: dict[str, str], workers: int) -> Iterator[
                 procs.append(subprocess.Popen([*worker, "--nthreads", "2", "--resources", "geosweep-slice=1"], **start))
             yield address, log_path
         finally:
-            for p in procs:
+            # workers before the scheduler: a worker outliving it logs its failed heartbeat's traceback
+            for p in reversed(procs):
                 if p.poll() is None:
                     p.kill()
                     p.wait(10)
