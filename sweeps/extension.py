@@ -116,13 +116,21 @@ def _cell_of(key: str) -> Cell:
     return tuple(int(i) for i in key[1:].split("_"))
 
 
+def _shape_dtype(v: Any) -> tuple[tuple[int, ...], str]:
+    """``(np.shape(v), np.asarray(v).dtype.str)``, read off an array or NumPy scalar directly."""
+    if isinstance(v, (np.ndarray, np.generic)):
+        return v.shape, v.dtype.str
+    a = np.asarray(v)
+    return a.shape, a.dtype.str
+
+
 def _packed(carries: dict[Cell, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
     """The entries of a stacked carries object: the cells grouped by their arrays' names, shapes and
     dtypes, each array stacked over a group (a few dozen entries per shard instead of ~9 per cell:
     a zip entry costs more than a sub-millisecond cell)."""
     groups: dict[tuple, list[Cell]] = {}
     for cell, arrays in carries.items():
-        sig = tuple((k, np.shape(v), np.asarray(v).dtype.str) for k, v in arrays.items())
+        sig = tuple((k, *_shape_dtype(v)) for k, v in arrays.items())
         groups.setdefault(sig, []).append(cell)
     flat: dict[str, np.ndarray] = {}
     for j, (sig, cells) in enumerate(groups.items()):

@@ -125,6 +125,37 @@ def test_fast_call_matches_the_dispatcher_bitwise(monkeypatch):
         tr.advance()
 
 
+def test_steppers_of_other_models_reuse_the_typed_functions_and_match_the_dispatcher(monkeypatch):
+    """A cell's stepper is built anew for every cell: one of another model with the same compiled
+    functions gets the same callback tuple and the typed functions bound last time (no walk of its
+    callbacks), and the runs still equal the dispatcher's bitwise."""
+    from geosweep.kernels.chain.integrate import chain_stepper
+    from geosweep.kernels.chain.model import build_chain
+    from geosweep.kernels.core.cells import start_trajectory
+    from geosweep.kernels.lie.stepper import initial_state as lie_initial_state
+    from geosweep.kernels.registry import RunRequest
+
+    models = [build_chain(3, ic="random", seed=s) for s in (0, 1)]
+    steppers = [chain_stepper(m, "rkmk4") for m in models]
+    assert steppers[0].cb is steppers[1].cb and steppers[0].p is not steppers[1].p
+
+    def run(i: int):
+        tr = start_trajectory(steppers[i], lie_initial_state(models[i].y0), RunRequest(0.2, 0.05, h=0.01), {})
+        tr.advance()
+        return tr
+
+    fast = [run(0), run(1)]
+    assert fast[0]._call[1:] == fast[1]._call[1:]  # the same typed step, observe, dense, callbacks
+    assert all(a is b for a, b in zip(fast[0]._call[4], fast[1]._call[4]))
+    monkeypatch.setenv(fastcall.CHECKED_ENV, "1")
+    for i in (0, 1):
+        slow = run(i)
+        assert slow._call[0] is steppers[i].drive
+        for name in ("S", "out", "env", "acc", "info", "snaps"):
+            assert np.array_equal(getattr(fast[i], name), getattr(slow, name), equal_nan=True)
+    assert not np.array_equal(fast[0].S, fast[1].S)  # two different cells
+
+
 def test_heavy_top_survives_a_first_step_outside_the_dexpinv_domain():
     from geosweep.kernels.registry import SYSTEMS, RunRequest, load_for
 

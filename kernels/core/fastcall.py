@@ -106,12 +106,19 @@ class Binding:
     def __init__(self, spec: Any, entry: Any, sig_args: tuple, specs: tuple) -> None:
         self.entry = entry
         funcs = (spec.step, spec.observe, spec.dense, spec.cb)
-        key = _function_ids(funcs)
-        typed = _FUNCS.get((id(entry), key)) if key is not None else None
-        if typed is None:
-            typed = tuple(_typed_value(v, t) for v, t in zip(funcs, sig_args[:4]))
-            if key is not None:  # the typed wrappers keep every function (hence its id) alive
-                _FUNCS[(id(entry), key)] = typed
+        last = (id(entry), id(spec.step), id(spec.observe), id(spec.dense))
+        seen = _LAST.get(last)
+        if seen is not None and all(a is b for a, b in zip(seen[0], funcs)):  # the same objects as last time
+            typed = seen[1]
+        else:
+            key = _function_ids(funcs)
+            typed = _FUNCS.get((id(entry), key)) if key is not None else None
+            if typed is None:
+                typed = tuple(_typed_value(v, t) for v, t in zip(funcs, sig_args[:4]))
+                if key is not None:  # the typed wrappers keep every function (hence its id) alive
+                    _FUNCS[(id(entry), key)] = typed
+            if key is not None:
+                _LAST[last] = (funcs, typed)
         self.step, self.observe, self.dense, self.cb = typed
         arr_types = sig_args[4:]  # meth, ictl, fctl, k_stop, t_stop, S, … (positions 4.. of drive)
         pos = (1, 2, 5, 6, 7, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19)  # the trajectory's arrays
@@ -141,6 +148,10 @@ _FUNCS: dict[tuple, tuple] = {}
 #: id(driver dispatcher) -> (its compiled entry point, the array specs of its arguments 4..): found once
 #: (hashing the signature's Numba types costs more than a short run)
 _ENTRIES: dict[int, tuple] = {}
+#: (id(entry point), ids of step, observe, dense) -> the functions (step, observe, dense, cb) last bound
+#: and their typed values: a stepper built from the same objects (a family that reuses its callback
+#: tuple) skips walking ``cb`` for its ids; one entry per kind of stepper
+_LAST: dict[tuple, tuple] = {}
 _TYPED: dict[tuple[int, int], TypedFunction] = {}  # (id(function), id(its FunctionType)) -> wrapper
 _BINDINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _UNBOUND = object()

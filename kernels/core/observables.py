@@ -225,9 +225,23 @@ def reductions(observables: Sequence[Observable], model: Any = None) -> np.ndarr
     return red
 
 
-def _outputs(observables: Sequence[Observable], model: Any = None) -> list[tuple[Output, Observable]]:
+#: id(observables) -> (the observables, their outputs) for declarations (tuples) none of whose outputs depends on
+#: the model (no ``when``): the same for every cell, found once (a few recent declarations are kept)
+_MODEL_FREE: dict[int, tuple[Sequence[Observable], tuple[tuple[Output, Observable], ...]]] = {}
+_MODEL_FREE_MAX = 64
+
+
+def _outputs(observables: Sequence[Observable], model: Any = None) -> tuple[tuple[Output, Observable], ...]:
+    hit = _MODEL_FREE.get(id(observables))
+    if hit is not None and hit[0] is observables:
+        return hit[1]
     pairs = [(out, o) for o in observables for out in o.outputs if out.applies(model)]
-    return sorted(pairs, key=lambda p: p[0].rank)  # stable: declaration order within a kind
+    found = tuple(sorted(pairs, key=lambda p: p[0].rank))  # stable: declaration order within a kind
+    if isinstance(observables, tuple) and all(out.when is None for o in observables for out in o.outputs):
+        if len(_MODEL_FREE) >= _MODEL_FREE_MAX:
+            _MODEL_FREE.clear()
+        _MODEL_FREE[id(observables)] = (observables, found)
+    return found
 
 
 def diagnostics(observables: Sequence[Observable], model: Any = None) -> tuple[Diagnostic, ...]:

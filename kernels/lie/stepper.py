@@ -557,6 +557,19 @@ OBSERVABLES: tuple[Observable, ...] = (
     Observable("tangency_error", Reductions.MAX),
 )
 OBS_NAMES = obs_names(OBSERVABLES)
+_RED = reductions(OBSERVABLES)  # the same for every model: copied into each stepper
+#: (system callbacks, group) -> their joined tuple, one object per pair, so the driver binds a stepper of
+#: the same functions without walking them again (:mod:`geosweep.kernels.core.fastcall`)
+_CALLBACKS: dict[tuple, tuple] = {}
+
+
+def _callbacks(system_cb: tuple, group: tuple) -> tuple:
+    """``(*system_cb, *group)``, the same tuple object for the same compiled functions."""
+    key = (*map(id, system_cb), *map(id, group))
+    found = _CALLBACKS.get(key)
+    if found is None or not all(a is b for a, b in zip(found, (*system_cb, *group))):
+        found = _CALLBACKS[key] = (*system_cb, *group)
+    return found
 
 
 def make_stepper(
@@ -567,7 +580,7 @@ def make_stepper(
     scratch size, ``group`` = (act, dexpinv, bracket) (default SE(3)ᴺ on (TS²)ᴺ)."""
     if adaptive and method.bhat is None:
         raise ValueError(f"{method.name} has no embedded formula; cannot run adaptively")
-    red = reductions(OBSERVABLES)
+    red = _RED.copy()
     head = np.zeros(P_HEAD)
     head[P_NWC] = nwc
     head[P_N] = n
@@ -579,7 +592,7 @@ def make_stepper(
         step=lie_step,
         observe=lie_observe,
         dense=lie_dense,
-        cb=(*system_cb, *group),
+        cb=_callbacks(system_cb, group),
         meth=method_record(method, adaptive),
         p=p,
         work_size=work_size(nwc, n, method.stages, p.shape[0] if lazy else 0),
