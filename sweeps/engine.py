@@ -180,7 +180,7 @@ def compute_cell(
     hold = ref.carries and traj.adaptive and traj.stepper.has_dense
     if hold:  # keep the state before the last step (clipped to T): a longer run continues from there
         traj.ictl[C_HOLD] = 1
-    listed = saved_keys is None or (saved_keys and checkpoints.cell_key(cell) in saved_keys)
+    listed = saved_keys is None or (bool(saved_keys) and checkpoints.cell_key(cell) in saved_keys)
     saved = checkpoints.load(ref, cell) if listed else None
     traj, resumed, pre, rows = _continued(traj, saved if saved is not None else carry)
     seg = segment_time(plan, cell)

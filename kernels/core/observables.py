@@ -232,8 +232,8 @@ _MODEL_FREE_MAX = 64
 
 
 def _outputs(observables: Sequence[Observable], model: Any = None) -> tuple[tuple[Output, Observable], ...]:
-    hit = _MODEL_FREE.get(id(observables))
-    if hit is not None and hit[0] is observables:
+    hit = _MODEL_FREE.get(id(observables))  # the entry keeps its declaration alive: an id names one object
+    if hit is not None:
         return hit[1]
     pairs = [(out, o) for o in observables for out in o.outputs if out.applies(model)]
     found = tuple(sorted(pairs, key=lambda p: p[0].rank))  # stable: declaration order within a kind

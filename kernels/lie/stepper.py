@@ -565,9 +565,9 @@ _CALLBACKS: dict[tuple, tuple] = {}
 
 def _callbacks(system_cb: tuple, group: tuple) -> tuple:
     """``(*system_cb, *group)``, the same tuple object for the same compiled functions."""
-    key = (*map(id, system_cb), *map(id, group))
+    key = (*map(id, system_cb), *map(id, group))  # the kept tuple keeps them alive: an id names one object
     found = _CALLBACKS.get(key)
-    if found is None or not all(a is b for a, b in zip(found, (*system_cb, *group))):
+    if found is None:
         found = _CALLBACKS[key] = (*system_cb, *group)
     return found
 
