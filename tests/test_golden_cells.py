@@ -62,6 +62,8 @@ def cell_values(plan, cell) -> tuple[int, dict[str, np.ndarray]]:
     traj = plan.famdef.start(model, integrator, request, options)
     while not traj.finished:
         traj.advance()
+    # every family's cells take the driver's addressed entry (its functions as one address array)
+    assert isinstance(traj._call[1][0], np.ndarray), f"{plan.famdef.name}: not the addressed driver call"
     res = plan.famdef.collect(model, integrator, traj, options)
     return int(res.status), res.values
 

@@ -8,11 +8,14 @@ short runs and segmented runs paid it every time.
 
 :func:`binding` does that work once per stepper: every function value becomes a
 :class:`TypedFunction` (Numba's wrapper-address protocol: typed as its ``FunctionType`` at
-once, its address looked up once per process and function), and the driver's compiled entry point for the family's
-signature is called directly. The arrays are checked once per trajectory against the
-signature (:meth:`Binding.accepts`); anything unexpected falls back to the ordinary dispatcher
-call. The compiled driver and the callees are the same machine code either way, so results
-are bitwise identical; only the call of a callee goes through its C wrapper.
+once, its address looked up once per process and function), and the driver's compiled entry
+point for the family's signature is called directly — or, where the driver has one, its
+addressed entry (:mod:`geosweep.kernels.core.addressed`), which takes every function as an
+address looked up here once (:func:`_addresses`) and so skips even the typed values' unboxing.
+The arrays are checked once per trajectory against the signature (:meth:`Binding.accepts`);
+anything unexpected falls back to the ordinary dispatcher call. The compiled driver and the
+callees are the same machine code either way, so results are bitwise identical; only the call
+of a callee (and, on the addressed entry, of the driver) goes through its C wrapper.
 
 One difference: a Python exception raised inside a callee (in this code base only the bounds
 checks of :mod:`geosweep.kernels.core.views`, i.e. a bug) cannot cross the C wrapper: Numba prints it
@@ -103,23 +106,31 @@ def _array_fits(a: Any, ty: Any, spec: tuple | None = None) -> bool:
 class Binding:
     """The driver of one stepper with its functions typed once (see the module docstring)."""
 
-    def __init__(self, spec: Any, entry: Any, sig_args: tuple, specs: tuple) -> None:
+    def __init__(self, spec: Any, entry: Any, sig_args: tuple, specs: tuple, at: Any = None) -> None:
         self.entry = entry
         funcs = (spec.step, spec.observe, spec.dense, spec.cb)
         last = (id(entry), id(spec.step), id(spec.observe), id(spec.dense))
         seen = _LAST.get(last)
         if seen is not None and seen[0][3] is spec.cb:  # the same callbacks as last time (the key holds the rest)
-            typed = seen[1]
+            typed, addrs = seen[1], seen[2]
         else:
             key = _function_ids(funcs)
-            typed = _FUNCS.get((id(entry), key)) if key is not None else None
-            if typed is None:
+            found = _FUNCS.get((id(entry), key)) if key is not None else None
+            if found is None:
                 typed = tuple(_typed_value(v, t) for v, t in zip(funcs, sig_args[:4]))
+                addrs = _addresses(at, typed)
                 if key is not None:  # the typed wrappers keep every function (hence its id) alive
-                    _FUNCS[(id(entry), key)] = typed
+                    _FUNCS[(id(entry), key)] = (typed, addrs)
+            else:
+                typed, addrs = found
             if key is not None:
-                _LAST[last] = (funcs, typed)
+                _LAST[last] = (funcs, typed, addrs)
         self.step, self.observe, self.dense, self.cb = typed
+        #: the addressed call (:mod:`geosweep.kernels.core.addressed`): its entry point and the arguments
+        #: before ``meth``, or None
+        self.at: tuple | None = None
+        if addrs is not None:
+            self.at = (at.call, (addrs, at.tref, self.cb) if at.cb_by_value else (addrs, at.tref))
         arr_types = sig_args[4:]  # meth, ictl, fctl, k_stop, t_stop, S, … (positions 4.. of drive)
         pos = (1, 2, 5, 6, 7, 9, 10, 12, 13, 14, 15, 16, 17, 18, 19)  # the trajectory's arrays
         self._traj_specs = tuple(specs[i] for i in pos)
@@ -131,6 +142,28 @@ class Binding:
         """The trajectory's arrays in driver order (ictl, fctl, S, Sn, Sd, work, iwork, acc, info,
         sio, obs, obs2, out, env, snaps) have exactly the compiled signature's types."""
         return all(_array_fits(a, None, sp) for a, sp in zip(arrays, self._traj_specs, strict=True))
+
+
+def _address(value: Any) -> int:
+    """The C wrapper address of a typed function value (:func:`_typed_value`'s result)."""
+    addr = value.address if isinstance(value, CFunc) else value.__wrapper_address__()
+    return int(cast(int, addr))
+
+
+def _flat(value: Any) -> list:
+    return [x for v in value for x in _flat(v)] if isinstance(value, tuple) else [value]
+
+
+def _addresses(at: Any, typed: tuple) -> np.ndarray | None:
+    """The int64 (C wrapper, owner) pairs of the driver and of every function in ``typed`` (step,
+    observe, dense, then the callbacks' unless the entry takes them by value), in the order
+    :func:`geosweep.kernels.core.addressed.drive_at` reads them; None without an addressed entry. The
+    owners (kept alive by the caches that keep ``typed``) are passed as their ids, which the compiled
+    code never dereferences on this path."""
+    if at is None:
+        return None
+    funcs = [at.drive, *typed[:3], *([] if at.cb_by_value else _flat(typed[3]))]
+    return np.array([x for f in funcs for x in (_address(f), id(f))], dtype=np.int64)
 
 
 def _function_ids(value: Any) -> tuple | int | None:
@@ -158,10 +191,19 @@ _UNBOUND = object()
 
 
 def register_driver(driver: Any, cb_type: Any) -> None:
-    """The callback type a compiled driver was built for (:func:`~geosweep.kernels.core.driver.compile_driver`)."""
+    """The callback type a compiled driver was built for (:func:`~geosweep.kernels.core.driver.compile_driver`),
+    and its addressed entry (:mod:`geosweep.kernels.core.addressed`; compiled or loaded here, once per
+    callback type; None if it cannot be built for ``cb_type``, and the typed call is used)."""
+    from geosweep.kernels.core.addressed import compile_entry
     from geosweep.kernels.core.signatures import contract_types
 
-    _DRIVERS[id(driver)] = (driver, tuple(contract_types(cb_type)[3].args))
+    drive_sig = contract_types(cb_type)[3]
+    try:
+        at = compile_entry(cb_type)
+        at.drive = TypedFunction(driver, drive_sig)
+    except Exception:  # pragma: no cover - a callback type the entry cannot take: the typed call serves
+        at = None
+    _DRIVERS[id(driver)] = (driver, tuple(drive_sig.args), at)
 
 
 def binding(spec: Any) -> Binding | None:
@@ -183,7 +225,7 @@ def binding(spec: Any) -> Binding | None:
                     found = _ENTRIES[id(spec.drive)] = (entry, tuple(_array_spec(t) for t in sig_args[4:]))
             if found is not None:
                 try:
-                    b = Binding(spec, found[0], sig_args, found[1])
+                    b = Binding(spec, found[0], sig_args, found[1], reg[2])
                 except Exception:  # e.g. no such overload: the dispatcher call reports it as before
                     b = _UNBOUND
         _BINDINGS[spec] = b

@@ -209,11 +209,11 @@ class Trajectory:
         call = self._call
         if call is None:
             call = self._call = self._driver_call()
-        drive, step, observe, dense, cb = call
+        drive, head = call
         t0 = time.perf_counter()
         with numba_threads(sp.threads):
             drive(
-                step, observe, dense, cb, sp.meth, self.ictl, self.fctl, k_stop, t_stop,
+                *head, sp.meth, self.ictl, self.fctl, k_stop, t_stop,
                 self.S, self.Sn, self.Sd, sp.p, self.work, self.iwork,
                 sp.red, self.acc, self.info, self.sio, self.obs, self.obs2, self.out, self.env, self.snaps,
             )  # fmt: skip
@@ -221,16 +221,17 @@ class Trajectory:
         return self.status
 
     def _driver_call(self) -> tuple:
-        """(driver, step, observe, dense, cb): the stepper's compiled entry point with its
-        functions typed once (:mod:`geosweep.kernels.core.fastcall`) when this trajectory's arrays fit
-        the compiled signature, else the dispatcher and the stepper's own values."""
+        """(callable, the arguments before ``meth``): when this trajectory's arrays fit the compiled
+        signature, the driver's addressed entry with the stepper's function addresses
+        (:mod:`geosweep.kernels.core.addressed`), or its compiled entry point with its functions typed
+        once (:mod:`geosweep.kernels.core.fastcall`); else the dispatcher and the stepper's own values."""
         sp = self.stepper
         b = fastcall.binding(sp)
         arrays = (self.ictl, self.fctl, self.S, self.Sn, self.Sd, self.work, self.iwork, self.acc, self.info,
                   self.sio, self.obs, self.obs2, self.out, self.env, self.snaps)  # fmt: skip
         if b is not None and b.accepts(arrays):
-            return b.entry, b.step, b.observe, b.dense, b.cb
-        return sp.drive, sp.step, sp.observe, sp.dense, sp.cb
+            return b.at if b.at is not None else (b.entry, (b.step, b.observe, b.dense, b.cb))
+        return sp.drive, (sp.step, sp.observe, sp.dense, sp.cb)
 
     def __getstate__(self) -> dict:
         d = dict(self.__dict__)
