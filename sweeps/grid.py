@@ -52,6 +52,9 @@ class Grid:
             p = sysdef.param(name)
             axes.append(Axis(name, tuple(values), p.units, p.doc))
         self.axes: tuple[Axis, ...] = tuple(axes)
+        #: method indices (integrator, h/tol) -> the cells' (RunRequest, options): the same for every cell
+        #: of a method, built once (a request is frozen; callers get their own copy of the options)
+        self._requests: dict[tuple[int, ...], tuple[RunRequest, dict[str, Any]]] = {}
 
     @property
     def dims(self) -> tuple[str, ...]:
@@ -149,12 +152,15 @@ class Grid:
 
     def request(self, cell: Cell) -> tuple[RunRequest, dict[str, Any]]:
         """(RunRequest, options) for the family's ``run``: the cell's ``h`` or ``tol``, the spec's time grid."""
-        c = self.coords(cell)
-        name = c["integrator"]
-        options = self.options(name)
-        step = {"tol": float(c["tol"])} if self.idefs[name].adaptive else {"h": float(c["h"])}
-        req = RunRequest(self.spec.T, self.spec.dt_out, snapshot_every=self.spec.snapshot_every, **step)
-        return req, options
+        key = tuple(cell[: self.n_method_axes])
+        hit = self._requests.get(key)
+        if hit is None:
+            c = self.coords(cell)
+            name = c["integrator"]
+            step = {"tol": float(c["tol"])} if self.idefs[name].adaptive else {"h": float(c["h"])}
+            req = RunRequest(self.spec.T, self.spec.dt_out, snapshot_every=self.spec.snapshot_every, **step)
+            hit = self._requests[key] = (req, self.options(name))
+        return hit[0], dict(hit[1])
 
     def cost(self, cell: Cell, cost_per_step: Callable[[str], float]) -> float:
         """Estimated single-core seconds of a cell (sizes slices; need not be exact).

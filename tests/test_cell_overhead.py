@@ -118,3 +118,23 @@ def test_models_go_to_the_cluster_once_per_shard_not_one_task_per_model(tmp_path
     slice_tasks = [r["key"] for r in ts.data if "-slice-" in str(r["key"])]
     assert shards == 2 and not model_tasks, model_tasks
     assert shards <= len(slice_tasks) < N_CELLS, slice_tasks
+
+
+def test_a_cells_request_is_built_once_per_method_and_its_options_are_the_callers_own(tmp_path, monkeypatch):
+    """The 64 cells have 4 (integrator, h) methods: 4 requests are built for a serial run, each
+    cell gets the same values as a request built afresh, and a caller changing its options dict
+    changes no other cell's."""
+    from geosweep.kernels.registry import RunRequest
+
+    plan = make_plan(SPEC)
+    plan.grid._requests.clear()
+    built = _counting(monkeypatch, plan.grid, "options")
+    run_sweep(plan, str(tmp_path / "s.zarr"), serial=True)
+    assert built.count("request") == 4
+    for cell in plan.grid.cells():
+        req, options = plan.request(cell)
+        c = plan.grid.coords(cell)
+        assert req == RunRequest(SPEC["T"], SPEC["dt_out"], h=float(c["h"]))
+        assert options == plan.grid.options(c["integrator"])
+        options["blowup"] = -1.0  # the caller's copy
+        assert plan.request(cell)[1]["blowup"] != -1.0
