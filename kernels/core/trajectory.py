@@ -70,6 +70,9 @@ class StepperSpec:
         return len(self.obs_names)
 
 
+#: k_stop of a run without a step limit
+_NO_STEP_LIMIT = int(np.iinfo(np.int64).max)
+
 _PERSISTENT = ("S", "acc", "info", "out", "env", "snaps", "ictl", "fctl")
 
 
@@ -203,20 +206,24 @@ class Trajectory:
     def advance(self, steps: int | None = None, until: float | None = None) -> Status:
         """Run ``steps`` more accepted steps and/or until the time reaches ``until`` (whichever
         comes first; all remaining if neither); returns the status."""
-        k_stop = np.iinfo(np.int64).max if steps is None else int(self.info[L.I_K]) + int(steps)
+        k_stop = _NO_STEP_LIMIT if steps is None else int(self.info[L.I_K]) + int(steps)
         t_stop = np.inf if until is None else float(until)
         sp = self.stepper
         call = self._call
         if call is None:
             call = self._call = self._driver_call()
         drive, head = call
-        t0 = time.perf_counter()
-        with numba_threads(sp.threads):
-            drive(
-                *head, sp.meth, self.ictl, self.fctl, k_stop, t_stop,
-                self.S, self.Sn, self.Sd, sp.p, self.work, self.iwork,
-                sp.red, self.acc, self.info, self.sio, self.obs, self.obs2, self.out, self.env, self.snaps,
-            )  # fmt: skip
+        args = (
+            *head, sp.meth, self.ictl, self.fctl, k_stop, t_stop, self.S, self.Sn, self.Sd, sp.p, self.work,
+            self.iwork, sp.red, self.acc, self.info, self.sio, self.obs, self.obs2, self.out, self.env, self.snaps,
+        )  # fmt: skip
+        if sp.threads > 1:
+            t0 = time.perf_counter()
+            with numba_threads(sp.threads):
+                drive(*args)
+        else:  # one thread: no context to enter (a sub-millisecond cell's advance is a few µs of Python)
+            t0 = time.perf_counter()
+            drive(*args)
         self.wall_time += time.perf_counter() - t0
         return self.status
 
