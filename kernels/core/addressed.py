@@ -4,9 +4,9 @@ Calling a compiled function with first-class function arguments makes Numba unbo
 them on every call: two Python-level lookups per function (its wrapper and its native address,
 each importing a module, unpickling the signature and calling a helper). With the driver's nine
 functions (the stepper's ``step``/``observe``/``dense`` and a Lie family's six callbacks) that is
-~26 µs per :meth:`~geosweep.kernels.core.trajectory.Trajectory.advance` on the machines we
-measured, all of it holding the GIL, against ~1 µs for the fifteen arrays — a quarter of a 0.1 ms
-cell's kernel time.
+~26 µs per :meth:`~geosweep.kernels.core.trajectory.Trajectory.advance` on the machine we
+measured (AMD EPYC, 2026-11-28), all of it holding the GIL, against ~1 µs for the fifteen
+arrays — about half the ~50 µs a 0.1 ms chain cell spends in its kernel.
 
 Here the addresses are looked up once per stepper (:mod:`geosweep.kernels.core.fastcall`) and
 passed as one int64 array, two entries per function (its C wrapper and the Python object that
