@@ -91,7 +91,8 @@ def _functions(typingctx, addrs, tref):
 def drive_at(addrs, tref, meth, ictl, fctl, k_stop, t_stop,
              S, Sn, Sd, p, work, iwork, red, acc, info, sio, obs, obs2, out, env, snaps):  # fmt: skip
     """The driver ``tref`` names, called with the (step, observe, dense, callbacks) ``tref`` names,
-    all built from ``addrs`` (:func:`addresses`); the other arguments are the driver's."""
+    all built from ``addrs`` (:func:`geosweep.kernels.core.fastcall._addresses`); the other
+    arguments are the driver's."""
     drive, step, observe, dense, cb = _functions(addrs, tref)
     return drive(step, observe, dense, cb, meth, ictl, fctl, k_stop, t_stop,
                  S, Sn, Sd, p, work, iwork, red, acc, info, sio, obs, obs2, out, env, snaps)  # fmt: skip

@@ -217,12 +217,11 @@ class Trajectory:
             *head, sp.meth, self.ictl, self.fctl, k_stop, t_stop, self.S, self.Sn, self.Sd, sp.p, self.work,
             self.iwork, sp.red, self.acc, self.info, self.sio, self.obs, self.obs2, self.out, self.env, self.snaps,
         )  # fmt: skip
+        t0 = time.perf_counter()
         if sp.threads > 1:
-            t0 = time.perf_counter()
             with numba_threads(sp.threads):
                 drive(*args)
         else:  # one thread: no context to enter (a sub-millisecond cell's advance is a few µs of Python)
-            t0 = time.perf_counter()
             drive(*args)
         self.wall_time += time.perf_counter() - t0
         return self.status
