@@ -66,14 +66,20 @@ def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> A
     """A ``distributed.LocalCluster`` of ``n_workers`` geosweep workers (:data:`LOCAL_WORKER`;
     default: one per core); ``kwargs`` go to ``LocalCluster`` (dashboard, logs, memory, env).
 
-    Worker processes start with SIGINT blocked (:func:`_sigint_blocked_in_new_threads`)."""
+    Worker processes start with SIGINT blocked (:func:`_sigint_blocked_in_new_threads`). No worker
+    logs the heartbeat its closing broke (:mod:`geosweep.sweeps.worker_logs`; worker processes
+    preload it)."""
     from distributed import LocalCluster
+
+    from geosweep.sweeps import worker_logs
 
     n = n_workers or os.cpu_count() or 1
     if not processes:
+        worker_logs.quiet_closing_heartbeats()  # the workers live in this process
         return LocalCluster(n_workers=n, **LOCAL_WORKER, processes=False, **kwargs)
+    preload = [*kwargs.pop("preload", ()), worker_logs.PRELOAD]
     with _sigint_blocked_in_new_threads():
-        cluster = LocalCluster(n_workers=0, **LOCAL_WORKER, processes=True, **kwargs)
+        cluster = LocalCluster(n_workers=0, **LOCAL_WORKER, processes=True, preload=preload, **kwargs)
     # the workers started once the cluster object exists: Ctrl-C while they start closes it (its nannies
     # stop them) instead of leaving a starting worker whose parent's semaphores go away (a traceback)
     cluster.scale(n)
