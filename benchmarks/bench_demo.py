@@ -5,7 +5,7 @@ also gets a fresh Numba cache (``NUMBA_CACHE_DIR``), geosweep cache (``XDG_CACHE
 compile stamps) and Prefect home (``PREFECT_HOME``: the temporary server's database and its
 migrations), as on a new machine; a *warm* run reuses the caches the previous cold run filled.
 Rounds alternate cold, warm, warm; the table gives every run's wall time, its CPU time (the
-process and its children: workers, compile helper, Prefect server) and where the flow began
+process and its children: workers, compile helpers, Prefect server) and where the flow began
 (the end of compile and server start). Needs the project installed (``geosweep`` on the path).
 
 Run: ``python benchmarks/bench_demo.py [--rounds R]``.

@@ -4,14 +4,13 @@ A cold Numba cache means compiling what a spec runs: for the demo (the (S²)ⁿ 
 Lennard-Jones potential, the explicit VI and RK step kinds) about 10 s on one core, a third of it
 the shared driver. The family compiles lazily — only the potentials and method kinds of the
 spec (:func:`geosweep.sweeps.engine.warm_plan`), not every built-in system's potential or the implicit
-VI's LU solve. :func:`prepare` says so once ("compiling kernels", only after the helper found the
-spec valid and only when Numba really compiles, not when it loads its cache) and, for ``geosweep run``,
-compiles in a helper process while Prefect's temporary server starts
-(:func:`start_prefect_server`: the server process is started at once, before this process
-imports Prefect), then :func:`finish` waits for it. Without a spec (``serve``, ``systems``) every
-built-in family is imported (:func:`load_families`), compiled in parallel helper processes when
-cold. A stamp per (family, system, integrators) in ``~/.cache/geosweep`` records that this kernel
-source was compiled.
+VI's LU solve. A spec's kernels compile in this process (:func:`prepare`, :func:`finish`,
+:func:`warm`) while Prefect's temporary server boots in its own (:func:`start_prefect_server`:
+started at once, before this process imports Prefect); "compiling kernels" is said once, only
+after the spec was found valid and only when Numba really compiles, not when it loads its cache.
+Without a spec (``serve``, ``systems``) every built-in family is imported (:func:`load_families`),
+compiled in parallel helper processes when cold. A stamp per (family, system, integrators) in
+``~/.cache/geosweep`` records that this kernel source was compiled.
 """
 
 from __future__ import annotations
@@ -26,8 +25,12 @@ import threading
 import time
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from geosweep.flows.output import LOG
+
+if TYPE_CHECKING:
+    from geosweep.sweeps.plan import Plan
 
 #: cold compile on 2 cores (AMD EPYC, 2026-11-24): one spec's kernels (the demo's helper: 9.4 s; 11.5 s
 #: on the slower VM of 2026-11-23, the driver 4.4 s of it), and every built-in family with the helpers
@@ -97,9 +100,11 @@ def mark_warm(key: str | None = None) -> None:
             pass
 
 
-#: lines a compile helper prints: the first kernel Numba really compiles, and the spec validated
-_COMPILING, _VALID = "geosweep-compiling", "geosweep-valid"
+#: the line a compile helper prints when the first kernel really compiles
+_COMPILING = "geosweep-compiling"
 _announced: list[bool] = []
+#: kernels that compiled while a spec's family loaded, before the spec was found valid (said by :func:`warm`)
+_unsaid: list[int] = []
 
 
 def _announce(what: str = "family") -> None:
@@ -132,15 +137,12 @@ def report_compiles() -> None:
     event.register("numba:compile", _Report())
 
 
-def _watch(helper: subprocess.Popen, what: str, need_valid: bool) -> threading.Thread:
-    """Read a helper's notices: announce the compile once it has started and (``need_valid``) the
-    spec was valid — a spec about to be refused is not announced."""
+def _watch(helper: subprocess.Popen, what: str) -> threading.Thread:
+    """Read a helper's notices: announce the compile once it has started."""
 
     def read() -> None:
-        seen: set[str] = set()
         for line in helper.stdout or ():
-            seen.add(line.strip())
-            if _COMPILING in seen and (_VALID in seen or not need_valid):
+            if line.strip() == _COMPILING:
                 _announce(what)
 
     thread = threading.Thread(target=read, name="geosweep-compile-notice", daemon=True)
@@ -148,7 +150,7 @@ def _watch(helper: subprocess.Popen, what: str, need_valid: bool) -> threading.T
     return thread
 
 
-def _helper(code: str, *args: str, what: str, need_valid: bool) -> tuple[subprocess.Popen, threading.Thread]:
+def _helper(code: str, *args: str, what: str) -> tuple[subprocess.Popen, threading.Thread]:
     env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
     code = f"from geosweep.flows.firstrun import report_compiles; report_compiles(); {code}"
     proc = subprocess.Popen(
@@ -159,14 +161,14 @@ def _helper(code: str, *args: str, what: str, need_valid: bool) -> tuple[subproc
         text=True,
         **DETACHED,
     )
-    return proc, _watch(proc, what, need_valid)
+    return proc, _watch(proc, what)
 
 
 def compile_families(modules: list[str] | None = None) -> None:
     """Compile built-in families (default: every one) into the on-disk cache in parallel helpers."""
     from geosweep.kernels.registry import BUILTIN_FAMILIES
 
-    helpers = [_helper(f"import {m}", what="all", need_valid=False) for m in modules or BUILTIN_FAMILIES]
+    helpers = [_helper(f"import {m}", what="all") for m in modules or BUILTIN_FAMILIES]
     for proc, reader in helpers:
         proc.wait()
         reader.join()
@@ -184,7 +186,7 @@ def load_families() -> None:
 
     def cold() -> None:  # the first family compiles: the others compile meanwhile, in helpers
         _announce("all")
-        helpers.extend(_helper(f"import {m}", what="all", need_valid=False) for m in rest)
+        helpers.extend(_helper(f"import {m}", what="all") for m in rest)
 
     try:
         with watch_compiles(on_first=cold):
@@ -333,61 +335,65 @@ def _spec_names(spec_path: str | os.PathLike) -> tuple[str, list[str]] | None:
     return system, [i for i in integrators if isinstance(i, str)]
 
 
-#: what a compile helper runs: the spec's plan (importing its family; validated) and the kernels its cells run
-_COMPILE = (
-    "import sys; from geosweep.sweeps.plan import make_plan; from geosweep.sweeps.engine import warm_plan; "
-    f"plan = make_plan(sys.argv[1]); print({_VALID!r}, flush=True); warm_plan(plan)"
-)
-_pending: list[tuple[tuple[subprocess.Popen, threading.Thread] | None, tuple[str, list[str]]]] = []
+_pending: list[tuple[str, list[str]]] = []
 
 
 def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, wait: bool = True) -> bool:
     """Load what a spec needs (every built-in family without one); returns whether geosweep's stamp
-    says the cache is cold. "compiling kernels" is said only once the spec is valid and a kernel
-    really compiles (:func:`compiled`). Call :func:`mark_warm` after the family's ``warmup``.
+    says the cache is cold. Then validate the spec and call :func:`warm` with the plan, and
+    :func:`mark_warm` after it.
 
-    ``wait=False``: return at once; :func:`finish` loads the family. With a cold cache and a built-in
-    system the family and its warmup compile meanwhile in a helper process (while the caller starts
-    Prefect's server), and :func:`finish` waits for it and loads them from the filled cache. The
-    caller must not import the family in between.
+    ``wait=False``: return at once; :func:`finish` loads the spec's family (the caller starts
+    Prefect's server in between, so that it boots while the family loads or compiles).
     """
-    from geosweep.kernels.registry import BUILTIN_SYSTEMS
-
     _prepared.clear()
     if not families:
         return False
     names = _spec_names(spec_path) if spec_path is not None else None
     # a family compiles lazily (only the potentials and method kinds a spec runs): one stamp per
     # family, system and set of integrators
-    key = "all" if names is None else "-".join([BUILTIN_SYSTEMS.get(names[0], "plugin"), names[0], *sorted(names[1])])
+    key = "all" if names is None else _family_key(*names)
     _prepared.append(key)
     cold = is_cold(key)
-    # "compiling kernels" is said by the helper's notices (_watch) or load_families, once a compile starts
     if names is None:
-        load_families()
-    elif cold and names[0] in BUILTIN_SYSTEMS:
-        _pending.append((_helper(_COMPILE, os.fspath(spec_path), what="family", need_valid=True), names))
+        load_families()  # says "compiling kernels" itself, once a compile starts
     else:
-        _pending.append((None, names))  # loading from a warm cache takes seconds too: in finish()
+        _pending.append(names)
     if wait:
         finish()
     return cold
 
 
+def _family_key(system: str, integrators: list[str]) -> str:
+    from geosweep.kernels.registry import BUILTIN_SYSTEMS
+
+    return "-".join([BUILTIN_SYSTEMS.get(system, "plugin"), system, *sorted(integrators)])
+
+
 def finish() -> None:
-    """Wait for the compile helper of :func:`prepare` and load its family (now from the cache)."""
+    """Load the family of :func:`prepare`'s spec. Whatever compiles meanwhile is said by :func:`warm`,
+    once the spec is valid (importing a family compiles its fixed-signature kernels on a cold cache)."""
     from geosweep.kernels._jit import watch_compiles
     from geosweep.kernels.registry import load_for
 
     while _pending:
-        helper, names = _pending.pop()
-        if helper is not None:
-            proc, reader = helper
-            try:
-                proc.wait()
-                reader.join()
-            finally:
-                if proc.poll() is None:  # interrupted while waiting
-                    proc.kill()
+        names = _pending.pop()
+        with watch_compiles() as count:
+            load_for(*names)
+        if count[0]:
+            _unsaid.append(count[0])
+
+
+def warm(plan: Plan, cold: bool) -> None:
+    """For a valid spec's ``plan``: say "compiling kernels" if loading its family compiled, and (``cold``:
+    geosweep's stamp says so) compile the driver's specialisations its cells run, saying so when
+    Numba really compiles (:func:`geosweep.sweeps.engine.warm_plan`)."""
+    from geosweep.kernels._jit import watch_compiles
+    from geosweep.sweeps.engine import warm_plan
+
+    if _unsaid:
+        _unsaid.clear()
+        _announce()
+    if cold:
         with watch_compiles(on_first=_announce):
-            load_for(*names)  # compiles here only if the helper failed
+            warm_plan(plan)

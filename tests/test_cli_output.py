@@ -214,3 +214,24 @@ def test_first_run_says_it_compiles(tmp_path):
     assert fresh.returncode == 0, fresh.stderr[-2000:]
     for noise in ("compiling kernels", "kernels compiled", "compiled its kernels", "ready in", "warm in"):
         assert noise not in fresh.stderr, fresh.stderr
+
+
+def test_a_spec_run_compiles_in_its_own_process(tmp_path):
+    """No helper process for a spec's kernels (it gained no overlap and loaded the cache twice: a fresh
+    checkout's first ``--no-prefect`` run on a warm Numba cache spent ~2–4 s in it); the stamp is set."""
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}  # no stamp; the suite's Numba cache is warm
+    proc = subprocess.Popen([*_cmd(), "run", str(spec), "--no-prefect", "--serial", "--store", str(tmp_path / "s.zarr")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    seen: set[str] = set()
+    while proc.poll() is None:
+        try:
+            seen |= {" ".join(c.cmdline()) for c in psutil.Process(proc.pid).children(recursive=True)}
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    out, err = proc.communicate()
+    assert proc.returncode == 0 and "cells complete: 2/2" in out, err[-2000:]
+    assert not any("firstrun" in c for c in seen), seen
+    assert list((tmp_path / "cache" / "geosweep").glob("kernels-compiled-*"))

@@ -71,7 +71,7 @@ def test_estimate_matches_a_measured_short_demo(tmp_path):
     spec.write_text(DEMO_SHORT)
     plan = make_plan(str(spec))
     # a warm run, as the estimate assumes: the kernels compiled and geosweep's first-run stamp for this
-    # spec set (a fresh checkout has none: its first run would load the cache in a helper process too)
+    # spec set (a fresh checkout has none: its first run would also load the driver's specialisations)
     firstrun.prepare(str(spec))
     warm_plan(plan)
     firstrun.mark_warm()

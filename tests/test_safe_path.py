@@ -1,6 +1,7 @@
-"""The Python processes geosweep starts (Prefect's temporary server, the compile helpers) do not
-put the working directory on ``sys.path`` (issue 23 item 7): a ``uvicorn.py`` or ``yaml.py`` lying
-there is never run. Real processes: the console script on its default (Prefect) path."""
+"""The Python processes geosweep starts (Prefect's temporary server, the compile helpers of
+``systems``/``serve``, Dask worker processes) do not put the working directory on ``sys.path``
+(issue 23 item 7): a ``uvicorn.py`` or ``yaml.py`` lying there is never run. Real processes: the
+console script on its default (Prefect) path."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ dt_out = 0.05
 """
 
 
-@pytest.mark.parametrize("name", ["uvicorn", "yaml"])  # the server's module; one the compile helper imports
+@pytest.mark.parametrize("name", ["uvicorn", "yaml"])  # the server's module; one a spec's compile imports
 def test_modules_in_the_working_directory_do_not_run(tmp_path, name):
     marker = tmp_path / "executed"
     (tmp_path / f"{name}.py").write_text(
@@ -30,8 +31,8 @@ def test_modules_in_the_working_directory_do_not_run(tmp_path, name):
     exe = shutil.which("geosweep")
     cmd = [exe] if exe else [sys.executable, "-P", "-m", "geosweep.flows.cli"]
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # the temporary server is started
-    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # a cold stamp: the compile helper runs too
-    if name == "yaml":  # a cold Numba cache too, so the helper's "compiling kernels" notice proves it ran
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")  # a cold stamp: the spec's kernels are warmed too
+    if name == "yaml":  # a cold Numba cache too: "compiling kernels" proves the compile ran
         env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba")
     p = subprocess.run([*cmd, "run", "s.toml", "--store", "s.zarr", "--workers", "1"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=600)  # fmt: skip

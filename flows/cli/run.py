@@ -21,7 +21,7 @@ from geosweep.flows.output import LOG, progress_reporter
 
 def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     from geosweep.flows import firstrun
-    from geosweep.sweeps.engine import default_store_path, run_sweep, warm_plan
+    from geosweep.sweeps.engine import default_store_path, run_sweep
     from geosweep.sweeps.first_worker import first_worker_seconds
     from geosweep.sweeps.liveness import unresponsive_seconds
     from geosweep.sweeps.plan import make_plan
@@ -39,15 +39,15 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
         first_worker_seconds()
     except ValueError as e:
         raise OptionsError(str(e)) from None
-    # a cold Numba cache: only the spec's family compiles, in a helper process, while Prefect's server starts
+    # a cold Numba cache: only the spec's family compiles, here, while Prefect's server boots in its process
     cold = firstrun.prepare(spec_path, wait=False)
     server = firstrun.start_prefect_server() if on_prefect else None
     firstrun.finish()
     plan = make_plan(spec_path)  # validated and models built, once; a bad spec is refused before anything starts
     if args.threads_per_cell is not None:  # travels with the plan, through the Prefect flow too
         plan = plan.model_copy(update={"threads_per_cell": args.threads_per_cell})
+    firstrun.warm(plan, cold)  # the driver's specialisations, here while Prefect's server starts
     if cold:
-        warm_plan(plan)  # the driver's specialisations, here while Prefect's server starts
         firstrun.mark_warm()
     store = os.fspath(args.store or default_store_path(plan.spec))
     _check_store(store, args.storage_options, write=True)

@@ -8,15 +8,14 @@ import time
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from geosweep.flows import firstrun
-    from geosweep.sweeps.engine import warm_plan
     from geosweep.sweeps.estimate import estimate
     from geosweep.sweeps.plan import make_plan
 
     t0 = time.perf_counter()
     cold = firstrun.prepare(args.spec)
     plan = make_plan(args.spec)
+    firstrun.warm(plan, cold)
     if cold:
-        warm_plan(plan)
         firstrun.mark_warm()
     compiled = time.perf_counter() - t0
     grid = plan.grid
