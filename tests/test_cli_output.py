@@ -222,8 +222,8 @@ def test_a_spec_run_compiles_in_its_own_process(tmp_path):
     spec = tmp_path / "s.toml"
     spec.write_text(SPEC)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}  # no stamp; the suite's Numba cache is warm
-    proc = subprocess.Popen([*_cmd(), "run", str(spec), "--no-prefect", "--serial", "--store", str(tmp_path / "s.zarr")],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    args = ["run", str(spec), "--no-prefect", "--serial", "--store", str(tmp_path / "s.zarr")]
+    proc = subprocess.Popen([*_cmd(), *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen: set[str] = set()
     while proc.poll() is None:
         try:
