@@ -27,6 +27,10 @@ WARM = (
 )
 
 
+#: modules whose tests share a costly module-scoped fixture (see pytest_collection_modifyitems)
+ONE_WORKER_MODULES = frozenset({"test_report_figures.py", "test_nightly.py", "test_s2_systems.py"})
+
+
 def _is_controller(config: pytest.Config) -> bool:
     """This process starts pytest-xdist workers (it runs no test itself)."""
     return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", 0))
@@ -46,6 +50,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     slurm = [item for item in items if {"slurm", "slurm_user"} & set(getattr(item, "fixturenames", ()))]
     for item in slurm:
         item.add_marker(pytest.mark.xdist_group("slurm"))
+    # a module whose module-scoped fixture is costly runs on one worker: its fixture is built once, not
+    # on both (the report figures' examples cost 70–75 s per worker, a Prefect server ~10 s)
+    for item in items:
+        module = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
+        if module in ONE_WORKER_MODULES and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(module))
     # on xdist workers (they collect; each the same order): the Slurm tests first, ~10 min on one
     # worker, while the other worker takes the rest (last, that worker ran alone for minutes)
     if hasattr(config, "workerinput"):

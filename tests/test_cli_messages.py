@@ -44,14 +44,35 @@ def test_status_prints_its_name_and_keeps_its_code():
     assert STATUS_MEANINGS[2] == "nonconverged" and STATUS_MEANINGS[-1] == "not_run"
 
 
+def _numba_cache_without(tmp_path: Path, cold: str) -> Path:
+    """A ``NUMBA_CACHE_DIR`` holding the suite's warm cache of every kernel package except
+    ``kernels/<cold>`` (:func:`geosweep.kernels._jit.cache_dirs`: where this process's Numba keeps them)."""
+    from numba.core.caching import _CacheLocator
+
+    import geosweep.kernels
+    from geosweep.kernels._jit import cache_dirs
+
+    kernels = Path(geosweep.kernels.__file__).resolve().parent
+    packages = sorted({p.parent for p in kernels.rglob("*.py")})
+    root = tmp_path / "numba"
+    for package, warm in zip(packages, cache_dirs(kernels), strict=True):
+        if package.relative_to(kernels).parts[:1] == (cold,) or not warm.is_dir():
+            continue
+        shutil.copytree(warm, root / _CacheLocator.get_suitable_cache_subpath(str(package / "x.py")))
+    return root
+
+
 def test_systems_on_a_cold_cache_says_it_compiles_and_a_warm_one_does_not(tmp_path):
-    """Listing the systems imports every family; on a cold Numba cache that compiles, which is said
-    once (in parallel helpers); on the now warm cache nothing is said."""
-    env = _env(NUMBA_CACHE_DIR=str(tmp_path / "numba"), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    """Listing the systems imports every family; where that compiles, it is said once (the first
+    family compiles here, the others meanwhile in parallel helpers); on the now warm cache nothing is
+    said. The first family (s2) is cold, the others are loaded from a copy of the suite's cache: the
+    same path as a wholly cold cache, in a quarter of its time (71 s on 2 busy cores)."""
+    env = _env(NUMBA_CACHE_DIR=str(_numba_cache_without(tmp_path, "s2")), XDG_CACHE_HOME=str(tmp_path / "xdg"))
     cold = subprocess.run([*_cmd(), "systems"], capture_output=True, text=True, timeout=900, env=env)
     assert cold.returncode == 0, cold.stderr[-2000:]
     assert re.fullmatch(r"geosweep: compiling kernels \(first run only, ~\d+ s\)\n", cold.stderr), cold.stderr
     assert "lj_sphere" in cold.stdout and "gearbox" in cold.stdout
+    assert any((tmp_path / "numba").glob("s2_*/*.nbi"))  # s2 compiled into this cache
     env["XDG_CACHE_HOME"] = str(tmp_path / "xdg2")  # no geosweep stamp: only Numba's cache is warm
     warm = subprocess.run([*_cmd(), "systems"], capture_output=True, text=True, timeout=300, env=env)
     assert warm.returncode == 0 and warm.stderr == "", warm.stderr

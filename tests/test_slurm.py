@@ -254,10 +254,15 @@ def _walltime_spec(tmp_path, seconds: float) -> str:
     return WALLTIME.format(T=float(T), every=float(max(1, round(T / 60))))
 
 
-@pytest.mark.parametrize("walltimes", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.slow  # 4 min here, and 2 min of the other core: CI runs the short versions named below
+@pytest.mark.parametrize("walltimes", [1, 2])
 def test_a_long_cell_outlives_hard_walltimes_of_its_jobs(tmp_path, slurm, walltimes):  # noqa: F811
     """Jobs of a one-minute walltime (Slurm kills them: SIGTERM, then SIGKILL) run a cell longer than one
-    (``walltimes`` = 1, 2–3 minutes) or two of them (2, ~5 minutes: slow); Dask gives the slice up at each
+    (``walltimes`` = 1, 2–3 minutes) or two of them (2, ~5 minutes). The same checks, short, in CI: a
+    job killed mid-run and its cells finished bitwise by new jobs
+    (:func:`test_scancel_of_every_job_mid_run_on_an_adaptive_cluster_is_finished_by_new_jobs`), and a
+    cell outliving several workers, resubmitted each time its checkpoint advanced
+    (tests/test_resubmit.py). Dask gives the slice up at each
     death (``allowed-failures`` 0 in the driver, so one walltime is enough), the driver resubmits it since
     its checkpoint advanced, new jobs continue it (``walltimes`` times at least), and the store equals
     ``--serial`` bitwise (run meanwhile on the other core). Before: ``KilledWorker``, exit 1."""
