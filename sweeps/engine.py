@@ -36,7 +36,13 @@ from geosweep.kernels.status import Status
 from geosweep.sweeps import bundles as bundles_mod
 from geosweep.sweeps import checkpoints, demand, early, extension, first_worker, liveness, resubmit, visibility
 from geosweep.sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
-from geosweep.sweeps.execution import LOCAL_WORKER, SLICE_RESOURCE, WORKER_ARGS, Execution  # noqa: F401 - re-exported
+from geosweep.sweeps.execution import (  # noqa: F401 - LOCAL_WORKER, SLICE_RESOURCE, WORKER_ARGS re-exported
+    AUTO_PROCESS_CELL_SECONDS,
+    LOCAL_WORKER,
+    SLICE_RESOURCE,
+    WORKER_ARGS,
+    Execution,
+)
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
 from geosweep.sweeps.plan import Plan, make_plan
@@ -255,8 +261,15 @@ def run_arrays(ref: StoreRef, mode: Literal["r", "r+", "a", "w", "w-"] = "r+") -
     return arrays
 
 
+def cell_block(cells: Sequence[Cell]) -> np.ndarray:
+    """``cells`` as one ``(n, ndim)`` int64 array, a slice's task argument: Dask looks for futures in
+    every item of a list argument (2·10⁴ cells: 80 000 items walked) and pickles each tuple; an array
+    it passes through as one buffer. :func:`compute_slice` takes either form."""
+    return np.asarray(cells, dtype=np.int64).reshape(len(cells), -1)
+
+
 def compute_slice(
-    plan: Plan, cells: list[Cell], ref: StoreRef, on_segment=None, group=None, fresh: bool = False
+    plan: Plan, cells: Sequence[Cell] | np.ndarray, ref: StoreRef, on_segment=None, group=None, fresh: bool = False
 ) -> list[CellRun]:
     """Compute ``cells`` (:func:`compute_cell` each); ``plan`` holds (at least) their models
     (:meth:`Plan.part`); nothing is parsed, built or registered here. ``on_segment(cell,
@@ -380,7 +393,12 @@ def _guarded(ref: StoreRef, fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def _compute_part(
-    plan: Plan, models: Any, cells: list[Cell], ref: StoreRef, topic: str | None = None, fresh: bool = False
+    plan: Plan,
+    models: Any,
+    cells: Sequence[Cell] | np.ndarray,
+    ref: StoreRef,
+    topic: str | None = None,
+    fresh: bool = False,
 ) -> list[CellRun] | StoreFault:
     """Worker entry point of a slice: ``models`` (its own, :class:`geosweep.sweeps.bundles.Models`, or
     its shard's as the result of a model task, shipped once); ``fresh``: see :func:`compute_slice`."""
@@ -391,7 +409,7 @@ def _compute_part(
 
 
 def _run_part(
-    plan: Plan, models: Any, cells: list[Cell], ref: StoreRef, topic: str | None = None
+    plan: Plan, models: Any, cells: Sequence[Cell] | np.ndarray, ref: StoreRef, topic: str | None = None
 ) -> list[tuple] | StoreFault:
     """Worker entry point of a slice that is a whole shard: compute, then write (no hop between tasks)."""
     runs = _compute_part(plan, models, cells, ref, topic)
@@ -469,8 +487,10 @@ def warm_part(plan: Plan, cells: Sequence[Cell]) -> tuple[Plan, list[Cell]]:
 
 
 def warm_worker(plan: Plan, cells: Sequence[Cell] | None = None) -> str:
-    """Compile or load the kernels of ``cells`` in this process (call once per worker); what it
-    compiled, as a line to log, or "" when everything came from the cache."""
+    """Compile or load the kernels of ``cells`` in this process (call once per worker), and import the
+    store's library; what it compiled, as a line to log, or "" when everything came from the cache."""
+    import zarr  # noqa: F401 - imported here, not by the first shard writer beside a running slice (~0.6 s)
+
     from geosweep.kernels._jit import watch_compiles
 
     t0 = time.perf_counter()
@@ -746,9 +766,12 @@ def _run_locked(
             visibility.check_workers(client, ref, log)  # every worker sees this store, before any slice
             n_w = max(1, len(workers))
             resources = slice_resources(workers)
-            by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w)
-            slices = [cells for group in by_shard.values() for cells in group]
             procs = all(w.get("nanny") for w in workers.values())  # a worker with a nanny is a process of its own
+            # the last shards cut finer, except for short cells on worker processes (their values would
+            # travel to the writer between processes: slower than the idle worker it spares)
+            tail = not procs or float(np.mean([cost[c] for c in pending])) >= AUTO_PROCESS_CELL_SECONDS
+            by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w, tail)
+            slices = [cells for group in by_shard.values() for cells in group]
             kind = " (processes)" if procs else ""
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers{kind}")
             # a worker that cannot be reached (paused, lost) is named, not fatal: liveness.completed watches it
@@ -799,7 +822,7 @@ def _run_locked(
                         bundles_mod.Models({k: plan.models[k] for k in plan.combinations(cells)})
                         if inline
                         else bundles[sh.shard],
-                        cells,
+                        cell_block(cells),  # one array: Dask does not walk it, it pickles as one buffer
                         ref,
                         topic,
                         *((True,) if fresh else ()),

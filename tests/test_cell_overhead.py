@@ -138,3 +138,50 @@ def test_a_cells_request_is_built_once_per_method_and_its_options_are_the_caller
         assert options == plan.grid.options(c["integrator"])
         options["blowup"] = -1.0  # the caller's copy
         assert plan.request(cell)[1]["blowup"] != -1.0
+
+
+def test_grouping_many_cells_by_shard_is_the_per_cell_definition():
+    """:func:`group_by_shard` groups many cells with NumPy: the same groups, order and int tuples as
+    :func:`shard_of` cell by cell (random shapes, shards and cell orders)."""
+    import itertools
+    import random
+
+    from geosweep.sweeps.store.layout import shard_of
+
+    rng = random.Random(21)
+    for _ in range(100):
+        d = rng.randint(1, 4)
+        shape = [rng.randint(1, 25) for _ in range(d)]
+        shards = tuple(rng.randint(1, 7) for _ in range(d))
+        cells = list(itertools.product(*[range(n) for n in shape]))
+        rng.shuffle(cells)
+        cells = cells[: rng.randint(0, len(cells))]
+        expected: dict = {}
+        for c in cells:
+            expected.setdefault(shard_of(c, shards), []).append(c)
+        got = group_by_shard(cells, shards)
+        assert list(got.items()) == list(expected.items())
+        assert all(type(i) is int for k, v in got.items() for t in (k, *v) for i in t)
+
+
+def test_a_slices_task_arguments_pickle_compactly():
+    """A slice's cells travel as one int array and its models as one pickle (Dask would walk a list of
+    cells item by item and send every model array as a buffer of its own); both arrive unchanged."""
+    import numpy as np
+    from distributed.protocol.pickle import dumps, loads
+
+    from geosweep.sweeps import bundles
+    from geosweep.sweeps.engine import cell_block
+
+    plan = make_plan(SPEC)
+    cells = list(plan.grid.cells())
+    block = cell_block(cells)
+    assert block.dtype == np.int64 and block.shape == (len(cells), len(cells[0]))
+    models = bundles.Models({k: plan.models[k] for k in plan.combinations(cells)})
+    buffers: list = []
+    back = loads(dumps((models, block), buffer_callback=buffers.append), buffers=buffers)
+    assert len(buffers) <= 1  # the cell block at most; the models' arrays travel in-band, together
+    assert [tuple(int(i) for i in row) for row in back[1]] == cells
+    for key, model in models.models.items():
+        restored = back[0].models[key]
+        assert np.array_equal(restored.y0, model.y0) and restored.n == model.n

@@ -169,3 +169,17 @@ def test_the_last_shards_a_run_takes_are_cut_finer():
     # (cut, their values would travel to a writer task: 10⁴ cells of 0.1 ms on 2 worker processes, 4
     # shards, ran 1.6× slower)
     assert all(len(slices) == 1 for slices in plan.shard_slices(cells, shards, 10.0, 4).values())
+
+
+def test_on_worker_processes_short_cells_keep_the_last_shards_whole():
+    """``tail=False`` (short cells on worker processes: a cut shard's values would travel between
+    processes to its writer, 2·10⁴ cells of 0.1 ms ran 7.5–8.8 s cut against 6.0–6.3 s whole): every
+    shard is one slice, in the same order."""
+    plan = _chain_plan(1500)
+    cells = list(plan.grid.cells())
+    shards = (2, 1, 100)
+    cut = plan.shard_slices(cells, shards, 10.0, 2)
+    whole = plan.shard_slices(cells, shards, 10.0, 2, tail=False)
+    assert list(whole) == list(cut) and any(len(s) > 1 for s in cut.values())
+    assert all(len(slices) == 1 for slices in whole.values())
+    assert sorted(c for slices in whole.values() for s in slices for c in s) == sorted(cells)
