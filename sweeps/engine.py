@@ -59,6 +59,7 @@ from geosweep.sweeps.store import (
     sweep_shards,
     write_shard,
 )
+from geosweep.sweeps.store.layout import cell_block
 
 #: Default work per checkpointed segment (single-core seconds) when a spec sets no checkpoint_every.
 SEGMENT_SECONDS = 120.0
@@ -261,13 +262,6 @@ def run_arrays(ref: StoreRef, mode: Literal["r", "r+", "a", "w", "w-"] = "r+") -
     return arrays
 
 
-def cell_block(cells: Sequence[Cell]) -> np.ndarray:
-    """``cells`` as one ``(n, ndim)`` int64 array, a slice's task argument: Dask looks for futures in
-    every item of a list argument (2·10⁴ cells: 80 000 items walked) and pickles each tuple; an array
-    it passes through as one buffer. :func:`compute_slice` takes either form."""
-    return np.asarray(cells, dtype=np.int64).reshape(len(cells), -1)
-
-
 def compute_slice(
     plan: Plan, cells: Sequence[Cell] | np.ndarray, ref: StoreRef, on_segment=None, group=None, fresh: bool = False
 ) -> list[CellRun]:
@@ -276,7 +270,10 @@ def compute_slice(
     fraction)`` is called after each segment; ``group``: the store's open group (an
     :class:`ArrayCache`), else opened here. ``fresh``: the store is being created meanwhile
     (:mod:`geosweep.sweeps.early`): no cell is done, checkpointed or carried, and the store is not touched."""
-    cells = [tuple(int(i) for i in cell) for cell in cells]
+    if isinstance(cells, np.ndarray):  # a task's cell_block: python ints in one call, not one per index
+        cells = list(map(tuple, cells.tolist()))
+    else:
+        cells = [tuple(int(i) for i in cell) for cell in cells]
     if fresh:
         return [compute_cell(plan, cell, ref, None, on_segment, False, set(), None, keep=False) for cell in cells]
     group = group if group is not None else run_arrays(ref, "r")
@@ -727,13 +724,14 @@ def _run_locked(
             _run_serial(plan, by_shard, ref, on_segment, report)
         else:
             cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
+            pending_cost = {c: cost[c] for c in pending}  # looked up once: for the workers, demand, slicing
             if client is None:
                 if execution.processes is None and execution.starts_local_cluster:  # threads or processes
-                    execution = execution.for_cells([cost[c] for c in pending], log)
+                    execution = execution.for_cells(list(pending_cost.values()), log)
                 own_cluster, client = execution.open_client()
                 own_client = client
             # adaptive scaling is told how many workers the pending cells can keep busy (geosweep.sweeps.demand)
-            publisher = demand.Publisher(client, demand.Demand({c: cost[c] for c in pending}, execution.slice_seconds))
+            publisher = demand.Publisher(client, demand.Demand(pending_cost, execution.slice_seconds))
             publisher.publish()
             # never a task per model (a sweep of many seeds has a model per seed: a task each cost more
             # than their cells): small models ride inside their slices, larger ones go to the cluster
@@ -769,7 +767,7 @@ def _run_locked(
             procs = all(w.get("nanny") for w in workers.values())  # a worker with a nanny is a process of its own
             # the last shards cut finer, except for short cells on worker processes (their values would
             # travel to the writer between processes: slower than the idle worker it spares)
-            tail = not procs or float(np.mean([cost[c] for c in pending])) >= AUTO_PROCESS_CELL_SECONDS
+            tail = not procs or float(np.mean(list(pending_cost.values()))) >= AUTO_PROCESS_CELL_SECONDS
             by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w, tail)
             slices = [cells for group in by_shard.values() for cells in group]
             kind = " (processes)" if procs else ""

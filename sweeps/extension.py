@@ -51,6 +51,7 @@ from geosweep.sweeps.checkpoints import _fs, _put
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.lease import fence
 from geosweep.sweeps.store import StoreRef, consolidate, ensure_store, group_by_shard, sweep_shards
+from geosweep.sweeps.store.layout import cell_block
 
 DIRNAME = "_carries"
 #: keys of a kept pre-final carry inside a checkpoint (adaptive dense-output cells)
@@ -134,7 +135,7 @@ def _packed(carries: dict[Cell, dict[str, np.ndarray]]) -> dict[str, np.ndarray]
         groups.setdefault(sig, []).append(cell)
     flat: dict[str, np.ndarray] = {}
     for j, (sig, cells) in enumerate(groups.items()):
-        flat[f"{GROUP_PREFIX}{j}{CELLS_SUFFIX}"] = np.array(cells, dtype=np.int64).reshape(len(cells), -1)
+        flat[f"{GROUP_PREFIX}{j}{CELLS_SUFFIX}"] = cell_block(cells)
         for k, _shape, _dtype in sig:
             flat[f"{GROUP_PREFIX}{j}.{k}"] = np.stack([np.asarray(carries[c][k]) for c in cells])
     return flat

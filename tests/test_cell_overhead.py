@@ -171,7 +171,7 @@ def test_a_slices_task_arguments_pickle_compactly():
     from distributed.protocol.pickle import dumps, loads
 
     from geosweep.sweeps import bundles
-    from geosweep.sweeps.engine import cell_block
+    from geosweep.sweeps.store.layout import cell_block
 
     plan = make_plan(SPEC)
     cells = list(plan.grid.cells())
