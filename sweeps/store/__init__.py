@@ -52,7 +52,7 @@ _HOMES: dict[str, str] = {
     **dict.fromkeys(("mark_for_rerun", "verify"), "integrity"),
     **dict.fromkeys(
         ("KEEP_SECONDS", "LAST_AT_T", "MAX_SHARD_CELLS", "MIN_SHARDS", "MIN_SHARD_SECONDS", "SHARD_BYTES")
-        + ("SHARD_CELLS", "SHARD_SECONDS", "SWEEP_FLAGS", "TARGET_SHARDS", "cell_bytes", "cell_chunks")
+        + ("SHARD_CELLS", "SHARD_SECONDS", "SWEEP_FLAGS", "TARGET_SHARDS", "cell_block", "cell_bytes", "cell_chunks")
         + ("group_by_shard", "objects_estimate", "shape_of", "shard_cells", "shard_of", "shard_region")
         + ("shard_shape", "short_cell_seconds", "sweep_shards"),
         "layout",
@@ -129,6 +129,7 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: _Package.__getatt
         SHARD_SECONDS,
         SWEEP_FLAGS,
         TARGET_SHARDS,
+        cell_block,
         cell_bytes,
         cell_chunks,
         group_by_shard,
