@@ -63,7 +63,7 @@ _HOMES: dict[str, str] = {
     ),
     **dict.fromkeys(
         ("FLAG_LAYOUT", "LAYOUT_COORDS", "METHOD_AXES", "cf_units", "fill_value", "name_clash", "state_layout_clash")
-        + ("stored_names", "template"),
+        + ("stored_names", "template", "write_template"),
         "schema",
     ),
     **dict.fromkeys(("ArrayCache", "CellOutput", "read_blocks", "set_blocks", "stored_value", "write_shard"), "shards"),
@@ -161,6 +161,7 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: _Package.__getatt
         state_layout_clash,
         stored_names,
         template,
+        write_template,
     )
     from geosweep.sweeps.store.shards import (
         ArrayCache,

@@ -22,7 +22,7 @@ from geosweep.sweeps.store.checks import (
 )
 from geosweep.sweeps.store.integrity import mark_for_rerun
 from geosweep.sweeps.store.location import StoreRef, consolidate, remove_store
-from geosweep.sweeps.store.schema import template
+from geosweep.sweeps.store.schema import template, write_template
 
 if TYPE_CHECKING:
     from geosweep.sweeps.plan import Plan
@@ -80,11 +80,8 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) ->
             return False
     from zarr.errors import ContainsArrayError, ContainsGroupError
 
-    kwargs: dict[str, Any] = {"zarr_format": 3, "mode": "w-", "compute": False, "encoding": encoding}
-    if not ref.is_local:
-        kwargs["storage_options"] = ref.storage_options or {}
     try:
-        ds.to_zarr(ref.url, consolidated=True, **kwargs)
+        write_template(ds, encoding, ref.url, None if ref.is_local else ref.storage_options or {})
         group = ref.open_group("r+")
         filler = ~plan.grid.applicable_mask()
         if filler.any():  # whole-array writes: each shard object written once
@@ -158,9 +155,8 @@ def record_run(ref: StoreRef, entry: dict[str, Any]) -> None:
     """Append a run record (who, when, how many cells) to the store's ``runs`` attribute."""
     with fence(ref):
         group = ref.open_group("r+")
-        runs = list(group.attrs.get("runs", []))
-        runs.append(entry)
-        group.attrs["runs"] = runs
+        runs = [*group.attrs.get("runs", []), entry]
         line = f"{entry.get('finished', '')} geosweep run: {entry.get('cells_run', 0)} cells computed"
-        group.attrs["history"] = "\n".join(x for x in (group.attrs.get("history", ""), line) if x)  # CF history
+        history = "\n".join(x for x in (group.attrs.get("history", ""), line) if x)  # CF history
+        group.update_attributes({"runs": runs, "history": history})  # one write of the group's metadata
         consolidate(ref)
