@@ -74,22 +74,22 @@ _e.ensure_store = _stop_then_create
 #: stop in the store's creation, right before its template is written (the issue's case: B then
 #: creates the store, and A's creation found it and removed it, B's cells included)
 STOP_BEFORE_TEMPLATE = """
-import xarray as _xr
-_orig = _xr.Dataset.to_zarr
-def _stop_then_write(self, *a, **k):
+import geosweep.sweeps.store.lifecycle as _lifecycle
+_orig = _lifecycle.write_template
+def _stop_then_write(*a, **k):
     os.kill(os.getpid(), signal.SIGSTOP)
-    return _orig(self, *a, **k)
-_xr.Dataset.to_zarr = _stop_then_write
+    return _orig(*a, **k)
+_lifecycle.write_template = _stop_then_write
 """
 #: stop in the middle of the store's creation (template written, fillers and marker not yet)
 STOP_DURING_CREATION = """
-import xarray as _xr
-_orig = _xr.Dataset.to_zarr
-def _write_then_stop(self, *a, **k):
-    out = _orig(self, *a, **k)
+import geosweep.sweeps.store.lifecycle as _lifecycle
+_orig = _lifecycle.write_template
+def _write_then_stop(*a, **k):
+    out = _orig(*a, **k)
     os.kill(os.getpid(), signal.SIGSTOP)
     return out
-_xr.Dataset.to_zarr = _write_then_stop
+_lifecycle.write_template = _write_then_stop
 """
 
 
