@@ -190,9 +190,12 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     def add(name: str, dims: tuple[str, ...], dtype: str, attrs: dict, fill) -> None:
         cell_shape = tuple(sizes[d] for d in dims)
         chunks = shards + cell_chunks(dims, cell_shape, last_apart)
-        # one dask chunk: nothing is computed (``to_zarr(compute=False)``), and a graph of a task per
-        # store object cost more than writing the metadata (0.15 s of 0.4 s at 1000 cells)
-        arr = da.full(sweep_shape + cell_shape, fill, dtype=dtype, chunks=-1)
+        # one dask chunk: nothing is computed (:func:`write_template`), and a graph of a task per
+        # store object cost more than writing the metadata (0.15 s of 0.4 s at 1000 cells). Named by
+        # what it holds: dask's own name pickles the arguments (1 ms an array)
+        shape = sweep_shape + cell_shape
+        key = f"geosweep-template-{name}-{dtype}-{fill}-" + "x".join(map(str, shape))
+        arr = da.full(shape, fill, dtype=dtype, chunks=-1, name=key)
         data_vars[name] = xr.Variable(grid.dims + dims, arr, attrs)
         encoding[name] = {"fill_value": fill, "chunks": chunks}  # one object per shard (two: cell_chunks)
 
