@@ -14,6 +14,7 @@ import xarray as xr
 from zarr.errors import ContainsGroupError
 
 from geosweep.sweeps.plan import make_plan
+from geosweep.sweeps.store import schema
 from geosweep.sweeps.store.schema import template, write_template
 
 EXAMPLES = sorted(
@@ -38,6 +39,17 @@ def test_the_template_is_written_as_to_zarr_writes_it(tmp_path, name):
     opened = xr.open_zarr(tmp_path / "ours.zarr", consolidated=False)
     assert set(opened.data_vars) == set(ds.data_vars)
     assert opened.attrs["spec_hash"] == plan.spec.spec_hash
+
+
+def test_without_the_writer_functions_it_expects_it_writes_through_to_zarr(tmp_path, monkeypatch):
+    """Another xarray or zarr layout (their functions not where write_template expects them): the same
+    objects, through ``to_zarr``."""
+    plan = make_plan(str(resources.files("geosweep.sweeps").joinpath("examples", EXAMPLES[0])))
+    ds, encoding = template(plan)
+    write_template(ds, encoding, str(tmp_path / "fast.zarr"))
+    monkeypatch.setattr(schema, "_xarray_writer", lambda: None)
+    write_template(ds, encoding, str(tmp_path / "public.zarr"))
+    assert _objects(tmp_path / "public.zarr") == _objects(tmp_path / "fast.zarr")
 
 
 def test_an_existing_store_is_refused(tmp_path):

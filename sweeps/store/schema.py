@@ -345,6 +345,20 @@ class _TemplateWriter:
         return None
 
 
+def _xarray_writer() -> tuple[Any, Any] | None:
+    """xarray's ``(dump_to_store, get_writable_zarr_store)`` if they and the zarr async API that
+    :func:`write_template` uses are where it expects them, else None."""
+    try:
+        from xarray.backends.writers import dump_to_store, get_writable_zarr_store
+        from zarr import AsyncArray, AsyncGroup
+        from zarr.core.sync import sync  # noqa: F401
+    except ImportError:
+        return None
+    if not (hasattr(AsyncGroup, "create_array") and hasattr(AsyncArray, "setitem")):
+        return None
+    return dump_to_store, get_writable_zarr_store
+
+
 def write_template(ds: Any, encoding: dict[str, dict], url: str, storage_options: dict | None = None) -> None:
     """Write ``ds`` (:func:`template`) as a new zarr v3 store at ``url``: the same objects, bit for bit,
     as ``ds.to_zarr(url, mode="w-", compute=False, encoding=encoding)`` before consolidation
@@ -356,17 +370,19 @@ def write_template(ds: Any, encoding: dict[str, dict], url: str, storage_options
     ``to_zarr(mode="w-")`` refuses it (``FileExistsError`` or zarr's ``ContainsGroupError``). Not
     consolidated: the caller consolidates once the store is complete. Falls back to ``to_zarr`` if
     xarray's or zarr's functions used here move."""
-    try:
-        import asyncio
-
-        from xarray.backends.writers import dump_to_store, get_writable_zarr_store
-        from zarr.core.sync import sync
-    except ImportError:  # another xarray or zarr layout: the public route (slower, same objects)
+    tools = _xarray_writer()
+    if tools is None:  # another xarray or zarr layout: the public route (slower, same objects)
         kwargs: dict[str, Any] = {} if storage_options is None else {"storage_options": storage_options}
         ds.to_zarr(url, mode="w-", zarr_format=3, compute=False, consolidated=False, encoding=encoding, **kwargs)
         return
+    import asyncio
+
+    from zarr.core.sync import sync
+
+    dump_to_store, get_writable_zarr_store = tools
     zstore = get_writable_zarr_store(url, mode="w-", consolidated=False, zarr_format=3, storage_options=storage_options)
     group = zstore.zarr_group
+    parent = group._async_group
     deferring = zstore.zarr_group = _DeferringGroup(group)
     try:
         dump_to_store(ds, zstore, _TemplateWriter(), encoding=encoding)
@@ -374,7 +390,7 @@ def write_template(ds: Any, encoding: dict[str, dict], url: str, storage_options
         zstore.zarr_group = group
 
     async def create(array: _Deferred) -> None:
-        created = await group._async_group.create_array(**array.spec)
+        created = await parent.create_array(**array.spec)
         for selection, values in array.values:
             await created.setitem(selection, values)
 
