@@ -362,7 +362,7 @@ def _xarray_writer() -> tuple[Any, Any] | None:
 def write_template(ds: Any, encoding: dict[str, dict], url: str, storage_options: dict | None = None) -> None:
     """Write ``ds`` (:func:`template`) as a new zarr v3 store at ``url``: the same objects, bit for bit,
     as ``ds.to_zarr(url, mode="w-", compute=False, encoding=encoding)`` before consolidation
-    (tests/test_template_write.py), through xarray's own encoding, in a third of the time: without the
+    (tests/test_template_write.py), through xarray's own encoding, in about half the time: without the
     dask graph nobody computes (:class:`_TemplateWriter`), and with the arrays created together, each
     with its attributes in one write, then the coordinates' values together (:class:`_DeferringGroup`;
     xarray creates an array, writes its attributes, then its values, one after another). The group
