@@ -1,5 +1,5 @@
 """A store's template is written through xarray's encoding without the dask graph of
-``to_zarr(compute=False)`` and with the data variables' arrays created together
+``to_zarr(compute=False)`` and with its arrays created together
 (:func:`geosweep.sweeps.store.schema.write_template`): the objects it writes must be the ones
 ``to_zarr`` writes, byte for byte, for every example spec (every family), and a store that exists is
 refused as before."""

@@ -345,18 +345,19 @@ class _TemplateWriter:
         return None
 
 
-def _xarray_writer() -> tuple[Any, Any] | None:
-    """xarray's ``(dump_to_store, get_writable_zarr_store)`` if they and the zarr async API that
-    :func:`write_template` uses are where it expects them, else None."""
+def _xarray_writer() -> tuple[Any, Any, Any] | None:
+    """``(dump_to_store, get_writable_zarr_store, sync)`` — xarray's writer functions and zarr's
+    ``sync`` — if they and the zarr async API that :func:`write_template` uses are where it expects
+    them, else None."""
     try:
         from xarray.backends.writers import dump_to_store, get_writable_zarr_store
         from zarr import AsyncArray, AsyncGroup
-        from zarr.core.sync import sync  # noqa: F401
+        from zarr.core.sync import sync
     except ImportError:
         return None
     if not (hasattr(AsyncGroup, "create_array") and hasattr(AsyncArray, "setitem")):
         return None
-    return dump_to_store, get_writable_zarr_store
+    return dump_to_store, get_writable_zarr_store, sync
 
 
 def write_template(ds: Any, encoding: dict[str, dict], url: str, storage_options: dict | None = None) -> None:
@@ -377,9 +378,7 @@ def write_template(ds: Any, encoding: dict[str, dict], url: str, storage_options
         return
     import asyncio
 
-    from zarr.core.sync import sync
-
-    dump_to_store, get_writable_zarr_store = tools
+    dump_to_store, get_writable_zarr_store, sync = tools
     zstore = get_writable_zarr_store(url, mode="w-", consolidated=False, zarr_format=3, storage_options=storage_options)
     group = zstore.zarr_group
     parent = group._async_group
