@@ -131,13 +131,16 @@ def _packed(carries: dict[Cell, dict[str, np.ndarray]]) -> dict[str, np.ndarray]
     a zip entry costs more than a sub-millisecond cell)."""
     groups: dict[tuple, list[Cell]] = {}
     for cell, arrays in carries.items():
-        sig = tuple((k, *_shape_dtype(v)) for k, v in arrays.items())
+        try:  # arrays and NumPy scalars (a carry's own): their shape and dtype read off directly
+            sig = tuple([(k, v.shape, v.dtype) for k, v in arrays.items()])
+        except AttributeError:
+            sig = tuple((k, *_shape_dtype(v)) for k, v in arrays.items())
         groups.setdefault(sig, []).append(cell)
     flat: dict[str, np.ndarray] = {}
     for j, (sig, cells) in enumerate(groups.items()):
         flat[f"{GROUP_PREFIX}{j}{CELLS_SUFFIX}"] = cell_block(cells)
-        for k, _shape, _dtype in sig:
-            flat[f"{GROUP_PREFIX}{j}.{k}"] = np.stack([np.asarray(carries[c][k]) for c in cells])
+        for k, _shape, dtype in sig:  # one shape and dtype in the group: np.stack's array, built in one call
+            flat[f"{GROUP_PREFIX}{j}.{k}"] = np.array([carries[c][k] for c in cells], dtype=dtype)
     return flat
 
 

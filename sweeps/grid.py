@@ -55,6 +55,8 @@ class Grid:
         #: method indices (integrator, h/tol) -> the cells' (RunRequest, options): the same for every cell
         #: of a method, built once (a request is frozen; callers get their own copy of the options)
         self._requests: dict[tuple[int, ...], tuple[RunRequest, dict[str, Any]]] = {}
+        #: method indices -> (integrator name, steps) of a runnable method, None for fillers (:meth:`cost`)
+        self._methods: dict[tuple[int, ...], tuple[str, int] | None] = {}
 
     @property
     def dims(self) -> tuple[str, ...]:
@@ -167,9 +169,14 @@ class Grid:
 
         ``cost_per_step(integrator)`` gives seconds per step on the cell's model.
         """
-        if not self.applicable(cell):
+        key = tuple(cell[: self.n_method_axes])
+        if key not in self._methods:  # found once per method: a cell's segments ask per cell
+            name = self.axes[0].values[key[0]]
+            self._methods[key] = (name, self.steps(key)) if self.applicable(key) else None
+        method = self._methods[key]
+        if method is None:
             return 0.0
-        return self.steps(cell[: self.n_method_axes]) * cost_per_step(self.coords(cell)["integrator"])
+        return method[1] * cost_per_step(method[0])
 
     def slices(
         self,

@@ -98,9 +98,12 @@ def _momentum(traj: Trajectory, obs: Observable) -> np.ndarray:
 
 
 def _momentum_error(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) -> np.ndarray:
+    """|L − L0| at every sample when g = 0 (L conserved), else NaN."""
+    if model.g != 0.0:
+        return np.full(traj.out.shape[0], np.nan)
     L = _momentum(traj, obs)
     with np.errstate(invalid="ignore"):
-        return np.linalg.norm(L - L[0], axis=1) if model.g == 0.0 else np.full(len(L), np.nan)
+        return np.linalg.norm(L - L[0], axis=1)
 
 
 def _max_momentum_error(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) -> np.float64:

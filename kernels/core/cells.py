@@ -20,6 +20,7 @@ One meaning per name, in every family (store format 2, README "Store layout"):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -149,9 +150,13 @@ def common_values(traj: Trajectory, to_bodies: Callable[[np.ndarray], np.ndarray
     c = traj.costs()
     E = traj.out[:, 0].copy()
     E0 = e["E0"]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rel = (E - E0) / abs(E0) if E0 != 0.0 else np.full_like(E, np.nan)
-    snaps = np.stack([to_bodies(row) for row in traj.snaps]) if len(traj.snaps) else traj.snaps
+    if E0 != 0.0 and math.isfinite(E0):  # a finite non-zero divisor: no floating-point warning to silence
+        rel = (E - E0) / abs(E0)
+    else:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rel = (E - E0) / abs(E0) if E0 != 0.0 else np.full_like(E, np.nan)
+    # np.array of equal-shaped rows is np.stack's array, built in one call
+    snaps = np.array([to_bodies(row) for row in traj.snaps]) if len(traj.snaps) else traj.snaps
     return {
         "energy": E,
         "energy_error": E - E0,

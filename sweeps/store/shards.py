@@ -27,7 +27,7 @@ import numpy as np
 
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.store.checksums import CHECKSUM_SKIP, ShardChecksums, dtype_name
-from geosweep.sweeps.store.layout import shard_of, shard_region, sweep_shards
+from geosweep.sweeps.store.layout import cell_block, shard_region, sweep_shards
 
 
 class ArrayCache(dict):
@@ -70,17 +70,20 @@ def read_blocks(arrays: dict[str, Any], region: tuple[slice, ...]) -> dict[str, 
 _MISSING = object()
 
 
-def _fill_block(arr, name: str, data: np.ndarray, values: list[dict], index: tuple, sums: ShardChecksums) -> None:
+def _fill_block(
+    arr, name: str, data: np.ndarray, values: list[dict], index: tuple, sums: ShardChecksums, alike: bool = False
+) -> None:
     """Put each cell's value of ``name`` into the shard block ``data`` as :func:`stored_value` stores it
     (``values[i]``: cell ``i``'s values, at ``data[index][i]``) and feed it to the cells' checksums.
     The common case — every cell has the value, of the per-cell shape — is one vectorised
-    assignment; otherwise cell by cell (padded by :func:`stored_value`)."""
+    assignment; otherwise cell by cell (padded by :func:`stored_value`). ``alike``: every cell is
+    known to have the value (the same names in every cell's values)."""
     nd = len(index)
     cell_shape = tuple(int(n) for n in data.shape[nd:])
     skip = name in CHECKSUM_SKIP
     head = name.encode() + dtype_name(data.dtype)
     rows = None
-    if all(name in v for v in values):
+    if alike or all(name in v for v in values):
         try:
             rows = np.array([v[name] for v in values], dtype=data.dtype)
         except ValueError:  # values of different shapes
@@ -143,15 +146,18 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
         return []
     shards = sweep_shards(group)
     shape = tuple(group["done"].shape)
-    index = shard_of(next(iter(outputs)), shards)
-    if any(shard_of(c, shards) != index for c in outputs):
+    given = list(outputs)
+    at = cell_block(given)  # (n, ndim): the cells' indices, checked and localised as arrays, not cell by cell
+    in_shard = at // np.asarray(shards, dtype=np.int64)
+    if (in_shard != in_shard[0]).any():
         raise ValueError("write_shard: cells of more than one shard")
-    region = shard_region(index, shards, shape)
-    local = {c: tuple(int(ci) - r.start for ci, r in zip(c, region)) for c in outputs}
+    region = shard_region(tuple(int(i) for i in in_shard[0]), shards, shape)
+    at -= np.asarray([r.start for r in region], dtype=np.int64)
     done = np.asarray(group["done"][region]).astype(np.int8)
-    cells = [c for c in outputs if done[local[c]] != 1]
-    if not cells:
+    todo = done[tuple(at.T)] != 1
+    if not todo.any():
         return []
+    cells = [c for c, t in zip(given, todo.tolist()) if t]
     keep = bool(done.any()) or bool(rows)  # the shard holds finished (or filler) cells: keep their stored values
     block_shape = tuple(r.stop - r.start for r in region)
 
@@ -160,11 +166,14 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
             return np.array(arr[region])
         return np.full(block_shape + tuple(arr.shape[len(shape) :]), arr.fill_value, dtype=arr.dtype)
 
-    sums = ShardChecksums(cells, [outputs[c][1] for c in cells])
-    cell_values = [outputs[c][0] for c in cells]
-    cell_index = tuple(np.array([local[c][k] for c in cells], dtype=np.intp) for k in range(len(shape)))
+    runs = [outputs[c] for c in cells]
+    sums = ShardChecksums(cells, [r[1] for r in runs])
+    cell_values = [r[0] for r in runs]
+    cell_index = tuple(np.ascontiguousarray(at[todo].T, dtype=np.intp))
+    first = cell_values[0].keys()
+    alike = all(v.keys() == first for v in cell_values)  # the common case: every cell has the same names
+    names = set(first) if alike else set().union(*cell_values)
     values: list[Any] = []  # (arr, block) or, for grown rows, (arr, block, stored block)
-    names = list(dict.fromkeys(name for v in cell_values for name in v))
     for name in sorted(names):  # the checksums take the names in sorted order
         try:
             arr = group[name]
@@ -172,7 +181,7 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
             continue
         data = block(arr)
         stored = data.copy() if rows else None
-        _fill_block(arr, name, data, cell_values, cell_index, sums)
+        _fill_block(arr, name, data, cell_values, cell_index, sums, alike)
         values.append((arr, data, stored) if rows else (arr, data))
     if rows:
         values = _rows_from(values, region, rows)
@@ -180,23 +189,21 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
         set_blocks(values, region)
     now = time.time()
     checksums = sums.result()
-    flags = {
-        "status": lambda c: np.int8(outputs[c][1]),
-        "wall_time": lambda c: float(outputs[c][2]),
-        "completed_at": lambda c: now,
-        "progress": lambda c: 1.0,
-        "checksum": lambda c: np.int64(checksums[c]),
+    flags = {  # each flag of every written cell, as the flag array's dtype takes it
+        "status": np.array([r[1] for r in runs], dtype=np.int8),
+        "wall_time": np.array([float(r[2]) for r in runs]),
+        "completed_at": now,
+        "progress": 1.0,
+        "checksum": np.array([checksums[c] for c in cells], dtype=np.int64),
     }
     blocks = []
     for name, value in flags.items():
         arr = group[name]
         data = block(arr)
-        for c in cells:
-            data[local[c]] = value(c)
+        data[cell_index] = value
         blocks.append((arr, data))
     set_blocks(blocks, region)
-    for c in cells:
-        done[local[c]] = 1
+    done[cell_index] = 1
     group["done"][region] = done  # the completion marker, last
     return cells
 
