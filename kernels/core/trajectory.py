@@ -76,6 +76,13 @@ _NO_STEP_LIMIT = int(np.iinfo(np.int64).max)
 _PERSISTENT = ("S", "acc", "info", "out", "env", "snaps", "ictl", "fctl")
 
 
+def _nans(shape: tuple[int, ...]) -> np.ndarray:
+    """``np.full(shape, np.nan)``, without its per-call overhead (a short cell makes three)."""
+    a = np.empty(shape)
+    a.fill(np.nan)
+    return a
+
+
 class Trajectory:
     """A resumable run of the shared driver (fixed step if ``h`` is given, else adaptive with ``tol``).
 
@@ -135,33 +142,36 @@ class Trajectory:
             if S.shape[0] != stepper.state_size:
                 raise ValueError(f"state has {S.shape[0]} entries, the stepper expects {stepper.state_size}")
             self.S = S
-            self.ictl = np.zeros(L.N_ICTL, dtype=np.int64)
-            self.ictl[L.C_ADAPTIVE] = int(adaptive)
-            self.ictl[L.C_HAS_DENSE] = int(stepper.has_dense)
-            self.ictl[L.C_N_OUT] = n_out
-            self.ictl[L.C_STRIDE] = stride
-            self.ictl[L.C_SNAP_EVERY] = every
-            self.ictl[L.C_MAX_STEPS] = int(max_steps)
-            self.ictl[L.C_N_CHECK] = stepper.n_check
-            self.ictl[L.C_HAS_ENERGY] = int(stepper.has_energy)
-            self.ictl[L.C_N_STEPS] = n_out * stride if n_steps is None else int(n_steps)
-            self.fctl = np.zeros(L.N_FCTL)
-            self.fctl[L.F_H] = float(h0 if adaptive else h_fixed)
-            self.fctl[L.F_TOL] = float(tol) if tol is not None else np.nan
-            self.fctl[L.F_THETA] = theta
-            self.fctl[L.F_ALPHA] = exponent
-            self.fctl[L.F_FAC_MIN] = fac_min
-            self.fctl[L.F_FAC_MAX] = fac_max
-            self.fctl[L.F_H_MIN] = h_min
-            self.fctl[L.F_BLOWUP] = blowup
-            self.fctl[L.F_DT_OUT] = dt_out
+            # the controls filled as lists, then one array each (an array's item assignment costs more)
+            ictl = [0] * L.N_ICTL
+            ictl[L.C_ADAPTIVE] = int(adaptive)
+            ictl[L.C_HAS_DENSE] = int(stepper.has_dense)
+            ictl[L.C_N_OUT] = n_out
+            ictl[L.C_STRIDE] = stride
+            ictl[L.C_SNAP_EVERY] = every
+            ictl[L.C_MAX_STEPS] = int(max_steps)
+            ictl[L.C_N_CHECK] = stepper.n_check
+            ictl[L.C_HAS_ENERGY] = int(stepper.has_energy)
+            ictl[L.C_N_STEPS] = n_out * stride if n_steps is None else int(n_steps)
+            self.ictl = np.array(ictl, dtype=np.int64)
+            fctl = [0.0] * L.N_FCTL
+            fctl[L.F_H] = float(h0 if adaptive else h_fixed)
+            fctl[L.F_TOL] = float(tol) if tol is not None else np.nan
+            fctl[L.F_THETA] = theta
+            fctl[L.F_ALPHA] = exponent
+            fctl[L.F_FAC_MIN] = fac_min
+            fctl[L.F_FAC_MAX] = fac_max
+            fctl[L.F_H_MIN] = h_min
+            fctl[L.F_BLOWUP] = blowup
+            fctl[L.F_DT_OUT] = dt_out
+            self.fctl = np.array(fctl, dtype=np.float64)
             self.acc = np.zeros(L.acc_size(m))
             self.info = np.zeros(L.N_INFO, dtype=np.int64)
-            self.out = np.full((n_out + 1, m + 1), np.nan)
-            self.env = np.full((n_out + 1, m + 2), np.nan)
-            self.snaps = np.full((n_snap, stepper.n_check), np.nan)
-        self.Sn = np.zeros_like(self.S)
-        self.Sd = np.zeros_like(self.S)
+            self.out = _nans((n_out + 1, m + 1))
+            self.env = _nans((n_out + 1, m + 2))
+            self.snaps = _nans((n_snap, stepper.n_check))
+        self.Sn = np.zeros(self.S.shape, dtype=self.S.dtype)
+        self.Sd = np.zeros(self.S.shape, dtype=self.S.dtype)
         self.work = np.zeros(max(stepper.work_size, 1))
         self.iwork = np.zeros(max(stepper.iwork_size, 1), dtype=np.int64)
         self.sio = np.zeros(L.N_SIO)
