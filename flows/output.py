@@ -30,9 +30,14 @@ PREFECT_RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
 
 def quiet_distributed(level: int = logging.WARNING) -> None:
-    """``distributed`` logs at ``level`` or above, here and in worker processes started later."""
+    """``distributed`` logs at ``level`` or above, here and in worker processes started later.
+
+    Not imported here when Dask is not yet (a ``--serial`` run never loads it: ~0.25 s): its import
+    reads the level from the environment set here. Once Dask's configuration is read, the import
+    would set "distributed" to its configured level (INFO), so it is imported and overridden."""
     os.environ["DASK_DISTRIBUTED__LOGGING__DISTRIBUTED"] = logging.getLevelName(level).lower()
-    import distributed  # noqa: F401 - its import sets "distributed" to INFO; override it afterwards
+    if "dask" in sys.modules and "distributed" not in sys.modules:
+        import distributed  # noqa: F401 - sets "distributed" to its configured level: overridden below
 
     logging.getLogger("distributed").setLevel(level)
 

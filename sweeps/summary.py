@@ -43,8 +43,12 @@ def status_table(store, storage_options: dict | None = None) -> str:
     from the store itself, never through a Dask cluster that may be active (whose workers may see
     another copy of a local path)."""
     import dask
+    from dask import threaded
 
-    with dask.config.set(scheduler="threads"):
+    # the threaded scheduler given as itself and rechunking by tasks, as Dask chooses them without a
+    # client: named by a string, or left to Dask, both import distributed to look for a client first
+    # (~0.25 s of a --serial run, which never loads distributed otherwise)
+    with dask.config.set({"scheduler": threaded.get, "array.rechunk.method": "tasks"}):
         return _status_table(store, storage_options)
 
 

@@ -185,3 +185,23 @@ def test_a_slices_task_arguments_pickle_compactly():
     for key, model in models.models.items():
         restored = back[0].models[key]
         assert np.array_equal(restored.y0, model.y0) and restored.n == model.n
+
+
+def test_a_serial_cli_run_never_loads_distributed(tmp_path):
+    """``geosweep run --serial`` (and its closing summary, read with Dask's threads) never imports
+    ``distributed``: Dask imports it to look for a client when a scheduler is named by a string or a
+    rechunk method is left to it (~0.25 s of a short run). A fresh interpreter, the real CLI."""
+    import subprocess
+
+    import yaml
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(chain_ensemble("serial-imports", 2)))
+    code = (
+        "import sys\nfrom geosweep.flows.cli import main\n"
+        f"rc = main(['run', {str(spec)!r}, '--store', {str(tmp_path / 's.zarr')!r}, '--serial', '--quiet'])\n"
+        "print('distributed loaded:', 'distributed' in sys.modules, 'rc:', rc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert "distributed loaded: False rc: 0" in out.stdout, out.stdout + out.stderr
+    assert (tmp_path / "s.zarr").is_dir()
