@@ -162,7 +162,9 @@ def _validate(spec: Path, env: dict[str, str]) -> tuple[float, str]:
 
 def test_consecutive_validates_agree(tmp_path):
     """The probes take the fastest of several batches: a validate that compiled first (cold Numba
-    cache) and the two after it estimate the same work within 20 % and the same store."""
+    cache) and the two after it estimate the same work within 35 % and the same store. (Compile time
+    leaking into a probe would multiply its estimate. Measured spread: ≤ 1.04× in 12 runs with the other
+    core busy; 1.21× once in CI, where the other test worker ran clusters on both cores.)"""
     spec = tmp_path / "demo_short.toml"
     spec.write_text(DEMO_SHORT)
     env = {
@@ -173,7 +175,7 @@ def test_consecutive_validates_agree(tmp_path):
     }
     runs = [_validate(spec, env) for _ in range(3)]
     works = [w for w, _ in runs]
-    assert max(works) / min(works) <= 1.2, works
+    assert max(works) / min(works) <= 1.35, works
     assert len({s for _, s in runs}) == 1, runs
 
 
