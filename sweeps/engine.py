@@ -766,7 +766,8 @@ def _run_locked(
             resources = slice_resources(workers)
             procs = all(w.get("nanny") for w in workers.values())  # a worker with a nanny is a process of its own
             # the last shards cut finer, except for short cells on worker processes (their values would
-            # travel to the writer between processes: slower than the idle worker it spares)
+            # travel to the writer between processes: slower than the idle worker it spares); for those,
+            # fewer shards than 2 per worker are cut only so far that every worker has a slice
             tail = not procs or float(np.mean(list(pending_cost.values()))) >= AUTO_PROCESS_CELL_SECONDS
             by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w, tail)
             slices = [cells for group in by_shard.values() for cells in group]
