@@ -131,6 +131,7 @@ def _packed(carries: dict[Cell, dict[str, np.ndarray]]) -> dict[str, np.ndarray]
     a zip entry costs more than a sub-millisecond cell)."""
     groups: dict[tuple, list[Cell]] = {}
     for cell, arrays in carries.items():
+        sig: tuple  # (name, shape, dtype) per array
         try:  # arrays and NumPy scalars (a carry's own): their shape and dtype read off directly
             sig = tuple([(k, v.shape, v.dtype) for k, v in arrays.items()])
         except AttributeError:

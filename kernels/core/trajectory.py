@@ -143,28 +143,28 @@ class Trajectory:
                 raise ValueError(f"state has {S.shape[0]} entries, the stepper expects {stepper.state_size}")
             self.S = S
             # the controls filled as lists, then one array each (an array's item assignment costs more)
-            ictl = [0] * L.N_ICTL
-            ictl[L.C_ADAPTIVE] = int(adaptive)
-            ictl[L.C_HAS_DENSE] = int(stepper.has_dense)
-            ictl[L.C_N_OUT] = n_out
-            ictl[L.C_STRIDE] = stride
-            ictl[L.C_SNAP_EVERY] = every
-            ictl[L.C_MAX_STEPS] = int(max_steps)
-            ictl[L.C_N_CHECK] = stepper.n_check
-            ictl[L.C_HAS_ENERGY] = int(stepper.has_energy)
-            ictl[L.C_N_STEPS] = n_out * stride if n_steps is None else int(n_steps)
-            self.ictl = np.array(ictl, dtype=np.int64)
-            fctl = [0.0] * L.N_FCTL
-            fctl[L.F_H] = float(h0 if adaptive else h_fixed)
-            fctl[L.F_TOL] = float(tol) if tol is not None else np.nan
-            fctl[L.F_THETA] = theta
-            fctl[L.F_ALPHA] = exponent
-            fctl[L.F_FAC_MIN] = fac_min
-            fctl[L.F_FAC_MAX] = fac_max
-            fctl[L.F_H_MIN] = h_min
-            fctl[L.F_BLOWUP] = blowup
-            fctl[L.F_DT_OUT] = dt_out
-            self.fctl = np.array(fctl, dtype=np.float64)
+            ic = [0] * L.N_ICTL
+            ic[L.C_ADAPTIVE] = int(adaptive)
+            ic[L.C_HAS_DENSE] = int(stepper.has_dense)
+            ic[L.C_N_OUT] = n_out
+            ic[L.C_STRIDE] = stride
+            ic[L.C_SNAP_EVERY] = every
+            ic[L.C_MAX_STEPS] = int(max_steps)
+            ic[L.C_N_CHECK] = stepper.n_check
+            ic[L.C_HAS_ENERGY] = int(stepper.has_energy)
+            ic[L.C_N_STEPS] = n_out * stride if n_steps is None else int(n_steps)
+            self.ictl = np.array(ic, dtype=np.int64)
+            fc = [0.0] * L.N_FCTL
+            fc[L.F_H] = float(h0 if adaptive else h_fixed)
+            fc[L.F_TOL] = float(tol) if tol is not None else np.nan
+            fc[L.F_THETA] = theta
+            fc[L.F_ALPHA] = exponent
+            fc[L.F_FAC_MIN] = fac_min
+            fc[L.F_FAC_MAX] = fac_max
+            fc[L.F_H_MIN] = h_min
+            fc[L.F_BLOWUP] = blowup
+            fc[L.F_DT_OUT] = dt_out
+            self.fctl = np.array(fc, dtype=np.float64)
             self.acc = np.zeros(L.acc_size(m))
             self.info = np.zeros(L.N_INFO, dtype=np.int64)
             self.out = _nans((n_out + 1, m + 1))
