@@ -768,7 +768,13 @@ def _run_locked(
             # the last shards cut finer, except for short cells on worker processes (their values would
             # travel to the writer between processes: slower than the idle worker it spares); for those,
             # fewer shards than 2 per worker are cut only so far that every worker has a slice
-            tail = not procs or float(np.mean(list(pending_cost.values()))) >= AUTO_PROCESS_CELL_SECONDS
+            long_cells = float(np.mean(list(pending_cost.values()))) >= AUTO_PROCESS_CELL_SECONDS
+            tail = not procs or long_cells
+            # a shard of one slice is written by a task of its own on the worker's spare writer thread,
+            # beside the next slice, when its cells hardly hold the GIL (10³ cells of 10 ms on 2 threads:
+            # 6.24–6.52 → 6.10–6.32 s); short cells compute and write in one task (their writer would
+            # contend with the next slice for the GIL: 10⁴ cells of 0.1 ms, 3.53–3.78 → 3.69–4.33 s)
+            writers_apart = bool(resources) and long_cells
             by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w, tail)
             slices = [cells for group in by_shard.values() for cells in group]
             kind = " (processes)" if procs else ""
@@ -816,7 +822,7 @@ def _run_locked(
                 for i in redo:
                     cells = sh.slices[i]
                     sh.parts[i] = client.submit(
-                        _run_part if len(sh.slices) == 1 and not fresh else _compute_part,
+                        _run_part if len(sh.slices) == 1 and not fresh and not writers_apart else _compute_part,
                         bare,
                         bundles_mod.Models({k: plan.models[k] for k in plan.combinations(cells)})
                         if inline
@@ -832,7 +838,7 @@ def _run_locked(
                         resources=resources,
                     )
                 if not fresh:
-                    write(sh, len(sh.slices) > 1)
+                    write(sh, len(sh.slices) > 1 or writers_apart)
 
             def write(sh: _Shard, writer: bool = True) -> None:
                 """Wait for the shard's writer (``writer=False``: its one slice, which writes the shard itself)."""
