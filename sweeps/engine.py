@@ -9,7 +9,8 @@ to travel in a task are built by it on the worker, :mod:`geosweep.sweeps.bundles
 its cells need and runs the kernels cell by cell (long cells in checkpointed segments); the
 shard's writer writes all its cells at once, one object per variable (:mod:`geosweep.sweeps.store`), on a
 worker's spare thread where workers declare :data:`SLICE_RESOURCE` (local clusters do), so a
-finished shard is written while the next shard's slices run.
+finished shard is written while the next shard's slices run. (A shard of short cells in one slice is
+computed and written by that one task: a writer beside the next slice would wait for the GIL.)
 Numba caches are warmed in the driver first (which writes the on-disk cache), then on every
 worker, so workers never compile concurrently. A slice whose workers died is resubmitted as long as
 its cells' checkpoints advance (:mod:`geosweep.sweeps.resubmit`), and adaptive scaling is told how many
