@@ -770,13 +770,13 @@ def _run_locked(
             # travel to the writer between processes: slower than the idle worker it spares); for those,
             # fewer shards than 2 per worker are cut only so far that every worker has a slice
             long_cells = float(np.mean(list(pending_cost.values()))) >= AUTO_PROCESS_CELL_SECONDS
-            tail = not procs or long_cells
+            cheap_cuts = not procs or long_cells
             # a shard of one slice is written by a task of its own on the worker's spare writer thread,
             # beside the next slice, when its cells hardly hold the GIL (10³ cells of 10 ms on 2 threads:
             # 6.24–6.52 → 6.10–6.32 s); short cells compute and write in one task (their writer would
             # contend with the next slice for the GIL: 10⁴ cells of 0.1 ms, 3.53–3.78 → 3.69–4.33 s)
             writers_apart = bool(resources) and long_cells
-            by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w, tail)
+            by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w, cheap_cuts)
             slices = [cells for group in by_shard.values() for cells in group]
             kind = " (processes)" if procs else ""
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers{kind}")

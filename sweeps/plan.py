@@ -120,7 +120,7 @@ class Plan(BaseModel):
         shards: tuple[int, ...],
         target_seconds: float = 10.0,
         n_workers: int = 1,
-        tail: bool = True,
+        cheap_cuts: bool = True,
     ) -> dict[tuple[int, ...], list[list[Cell]]]:
         """``shard → slices`` of ``cells``: slices never cross a store shard (so one task writes
         each shard), of about ``target_seconds`` each, in the order a run takes them (the costliest
@@ -131,22 +131,23 @@ class Plan(BaseModel):
         last wave when there are ``4 × n_workers`` shards or more: the ``n_workers`` cheapest shards
         (a run takes the costliest first, so these run last) are cut in :data:`TAIL_PIECES` slices
         each, so that the workers finish together instead of one idling while another ends a
-        whole shard. ``tail=False`` keeps those whole too, and with fewer shards a shard is split only
-        so far that every worker has a slice (``n_workers`` slices at least, not ``4 × n_workers``): on
-        worker processes a cut shard's values travel to its writer in another process, which answers
-        slowly while its own slice holds the GIL (2·10⁴ cells of 0.1 ms on 2 processes: the two cut
-        shards' transfers took 0.9 and 2.1 s, more than the whole shard the cut spares an idle worker;
-        10³ such cells in 2 shards: 0.84–1.07 s in 10 slices, 0.54–0.68 s in 2)."""
+        whole shard. ``cheap_cuts=False`` (a cut shard's values are costly to bring to its writer)
+        keeps those whole too, and with fewer shards a shard is split only so far that every worker
+        has a slice (``n_workers`` slices at least, not ``4 × n_workers``): on worker processes a cut
+        shard's values travel to its writer in another process, which answers slowly while its own
+        slice holds the GIL (2·10⁴ cells of 0.1 ms on 2 processes: the two cut shards' transfers took
+        0.9 and 2.1 s, more than the whole shard the cut spares an idle worker; 10³ such cells in 2
+        shards: 0.84–1.07 s in 10 slices, 0.54–0.68 s in 2)."""
         costs = self._costs_of(cells)
         groups = group_by_shard(cells, shards)
         total = float(sum(float(costs[c]) for c in cells))
-        n_min = min(len(cells), (4 if tail else 1) * max(1, n_workers))
+        n_min = min(len(cells), (4 if cheap_cuts else 1) * max(1, n_workers))
         enough = len(groups) >= 2 * max(1, n_workers)
         target = min(target_seconds, total / n_min) if total > 0 and n_min and not enough else target_seconds
         shard_cost = {shard: float(sum(float(costs[c]) for c in group)) for shard, group in groups.items()}
         order = sorted(groups, key=lambda s: -shard_cost[s])  # stable: equal shards keep the grid's order
         out = {shard: self.grid.slices(groups[shard], costs, target, exact=True) for shard in order}
-        if tail and len(groups) >= 4 * n_workers and n_workers > 1:  # fewer: the tail is a large part of the run
+        if cheap_cuts and len(groups) >= 4 * n_workers and n_workers > 1:  # fewer: the tail is a large part of the run
             for shard in order[-n_workers:]:
                 if len(out[shard]) < TAIL_PIECES and shard_cost[shard] > 0:
                     piece = min(target_seconds, shard_cost[shard] / TAIL_PIECES)

@@ -172,29 +172,29 @@ def test_the_last_shards_a_run_takes_are_cut_finer():
 
 
 def test_on_worker_processes_short_cells_keep_the_last_shards_whole():
-    """``tail=False`` (short cells on worker processes: a cut shard's values would travel between
+    """``cheap_cuts=False`` (short cells on worker processes: a cut shard's values would travel between
     processes to its writer, 2·10⁴ cells of 0.1 ms ran 7.5–8.8 s cut against 6.0–6.3 s whole): every
     shard is one slice, in the same order."""
     plan = _chain_plan(1500)
     cells = list(plan.grid.cells())
     shards = (2, 1, 100)
     cut = plan.shard_slices(cells, shards, 10.0, 2)
-    whole = plan.shard_slices(cells, shards, 10.0, 2, tail=False)
+    whole = plan.shard_slices(cells, shards, 10.0, 2, cheap_cuts=False)
     assert list(whole) == list(cut) and any(len(s) > 1 for s in cut.values())
     assert all(len(slices) == 1 for slices in whole.values())
     assert sorted(c for slices in whole.values() for s in slices for c in s) == sorted(cells)
 
 
 def test_on_worker_processes_few_shards_are_split_only_so_far_that_every_worker_has_a_slice():
-    """``tail=False`` with fewer shards than 2 per worker: a shard is cut only as far as every worker
+    """``cheap_cuts=False`` with fewer shards than 2 per worker: a shard is cut only as far as every worker
     needs a slice (``n_workers`` slices, not ``4 × n_workers``), since each cut sends values between
     processes (10³ cells of 0.1 ms in 2 shards on 2 worker processes: 0.85–1.05 s in 10 slices,
-    0.55–0.67 s in 2). Threads (``tail=True``) still get 4 slices per worker."""
+    0.55–0.67 s in 2). Threads (``cheap_cuts=True``) still get 4 slices per worker."""
     plan = _chain_plan(1500)  # grid (2 integrators, 1 h, 1500 seeds)
     cells = list(plan.grid.cells())
     shards = (2, 1, 750)  # 2 shards of equal cost
     for n_workers, slices in ((1, 2), (2, 2), (4, 4)):
-        by_shard = plan.shard_slices(cells, shards, 10.0, n_workers, tail=False)
+        by_shard = plan.shard_slices(cells, shards, 10.0, n_workers, cheap_cuts=False)
         assert len(by_shard) == 2 and sum(len(s) for s in by_shard.values()) == slices, (n_workers, by_shard)
         assert sorted(c for group in by_shard.values() for s in group for c in s) == sorted(cells)
     assert sum(len(s) for s in plan.shard_slices(cells, shards, 10.0, 2).values()) >= 8
