@@ -1,0 +1,52 @@
+"""Fewer cyclic garbage collections while cells run (:func:`fewer_collections`).
+
+Each cell allocates a few hundred container objects (its request, trajectory, value dicts and
+arrays) and frees almost all of them by reference counting. With CPython's default first
+threshold (700 allocations) the collector still ran every few cells, and every tenth
+first-generation pass walks the older generations too: 0.14 s of a 2.5 s sweep of 10⁴ cells of
+0.1 ms and 1.2 s of 24.6 s at 10⁵ (a full pass walks every live object, and a sweep keeps many:
+the plan, a shard's results). Threads of one process also stop for every pass. With the first
+threshold at :data:`FIRST_THRESHOLD` the same runs made 4 and 18 passes, 0.02 s and 0.14 s.
+Cycles are still collected; they wait a little longer.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+#: allocations (minus frees) of tracked objects between first-generation passes inside
+#: :func:`fewer_collections` (CPython's default: 700)
+FIRST_THRESHOLD = 20_000
+
+_lock = threading.Lock()
+_depth = 0
+_saved: tuple[int, ...] | None = None
+
+
+@contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Raise the collector's first threshold to at least :data:`FIRST_THRESHOLD` for the block.
+
+    The setting is process-wide: nested and concurrent blocks (a driver and the worker threads of a
+    local cluster, two slices on one worker) share it, and the threshold found by the first block
+    to enter is restored when the last one leaves. A threshold already higher is kept; a disabled
+    collector stays disabled."""
+    global _depth, _saved
+    with _lock:
+        if _depth == 0:
+            _saved = gc.get_threshold()
+            first, *rest = _saved
+            if first != 0:  # 0 disables collection; keep that
+                gc.set_threshold(max(first, FIRST_THRESHOLD), *rest)
+        _depth += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _depth -= 1
+            if _depth == 0 and _saved is not None:
+                gc.set_threshold(*_saved)
+                _saved = None
