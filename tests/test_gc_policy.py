@@ -69,7 +69,7 @@ def test_a_sweep_of_many_cheap_cells_collects_rarely_and_restores_the_threshold(
     assert_stores_bitwise_equal(res.store, old.store)  # the collector never touches a value
 
 
-def test_worker_threads_run_their_slices_under_the_raised_threshold(tmp_path, default_threshold):
+def test_worker_tasks_run_under_the_raised_threshold_and_give_it_back(tmp_path, default_threshold):
     seen: list[int] = []
 
     def watch(progress):  # called in this process; the worker threads live here too
