@@ -2,11 +2,11 @@
 
 Each cell allocates a few hundred container objects (its request, trajectory, value dicts and
 arrays) and frees almost all of them by reference counting. With CPython's default first
-threshold (700 allocations) the collector still ran every few cells, and every tenth
-first-generation pass walks the older generations too: 0.14 s of a 2.5 s sweep of 10⁴ cells of
-0.1 ms and 1.2 s of 24.6 s at 10⁵ (a full pass walks every live object, and a sweep keeps many:
-the plan, a shard's results). Threads of one process also stop for every pass. With the first
-threshold at :data:`FIRST_THRESHOLD` the same runs made 4 and 18 passes, 0.02 s and 0.14 s.
+threshold (700 allocations) the collector still ran every few cells; every tenth pass also
+walks the middle generation and about every hundredth every live object (a sweep keeps many: the
+plan, a shard's results): 0.14 s of a 2.5 s sweep of 10⁴ cells of 0.1 ms, 1.2 s of 24.6 s at 10⁵.
+Threads of one process also stop for every pass. With the first threshold at
+:data:`FIRST_THRESHOLD` the same runs made 4 and 18 passes, 0.01 s and 0.14 s.
 Cycles are still collected; they wait a little longer.
 """
 
