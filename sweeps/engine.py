@@ -604,36 +604,36 @@ def run_sweep(
             slice_seconds=slice_seconds,
             threads_per_cell=threads_per_cell,
         )
-    with fewer_collections():  # a cell's objects are freed by reference counting (geosweep.sweeps.gc_policy)
-        plan = make_plan(spec)
-        if execution.threads_per_cell is not None:
-            plan = plan.model_copy(update={"threads_per_cell": execution.threads_per_cell})
-        ref = StoreRef.of(store if store is not None else default_store_path(plan.spec), storage_options)
-        # one writer per store; refused at once (StoreBusyError) while another run holds it. Every write
-        # goes through lease.ref (the store's real path and this run's token) and is fenced by the lease.
-        with Lease(ref, log=log) as lease:
+    plan = make_plan(spec)
+    if execution.threads_per_cell is not None:
+        plan = plan.model_copy(update={"threads_per_cell": execution.threads_per_cell})
+    ref = StoreRef.of(store if store is not None else default_store_path(plan.spec), storage_options)
+    # one writer per store; refused at once (StoreBusyError) while another run holds it. Every write
+    # goes through lease.ref (the store's real path and this run's token) and is fenced by the lease.
+    with Lease(ref, log=log) as lease:
+        try:
+            run_ref = dataclasses.replace(lease.ref, carries=keep_carries)
+            # a larger T: the store grows to it first (geosweep.sweeps.extension); added axis values: sweeps.grow
+            if grow:
+                from geosweep.sweeps import extension as grow_mod
+
+                grown = grow_mod.prepare(plan, run_ref, log, recompute)
+                if grown is not plan:  # a plan of the grown spec: keep this run's options
+                    plan = grown.model_copy(update={"threads_per_cell": plan.threads_per_cell})
+            # a new store of short cells is created while the first slices compute (geosweep.sweeps.early)
+            creating = early.start(plan, run_ref, execution, grow, log)
             try:
-                run_ref = dataclasses.replace(lease.ref, carries=keep_carries)
-                # a larger T: the store grows to it first (geosweep.sweeps.extension); added axis values: sweeps.grow
-                if grow:
-                    from geosweep.sweeps import extension as grow_mod
-
-                    grown = grow_mod.prepare(plan, run_ref, log, recompute)
-                    if grown is not plan:  # a plan of the grown spec: keep this run's options
-                        plan = grown.model_copy(update={"threads_per_cell": plan.threads_per_cell})
-                # a new store of short cells is created while the first slices compute (geosweep.sweeps.early)
-                creating = early.start(plan, run_ref, execution, grow, log)
-                try:
-                    return _run_locked(plan, run_ref, execution, client, progress, log, lease, grow, creating)
-                finally:
-                    if creating is not None:  # no write of this run outlives its lease
-                        creating.finish()
-            except OSError as exc:
-                if (fault := store_fault(lease.ref, exc)) is None:
-                    raise
-                raise fault.error() from None
+                return _run_locked(plan, run_ref, execution, client, progress, log, lease, grow, creating)
+            finally:
+                if creating is not None:  # no write of this run outlives its lease
+                    creating.finish()
+        except OSError as exc:
+            if (fault := store_fault(lease.ref, exc)) is None:
+                raise
+            raise fault.error() from None
 
 
+@fewer_collections()  # a cell's objects are freed by reference counting (geosweep.sweeps.gc_policy)
 def _run_locked(
     plan: Plan,
     ref: StoreRef,

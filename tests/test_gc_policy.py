@@ -16,6 +16,7 @@ from distributed import Client, LocalCluster
 from geosweep.sweeps import gc_policy
 from geosweep.sweeps.engine import LOCAL_WORKER, run_sweep
 from geosweep.sweeps.gc_policy import FIRST_THRESHOLD, fewer_collections
+from geosweep.sweeps.plan import make_plan
 from tests.sweep_util import assert_stores_bitwise_equal, chain_ensemble
 
 #: 400 cheap cells (about 0.1 ms each): 100 seeds × 2 integrators × 2 step sizes
@@ -53,6 +54,7 @@ def test_a_sweep_of_many_cheap_cells_collects_rarely_and_restores_the_threshold(
     def watch(progress):
         seen.append(gc.get_threshold()[0])
 
+    make_plan(SPEC)  # the family's modules imported first: the count is of the run, not of first imports
     passes, res = _collector_passes(lambda: run_sweep(SPEC, tmp_path / "new.zarr", serial=True, progress=watch))
     assert res.complete and res.ran == 400
     assert seen and set(seen) == {FIRST_THRESHOLD}  # raised while the cells run ...
@@ -65,7 +67,7 @@ def test_a_sweep_of_many_cheap_cells_collects_rarely_and_restores_the_threshold(
     finally:
         gc_policy.FIRST_THRESHOLD = old_threshold
     assert old.complete
-    assert passes * 5 <= passes_before, (passes, passes_before)  # measured: 7 against 62
+    assert passes * 5 <= passes_before, (passes, passes_before)  # measured: 3–4 against 62–63
     assert_stores_bitwise_equal(res.store, old.store)  # the collector never touches a value
 
 
