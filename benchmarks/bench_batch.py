@@ -36,6 +36,9 @@ warnings.filterwarnings("ignore")
 from geosweep.kernels.core import fastcall  # noqa: E402
 from geosweep.kernels.core import layout as L  # noqa: E402
 from geosweep.kernels.core.addressed import _functions  # noqa: E402
+from geosweep.sweeps.engine import compute_slice  # noqa: E402
+from geosweep.sweeps.gc_policy import fewer_collections  # noqa: E402
+from geosweep.sweeps.store import StoreRef  # noqa: E402
 
 #: a trajectory's arrays in the driver's order (those after ``p`` follow ``red``)
 ARRAYS = ("ictl", "fctl", "S", "Sn", "Sd", "work", "iwork", "acc", "info", "sio", "obs", "obs2", "out", "env", "snaps")
@@ -167,16 +170,9 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=4000)
     ap.add_argument("--slices", type=int, default=8)
     args = ap.parse_args()
+    from bench_scale import warmed_plan  # benchmarks/ is on the path from here on
 
-    from bench_scale import spec
-
-    from geosweep.sweeps.engine import compute_slice, warm_plan
-    from geosweep.sweeps.gc_policy import fewer_collections
-    from geosweep.sweeps.plan import make_plan
-    from geosweep.sweeps.store import StoreRef
-
-    plan = make_plan(spec(args.cells, 0.1))
-    warm_plan(plan)
+    plan = warmed_plan(args.cells)
     fam, cells = plan.famdef, list(plan.grid.cells())
     ref = StoreRef.of(str(Path("/nonexistent") / "unused.zarr"))  # compute_slice(fresh=True) never opens it
 

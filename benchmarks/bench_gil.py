@@ -50,14 +50,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
 
-    from bench_scale import preload, spec
+    from bench_scale import preload, warmed_plan
 
-    from geosweep.sweeps.engine import compute_slice, segment_time, warm_plan
-    from geosweep.sweeps.plan import make_plan
+    from geosweep.sweeps.engine import compute_slice, segment_time
     from geosweep.sweeps.store import StoreRef
 
-    plan = make_plan(spec(args.cells, 0.1))
-    warm_plan(plan)
+    plan = warmed_plan(args.cells)
     preload()
     cells = list(plan.grid.cells())
     fam = plan.famdef

@@ -69,6 +69,16 @@ def spec(cells: int, cell_ms: float = 0.1) -> dict:
     }
 
 
+def warmed_plan(cells: int, cell_ms: float = 0.1):
+    """The plan of :func:`spec` (``cells``, ``cell_ms``) with its cells' kernels compiled or loaded."""
+    from geosweep.sweeps.engine import warm_plan
+    from geosweep.sweeps.plan import make_plan
+
+    plan = make_plan(spec(cells, cell_ms))
+    warm_plan(plan)
+    return plan
+
+
 def spec_toml(data: dict, path: Path) -> Path:
     p = data["params"]
     path.write_text(
