@@ -262,6 +262,13 @@ class FamilyDef:
     #: stores from; its stored names are the shared ones (``COMMON_DIAGNOSTICS``) plus theirs
     #: (``tests/test_observables.py`` checks every family's declarations against its ``collect``)
     observables: Callable[[Any, str], Sequence[Any]] | None = None
+    #: ``batches(model, integrator, options) -> bool``: cells of this model, integrator and options may
+    #: be advanced together and collected by ``collect_many`` (:mod:`geosweep.kernels.core.batch`)
+    batches: Callable[[Any, str, dict[str, Any]], bool] | None = None
+    #: ``collect_many(models, integrator, stack, options) -> {name: array}``: ``collect``'s values of
+    #: every row of a :class:`~geosweep.kernels.core.batch.Stack`, with a leading row axis, bitwise
+    #: each row's own
+    collect_many: Callable[..., dict[str, Any]] | None = None
 
 
 SYSTEMS: dict[str, SystemDef] = {}

@@ -13,12 +13,14 @@ hit T (see :mod:`geosweep.kernels.core.driver` and :mod:`geosweep.kernels.lie.st
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 import numpy as np
 
 from geosweep.kernels import linalg as la
 from geosweep.kernels.chain.integrate import chain_stepper, integrate, scipy_rhs
 from geosweep.kernels.chain.model import ChainModel, build_chain, chain_params
+from geosweep.kernels.core import layout as L_
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
@@ -28,6 +30,7 @@ from geosweep.kernels.core.cells import (
     UNIT_SPHERE_OBSERVABLES,
     blocks_to_bodies,
     common_values,
+    common_values_many,
     finish,
     make_run,
     start_trajectory,
@@ -111,6 +114,21 @@ def _max_momentum_error(traj: Trajectory, model: ChainModel, integrator: str, ob
     return np.float64(traj.reduced(obs.columns[0]) if model.g == 0.0 else np.nan)
 
 
+def _momentum_error_many(stack, models, integrator: str, obs: Observable) -> np.ndarray:
+    """:func:`_momentum_error` of every row of a stack."""
+    j = stack.column(obs.columns[0])
+    L = stack.out[:, :, j : j + 3].copy()
+    conserved = np.array([m.g == 0.0 for m in models])
+    with np.errstate(invalid="ignore"):
+        drift = np.linalg.norm(L - L[:, :1, :], axis=-1)
+    return np.where(conserved[:, None], drift, np.nan)
+
+
+def _max_momentum_error_many(stack, models, integrator: str, obs: Observable) -> np.ndarray:
+    conserved = np.array([m.g == 0.0 for m in models])
+    return np.where(conserved, stack.reduced(obs.columns[0]), np.nan)
+
+
 def _max_momentum_error_vi(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) -> np.float64:
     """implicit_vi: the (S²)ⁿ stepper reduces no |L − L0| for the chain; the max over the samples."""
     merr = _momentum_error(traj, model, integrator, obs)
@@ -125,9 +143,21 @@ def _nan(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) 
     return np.float64(np.nan)
 
 
+def _nan_series_many(stack, models, integrator: str, obs: Observable) -> np.ndarray:
+    return np.full(stack.out.shape[:2], np.nan)
+
+
+def _nan_many(stack, models, integrator: str, obs: Observable) -> np.ndarray:
+    return np.full(len(stack), np.nan)
+
+
 def _newton_iterations_mean(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable) -> np.float64:
     c = traj.costs()
     return np.float64(np.int64(c["solver_iterations"]) / max(int(c["steps"]), 1))
+
+
+def _newton_iterations_mean_many(stack, models, integrator: str, obs: Observable) -> np.ndarray:
+    return stack.info[:, L_.I_ITERS] / np.maximum(stack.info[:, L_.I_K], 1)
 
 
 def _global_error(traj: Trajectory, model: ChainModel, integrator: str, obs: Observable, options: dict) -> np.float64:
@@ -142,22 +172,22 @@ _SPHERE = {o.name: o.outputs for o in UNIT_SPHERE_OBSERVABLES}  # unit_error, ta
 _SHARED = RunValues(
     "chain",
     outputs=(
-        Derived(NEWTON_ITERATIONS_MEAN, fn=_newton_iterations_mean),
+        Derived(NEWTON_ITERATIONS_MEAN, fn=_newton_iterations_mean, fn_many=_newton_iterations_mean_many),
         Derived(GLOBAL_ERROR, fn=_global_error, options=True),
     ),
 )
 _ON_L = (  # the Lie stepper's (and the dg form's) angular momentum columns L_x, L_y, L_z
     Samples(VERTICAL_J, column=2),
     Samples(MOMENTUM),
-    Derived(MOMENTUM_ERROR, rank=0, fn=_momentum_error),
+    Derived(MOMENTUM_ERROR, rank=0, fn=_momentum_error, fn_many=_momentum_error_many),
     Max(MAX_J_ERROR, column=2),
-    Derived(MAX_MOMENTUM_ERROR, fn=_max_momentum_error),
+    Derived(MAX_MOMENTUM_ERROR, fn=_max_momentum_error, fn_many=_max_momentum_error_many),
 )
 _NO_CASIMIR = RunValues(
     "no_casimir",
     outputs=(
-        Derived(CASIMIR_ERROR, rank=0, fn=_nan_series),
-        Derived(MAX_CASIMIR_ERROR, fn=_nan),
+        Derived(CASIMIR_ERROR, rank=0, fn=_nan_series, fn_many=_nan_series_many),
+        Derived(MAX_CASIMIR_ERROR, fn=_nan, fn_many=_nan_many),
     ),
 )
 #: What a chain cell run by a Lie group or ambient method stores (on the Lie stepper's columns).
@@ -264,6 +294,24 @@ def collect(model: ChainModel, integrator: str, traj: Trajectory, options: dict 
     return finish(traj, values)
 
 
+def batches(model: ChainModel, integrator: str, options: dict) -> bool:
+    """Whether cells of ``integrator`` can be collected together (:func:`collect_many`): the Lie group
+    and ambient methods of SE(3)ᴺ on (TS²)ᴺ without a reference solution."""
+    return integrator in _BY_NAME and not bool(options.get("global_error", False))
+
+
+def collect_many(models: Sequence[ChainModel], integrator: str, stack, options: dict | None = None) -> dict:
+    """:func:`collect`'s values of every row of a :class:`~geosweep.kernels.core.batch.Stack` of cells of
+    ``integrator`` (one of :func:`batches`; ``models``: the rows'), each with a leading row axis,
+    bitwise each row's own."""
+    options = options or {}
+    n = models[0].n
+    values = common_values_many(stack, lambda x: x.reshape(len(x), n, 6))
+    values["f_evals"] = values["f_evals"] + np.maximum(stack.S[:, -1] - 1.0, 0.0).astype(np.int64)
+    values.update(observables.values_many(stored(integrator), stack, models, integrator, options))
+    return values
+
+
 run = make_run(start, collect)
 
 
@@ -310,6 +358,8 @@ FAMILY = FamilyDef(
     state_labels=STATE_LABELS,
     start=start,
     collect=collect,
+    batches=batches,
+    collect_many=collect_many,
     order_error_vars=("global_error", "max_rel_energy_error"),
     observables=lambda model, integrator: stored(integrator),
 )

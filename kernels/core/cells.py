@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from geosweep.kernels.core import layout as L
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.observables import Envelope, Max, Mean, Observable, Samples
 from geosweep.kernels.core.trajectory import Reductions, Trajectory
 from geosweep.kernels.registry import CellResult, Diagnostic, Param, RunRequest
+
+if TYPE_CHECKING:
+    from geosweep.kernels.core.batch import Stack
 
 _E = "energy"
 _EVERY = "every step"
@@ -182,6 +186,52 @@ def common_values(traj: Trajectory, to_bodies: Callable[[np.ndarray], np.ndarray
         "h_max_used": np.float64(c["h_max_used"]),
         "final_state": to_bodies(traj.S[: traj.stepper.n_check]),
         "snapshot_state": snaps,
+    }
+
+
+def common_values_many(stack: Stack, to_bodies: Callable[[np.ndarray], np.ndarray]) -> dict[str, np.ndarray]:
+    """:func:`common_values` of every row of ``stack`` (:mod:`geosweep.kernels.core.batch`) at once, each
+    with a leading row axis, bitwise each row's own; ``to_bodies`` maps the rows' state prefixes
+    (rows, ``n_check``) to (rows, body, state)."""
+    out, env, acc, info, snaps = stack.out, stack.env, stack.acc, stack.info, stack.snaps
+    K = len(stack)
+    k = info[:, L.I_K]
+    cnt = (k + 1).astype(np.float64)
+    E0 = acc[:, L.A_E0].copy()
+    E = out[:, :, 0].copy()
+    failed = info[:, L.I_STATUS] != 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.where((E0 != 0.0)[:, None], (E - E0[:, None]) / np.abs(E0)[:, None], np.nan)
+        den = cnt * acc[:, L.A_STT] - acc[:, L.A_ST] * acc[:, L.A_ST]
+        slope = np.where(den > 0, (cnt * acc[:, L.A_STE] - acc[:, L.A_ST] * acc[:, L.A_SE]) / den, 0.0)
+        max_rel = np.where(E0 != 0.0, acc[:, L.A_MAX_ABS] / np.abs(E0), np.nan)
+    n_check = stack.stepper.n_check
+    snapshot = to_bodies(snaps.reshape(K * snaps.shape[1], n_check))
+    return {
+        "energy": E,
+        "energy_error": E - E0[:, None],
+        "rel_energy_error": rel,
+        "energy_error_lower": env[:, :, 0].copy(),
+        "energy_error_upper": env[:, :, 1].copy(),
+        "step_size": np.where(np.isfinite(E), out[:, :, -1], np.nan),
+        "E0": E0,
+        "max_abs_energy_error": acc[:, L.A_MAX_ABS].copy(),
+        "mean_abs_energy_error": acc[:, L.A_SUM_ABS] / cnt,
+        "max_rel_energy_error": max_rel,
+        "energy_drift_slope": slope,
+        "fail_step": info[:, L.I_FAIL_STEP].copy(),
+        "fail_index": info[:, L.I_FAIL_INDEX].copy(),
+        "fail_value": acc[:, L.A_FAIL_VALUE].copy(),
+        "fail_time": np.where(failed, acc[:, L.A_T], np.nan),
+        "steps": k.copy(),
+        "rejected_steps": info[:, L.I_REJECTED].copy(),
+        "f_evals": info[:, L.I_EVALS] + np.int64(stack.stepper.extra.get("evals0", 0)),
+        "solver_iterations": info[:, L.I_ITERS].copy(),
+        "solver_iterations_max": info[:, L.I_ITERS_MAX].copy(),
+        "h_min_used": np.where(k > 0, acc[:, L.A_HMIN], np.nan),
+        "h_max_used": np.where(k > 0, acc[:, L.A_HMAX], np.nan),
+        "final_state": to_bodies(np.ascontiguousarray(stack.S[:, :n_check])),
+        "snapshot_state": snapshot.reshape(K, snaps.shape[1], *snapshot.shape[1:]),
     }
 
 

@@ -42,11 +42,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from geosweep.kernels.core.trajectory import Reductions, Trajectory
+
+if TYPE_CHECKING:
+    from geosweep.kernels.core.batch import Stack
 from geosweep.kernels.registry import Diagnostic
 
 #: ``(traj, model, integrator, observable) -> value`` of a :class:`Derived` output (with
@@ -76,6 +79,11 @@ class Output:
     def value(self, traj: Trajectory, model: Any, integrator: str, obs: Observable, options: Any = None) -> Any:
         raise NotImplementedError
 
+    def many(self, stack: Stack, models: Sequence[Any], integrator: str, obs: Observable, options: Any = None) -> Any:
+        """:meth:`value` of every row of ``stack`` (:mod:`geosweep.kernels.core.batch`) with a leading
+        row axis, bitwise each row's own; ``models``: the rows' models. By default row by row."""
+        return np.array([self.value(t, m, integrator, obs, options) for t, m in zip(stack.trajs, models)])
+
 
 @dataclass(frozen=True)
 class Samples(Output):
@@ -88,6 +96,12 @@ class Samples(Output):
         j = traj.stepper.obs_names.index(obs.columns[0])
         return traj.out[:, j : j + len(obs.columns)].copy()
 
+    def many(self, stack, models, integrator, obs, options=None):
+        if len(obs.columns) == 1 or self.column is not None:
+            return stack.out[:, :, stack.column(self.col(obs))].copy()
+        j = stack.column(obs.columns[0])
+        return stack.out[:, :, j : j + len(obs.columns)].copy()
+
 
 @dataclass(frozen=True)
 class Envelope(Output):
@@ -98,6 +112,11 @@ class Envelope(Output):
     def value(self, traj, model, integrator, obs, options=None):
         return np.array(traj.envelope(self.col(obs)), copy=True)
 
+    def many(self, stack, models, integrator, obs, options=None):
+        if self.col(obs) == "energy":  # (min, max) of E − E0
+            return np.stack([stack.env[:, :, 0], stack.env[:, :, 1]], axis=1)
+        return stack.env[:, :, 2 + stack.column(self.col(obs))].copy()
+
 
 @dataclass(frozen=True)
 class Mean(Output):
@@ -107,6 +126,9 @@ class Mean(Output):
 
     def value(self, traj, model, integrator, obs, options=None):
         return np.float64(traj.reduced(self.col(obs), "mean"))
+
+    def many(self, stack, models, integrator, obs, options=None):
+        return stack.reduced(self.col(obs), "mean")
 
 
 @dataclass(frozen=True)
@@ -120,6 +142,9 @@ class Max(Output):
     def value(self, traj, model, integrator, obs, options=None):
         return np.float64(traj.reduced(self.col(obs), self.what))
 
+    def many(self, stack, models, integrator, obs, options=None):
+        return stack.reduced(self.col(obs), self.what)
+
 
 @dataclass(frozen=True)
 class MaxEach(Output):
@@ -132,6 +157,9 @@ class MaxEach(Output):
     def value(self, traj, model, integrator, obs, options=None):
         return np.array([traj.reduced(c, self.what) for c in obs.columns])
 
+    def many(self, stack, models, integrator, obs, options=None):
+        return np.stack([stack.reduced(c, self.what) for c in obs.columns], axis=1)
+
 
 @dataclass(frozen=True)
 class Derived(Output):
@@ -142,12 +170,22 @@ class Derived(Output):
     rank: int = 3
     fn: DeriveFn | None = None
     options: bool = False
+    #: ``fn`` for every row of a :class:`~geosweep.kernels.core.batch.Stack` at once, ``(stack, models,
+    #: integrator, observable[, options])``, bitwise ``fn`` of each row (None: ``fn`` row by row)
+    fn_many: DeriveFn | None = None
 
     def value(self, traj, model, integrator, obs, options=None):
         assert self.fn is not None
         if self.options:
             return self.fn(traj, model, integrator, obs, options or {})
         return self.fn(traj, model, integrator, obs)
+
+    def many(self, stack, models, integrator, obs, options=None):
+        if self.fn_many is None:
+            return super().many(stack, models, integrator, obs, options)
+        if self.options:
+            return self.fn_many(stack, models, integrator, obs, options or {})
+        return self.fn_many(stack, models, integrator, obs)
 
 
 @dataclass(frozen=True)
@@ -266,3 +304,20 @@ def values(
     (``options``: the cell's integrator options, for :class:`Derived` outputs that read them)."""
     pairs = _outputs(observables, model)
     return {out.diagnostic.name: out.value(traj, model, integrator, o, options) for out, o in pairs}
+
+
+def values_many(
+    observables: Sequence[Observable],
+    stack: Stack,
+    models: Sequence[Any],
+    integrator: str = "",
+    options: Any = None,
+) -> dict[str, Any]:
+    """:func:`values` of every row of ``stack`` at once, each with a leading row axis (bitwise each
+    row's own). The rows' models must store the same names (outputs with ``when=`` decided by the
+    first)."""
+    pairs = _outputs(observables, models[0])
+    if any(out.when is not None for o in observables for out in o.outputs):
+        if any(names(observables, m) != names(observables, models[0]) for m in models[1:]):
+            raise ValueError("the rows' models store different names")
+    return {out.diagnostic.name: out.many(stack, models, integrator, o, options) for out, o in pairs}

@@ -1,0 +1,139 @@
+"""Many short trajectories of one kind advanced in one compiled call, their values computed together.
+
+A 0.1 ms cell spends about as long in Python around its kernel (a driver call, reading its values)
+as in the kernel, and a driver call hands the GIL over twice: threads running such cells side by
+side mostly wait for each other (issue 21). :func:`advance_together` stacks fresh trajectories of
+one kind (the same compiled functions, method record, reductions and array shapes) along a leading
+cell axis and advances every row in one ``nogil`` call (:func:`drive_rows`: a loop calling the
+family's compiled driver through its addressed entry, the same machine code as
+:meth:`Trajectory.advance`, so every row is bitwise the trajectory run alone). Each trajectory's
+arrays become views of its row, so the per-cell API (``checkpoint``, a family's ``collect``)
+still works on it. A :class:`Stack` gives the stacked arrays to a family's ``collect_many``, which
+computes every stored value for all rows at once (:func:`stacked_values`, and
+:func:`geosweep.kernels.core.cells.common_values_many`).
+
+>>> trajs = [family.start(model, integrator, request, options) for model in models]
+>>> for stack in advance_together(trajs):
+...     values = family.collect_many(models_of(stack), integrator, stack, options)  # (rows, ...) each
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from geosweep.kernels._jit import kjit
+from geosweep.kernels.core import fastcall
+from geosweep.kernels.core import layout as L
+from geosweep.kernels.core.addressed import _functions
+from geosweep.kernels.core.trajectory import Trajectory
+
+#: a trajectory's arrays in the driver's order (``p`` comes from the stepper, between ``work`` and ``iwork``)
+ARRAYS = ("ictl", "fctl", "S", "Sn", "Sd", "work", "iwork", "acc", "info", "sio", "obs", "obs2", "out", "env", "snaps")
+_NO_LIMIT = np.int64(np.iinfo(np.int64).max)
+
+
+@kjit
+def drive_rows(addrs, tref, meth, ictl, fctl, k_stop, t_stop, S, Sn, Sd, p, work, iwork, red, acc, info, sio, obs,
+               obs2, out, env, snaps):  # fmt: skip
+    """The driver (and functions) ``addrs``/``tref`` name (:mod:`geosweep.kernels.core.addressed`) on
+    every row of the stacked arrays, one row after the other; ``meth`` and ``red`` are shared."""
+    drive, step, observe, dense, cb = _functions(addrs, tref)
+    for k in range(S.shape[0]):
+        drive(step, observe, dense, cb, meth, ictl[k], fctl[k], k_stop, t_stop, S[k], Sn[k], Sd[k], p[k], work[k],
+              iwork[k], red, acc[k], info[k], sio[k], obs[k], obs2[k], out[k], env[k], snaps[k])  # fmt: skip
+    return 0
+
+
+class Stack:
+    """Trajectories of one kind stacked along a leading axis (rows in ``trajs`` order): ``S``,
+    ``out``, ``env``, ``acc``, ``info``, ``snaps`` … as :class:`Trajectory` has them, one row per
+    trajectory (whose own arrays are views of its row). ``index``: each row's position in the list
+    given to :func:`advance_together`; ``stepper``: the first row's (the rows share its functions,
+    method, reductions and observation names; ``p`` is per row)."""
+
+    def __init__(self, trajs: list[Trajectory], index: list[int], arrays: dict[str, np.ndarray]) -> None:
+        self.trajs = trajs
+        self.index = index
+        self.arrays = arrays
+        self.stepper = trajs[0].stepper
+        for name, a in arrays.items():
+            setattr(self, name, a)
+
+    def __len__(self) -> int:
+        return len(self.trajs)
+
+    def column(self, name: str) -> int:
+        """The observation column ``name`` (its index in ``out``)."""
+        return self.stepper.obs_names.index(name)
+
+    def reduced(self, name: str, what: str = "max") -> np.ndarray:
+        """:meth:`Trajectory.reduced` of every row (float64, one per row)."""
+        b = L.A_OBS + 3 * self.column(name)
+        if what in ("max", "last"):
+            return self.acc[:, b + 1].copy()
+        if what == "mean":
+            return self.acc[:, b] / (self.info[:, L.I_K] + 1)
+        if what == "first":
+            return self.acc[:, b].copy()
+        raise ValueError(what)
+
+    @property
+    def wall_time(self) -> np.ndarray:
+        return np.array([t.wall_time for t in self.trajs])
+
+    @property
+    def status(self) -> np.ndarray:
+        return self.info[:, L.I_STATUS].copy()
+
+
+def _kind(traj: Trajectory) -> tuple | None:
+    """What trajectories advanced in one call share (None: this one runs alone): the addressed entry's
+    functions, the method record, reductions and every array's shape."""
+    sp = traj.stepper
+    if sp.threads > 1:
+        return None
+    b = fastcall.binding(sp)
+    if b is None or b.at is None or len(b.at[1]) != 2 or not b.accepts(tuple(getattr(traj, n) for n in ARRAYS)):
+        return None
+    shapes = tuple(getattr(traj, n).shape for n in ARRAYS) + (sp.p.shape,)
+    return id(b.at[1][0]), id(b.at[1][1]), sp.meth.tobytes(), sp.red.tobytes(), shapes
+
+
+def advance_together(trajs: Sequence[Trajectory]) -> list[Stack]:
+    """Advance every trajectory to its end (as ``advance()``), those of one kind in one compiled
+    ``nogil`` call over their stacked rows; returns the stacks (every trajectory in exactly one).
+    Each trajectory's arrays become views of its row; its ``wall_time`` gets its share of the call's
+    time, in proportion to its accepted steps. A trajectory without an addressed driver entry (or
+    running on several Numba threads) is advanced alone and is a stack of one."""
+    kinds: dict[Any, list[int]] = {}
+    for i, t in enumerate(trajs):
+        key = _kind(t)
+        kinds.setdefault(key if key is not None else ("alone", i), []).append(i)
+    stacks = []
+    for key, members in kinds.items():
+        rows = [trajs[i] for i in members]
+        if key[0] == "alone":
+            rows[0].advance()
+        arrays = {n: np.stack([getattr(t, n) for t in rows]) for n in ARRAYS}
+        if key[0] != "alone":
+            sp = rows[0].stepper
+            addrs, tref = fastcall.binding(sp).at[1]  # type: ignore[union-attr]  # checked by _kind
+            p = np.stack([t.stepper.p for t in rows])
+            a = arrays
+            t0 = time.perf_counter()
+            drive_rows(addrs, tref, sp.meth, a["ictl"], a["fctl"], _NO_LIMIT, np.inf, a["S"], a["Sn"], a["Sd"], p,
+                       a["work"], a["iwork"], sp.red, a["acc"], a["info"], a["sio"], a["obs"], a["obs2"], a["out"],
+                       a["env"], a["snaps"])  # fmt: skip
+            spent = time.perf_counter() - t0
+            steps = a["info"][:, L.I_K].astype(float) + 1.0  # + 1: the initial state's observation
+            for t, share in zip(rows, steps / steps.sum()):
+                t.wall_time += spent * float(share)
+        for k, t in enumerate(rows):
+            for n in ARRAYS:
+                setattr(t, n, arrays[n][k])
+        stacks.append(Stack(rows, members, arrays))
+    return stacks
