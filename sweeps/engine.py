@@ -36,6 +36,7 @@ from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.status import Status
 from geosweep.sweeps import bundles as bundles_mod
 from geosweep.sweeps import checkpoints, demand, early, extension, first_worker, liveness, resubmit, visibility
+from geosweep.sweeps import together as together_mod
 from geosweep.sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from geosweep.sweeps.execution import (  # noqa: F401 - LOCAL_WORKER, SLICE_RESOURCE, WORKER_ARGS re-exported
     AUTO_PROCESS_CELL_SECONDS,
@@ -62,6 +63,7 @@ from geosweep.sweeps.store import (
     write_shard,
 )
 from geosweep.sweeps.store.layout import cell_block
+from geosweep.sweeps.together import CellBatch
 
 #: Default work per checkpointed segment (single-core seconds) when a spec sets no checkpoint_every.
 SEGMENT_SECONDS = 120.0
@@ -265,24 +267,52 @@ def run_arrays(ref: StoreRef, mode: Literal["r", "r+", "a", "w", "w-"] = "r+") -
 
 
 def compute_slice(
-    plan: Plan, cells: Sequence[Cell] | np.ndarray, ref: StoreRef, on_segment=None, group=None, fresh: bool = False
-) -> list[CellRun]:
+    plan: Plan,
+    cells: Sequence[Cell] | np.ndarray,
+    ref: StoreRef,
+    on_segment=None,
+    group=None,
+    fresh: bool = False,
+    together: bool = False,
+) -> list[CellRun | CellBatch]:
     """Compute ``cells`` (:func:`compute_cell` each); ``plan`` holds (at least) their models
     (:meth:`Plan.part`); nothing is parsed, built or registered here. ``on_segment(cell,
     fraction)`` is called after each segment; ``group``: the store's open group (an
     :class:`ArrayCache`), else opened here. ``fresh``: the store is being created meanwhile
-    (:mod:`geosweep.sweeps.early`): no cell is done, checkpointed or carried, and the store is not touched."""
+    (:mod:`geosweep.sweeps.early`): no cell is done, checkpointed or carried, and the store is not touched.
+    ``together``: fresh short cells are computed together (:mod:`geosweep.sweeps.together`) and
+    returned as :class:`CellBatch` items among the others' :data:`CellRun` (what :func:`write_runs`
+    takes); else every cell is a :data:`CellRun`."""
     if isinstance(cells, np.ndarray):  # a task's cell_block: python ints in one call, not one per index
         cells = list(map(tuple, cells.tolist()))
     else:
         cells = [tuple(int(i) for i in cell) for cell in cells]
     if fresh:
-        return [compute_cell(plan, cell, ref, None, on_segment, False, set(), None, keep=False) for cell in cells]
-    group = group if group is not None else run_arrays(ref, "r")
-    done = _done_flags(group, cells)
-    saved = checkpoints.present(ref) if not all(done.values()) else set()  # one listing per slice
-    carries = _carries_of(ref, group, [c for c in cells if not done[c]])
-    return [compute_cell(plan, cell, ref, group, on_segment, done[cell], saved, carries.get(cell)) for cell in cells]
+        done: dict[Cell, bool] = dict.fromkeys(cells, False)
+        saved: set[str] = set()
+        carries: dict[Cell, dict] = {}
+    else:
+        group = group if group is not None else run_arrays(ref, "r")
+        done = _done_flags(group, cells)
+        saved = checkpoints.present(ref) if not all(done.values()) else set()  # one listing per slice
+        carries = _carries_of(ref, group, [c for c in cells if not done[c]])
+    batches: list[CellBatch] = []
+    if together:
+        new = [c for c in cells if not done[c] and c not in carries]
+        if saved:  # a cell with a checkpoint continues from it, on its own
+            new = [c for c in new if checkpoints.cell_key(c) not in saved]
+        joint, _ = together_mod.split(plan, new, ref.carries, lambda c: segment_time(plan, c))
+        if joint:
+            batches = together_mod.compute(plan, joint, ref.carries)
+            joined = set(joint)
+            cells = [c for c in cells if c not in joined]
+    if fresh:
+        runs = [compute_cell(plan, cell, ref, None, on_segment, False, set(), None, keep=False) for cell in cells]
+    else:
+        runs = [
+            compute_cell(plan, cell, ref, group, on_segment, done[cell], saved, carries.get(cell)) for cell in cells
+        ]
+    return [*runs, *batches]
 
 
 def _carries_of(ref: StoreRef, group, cells: list[Cell]) -> dict[Cell, dict]:
@@ -306,25 +336,42 @@ def _done_flags(group, cells: list[Cell]) -> dict[Cell, bool]:
     return {c: int(block[tuple(ci - a for ci, a in zip(c, lo))]) == 1 for c in cells}
 
 
-def write_runs(ref: StoreRef, runs: list[CellRun], group=None) -> list[tuple]:
+def write_runs(ref: StoreRef, runs: list[CellRun | CellBatch], group=None) -> list[tuple]:
     """Write computed cells shard by shard (:func:`geosweep.sweeps.store.write_shard`; the caller is the
-    only writer of those shards), then drop their checkpoints. Returns ``(cell, status, wall
-    time, segments, resumed, ran)`` per cell, ``ran`` False for a cell found already done."""
+    only writer of those shards), then drop their checkpoints. ``runs``: :func:`compute_slice`'s items
+    (cells computed together as :class:`CellBatch`). Returns ``(cell, status, wall time, segments,
+    resumed, ran)`` per cell, ``ran`` False for a cell found already done."""
     group = group if group is not None else run_arrays(ref, "r+")
-    computed = {r[0]: (r[6], r[1], r[2]) for r in runs if r[5]}
-    extra = {r[0]: (r[7], r[8]) if len(r) > 8 else (None, (0, 0)) for r in runs if r[5]}
+    batches = [r for r in runs if isinstance(r, CellBatch)]
+    own = [r for r in runs if not isinstance(r, CellBatch)]
+    computed = {r[0]: (r[6], r[1], r[2]) for r in own if r[5]}
+    extra = {r[0]: (r[7], r[8]) if len(r) > 8 else (None, (0, 0)) for r in own if r[5]}
+    row_of = {c: (b, i) for b in batches for i, c in enumerate(b.cells)}  # a cell computed together: its row
     written: set[Cell] = set()
-    for index, cells in group_by_shard(list(computed), sweep_shards(group)).items():
+    for index, cells in group_by_shard([*computed, *row_of], sweep_shards(group)).items():
+        mine = [c for c in cells if c in computed]
         # the final carries first: a cell marked done always has the carry of its values
-        extension.save_shard(ref, index, {c: extra[c][0] if ref.carries else None for c in cells})
-        rows = {"time": min(extra[c][1][0] for c in cells), "snapshot": min(extra[c][1][1] for c in cells)}
+        kept = {c: extra[c][0] if ref.carries else None for c in mine}
+        parts: dict[int, tuple[CellBatch, list[int]]] = {}
+        for c in cells:
+            if c in row_of:
+                b, i = row_of[c]
+                parts.setdefault(id(b), (b, []))[1].append(i)
+                kept[c] = b.carry(i) if ref.carries else None
+        extension.save_shard(ref, index, kept)
+        rows = {"time": min((extra[c][1][0] for c in mine), default=0),
+                "snapshot": min((extra[c][1][1] for c in mine), default=0)}  # fmt: skip
+        together = [(b, np.asarray(ix, dtype=np.intp)) for b, ix in parts.values()]
         with fence(ref):  # this run still holds the store's lease, for the whole shard write
-            written.update(write_shard(group, {c: computed[c] for c in cells}, rows if any(rows.values()) else None))
+            written.update(
+                write_shard(group, {c: computed[c] for c in mine}, rows if any(rows.values()) else None, together)
+            )
     saved = checkpoints.present(ref) if written else set()  # one listing per write, not a probe per cell
     for cell in written:
         if checkpoints.cell_key(cell) in saved:
             checkpoints.delete(ref, cell)
-    return [(r[0], r[1], r[2], r[3], r[4], r[0] in written) for r in runs]
+    reports = [(r[0], r[1], r[2], r[3], r[4], r[0] in written) for r in own]
+    return reports + [(*r[:5], r[0] in written) for b in batches for r in b.reports()]
 
 
 def _run_serial(plan: Plan, by_shard: dict, ref: StoreRef, on_segment, report: Callable[[list], None]) -> None:
@@ -333,7 +380,7 @@ def _run_serial(plan: Plan, by_shard: dict, ref: StoreRef, on_segment, report: C
     shard runs was measured slower: the threads contend for the GIL.)"""
     arrays = ArrayCache(ref.open_group("r+"))  # opened once (each open reads every array's metadata)
     for group in by_shard.values():
-        runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays)]
+        runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays, together=True)]
         report(write_runs(ref, runs, arrays))
 
 
@@ -404,7 +451,7 @@ def _compute_part(
     its shard's as the result of a model task, shipped once); ``fresh``: see :func:`compute_slice`."""
     return _guarded(
         ref, compute_slice, plan.part(models=bundles_mod.unwrap(models)), cells, ref, _on_segment_events(topic), None,
-        fresh,
+        fresh, True,
     )  # fmt: skip
 
 

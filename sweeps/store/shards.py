@@ -71,13 +71,22 @@ _MISSING = object()
 
 
 def _fill_block(
-    arr, name: str, data: np.ndarray, values: list[dict], index: tuple, sums: ShardChecksums, alike: bool = False
+    arr,
+    name: str,
+    data: np.ndarray,
+    values: list[dict],
+    index: tuple,
+    sums: ShardChecksums,
+    alike: bool = False,
+    stacked: list[np.ndarray] | None = None,
 ) -> None:
     """Put each cell's value of ``name`` into the shard block ``data`` as :func:`stored_value` stores it
     (``values[i]``: cell ``i``'s values, at ``data[index][i]``) and feed it to the cells' checksums.
     The common case — every cell has the value, of the per-cell shape — is one vectorised
     assignment; otherwise cell by cell (padded by :func:`stored_value`). ``alike``: every cell is
-    known to have the value (the same names in every cell's values)."""
+    known to have the value (the same names in every cell's values). ``stacked``: the values of the
+    cells after ``values``' (cells computed together), arrays of the per-cell shape with a leading
+    cell axis."""
     nd = len(index)
     cell_shape = tuple(int(n) for n in data.shape[nd:])
     skip = name in CHECKSUM_SKIP
@@ -90,6 +99,12 @@ def _fill_block(
             rows = None
         if rows is not None and rows.shape != (len(values), *cell_shape):
             rows = None
+    if stacked:
+        if rows is None and values:  # the cells of their own one by one, then those computed together
+            values = values + [{name: row} for part in stacked for row in part]
+        else:
+            own = [] if rows is None else [rows.reshape(len(values), *cell_shape)]
+            rows = np.concatenate([*own, *stacked]).astype(data.dtype, copy=False)
     if rows is not None:
         data[index] = rows
         if not skip:  # the shape as cell_checksum sees it: np.ascontiguousarray makes scalars (1,)
@@ -131,7 +146,27 @@ def set_blocks(blocks: list[tuple[Any, np.ndarray]], region: tuple[slice, ...]) 
             raise result
 
 
-def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | None = None) -> list[Cell]:
+def _stacks_fit(group, parts: list[tuple[Any, np.ndarray]], names: set[str] | None) -> bool:
+    """Whether cells computed together (``parts``: (batch, rows)) can be written as their stacked values:
+    every part stores ``names`` (when given; else the first part's), each of the store's per-cell shape."""
+    want = names if names is not None else set(parts[0][0].values)
+    nd = len(group["done"].shape)
+    for batch, _ in parts:
+        if set(batch.values) != want:
+            return False
+        for name, v in batch.values.items():
+            try:
+                arr = group[name]
+            except KeyError:
+                continue
+            if v.shape[1:] != tuple(arr.shape[nd:]):
+                return False
+    return True
+
+
+def write_shard(
+    group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | None = None, together: list | None = None
+) -> list[Cell]:
     """Write computed cells of ONE shard: every value variable, then the flags and checksums,
     then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
     ``rows`` (a grown store, :mod:`geosweep.sweeps.extension`): per-cell axis → first row to write; the rows
@@ -141,12 +176,29 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
     Cells already ``done`` in the store are left as stored (their values are read and written
     back unchanged with the shard); so are filler cells. ``group`` is a zarr group or an
     :class:`ArrayCache` of one. The caller must be the shard's only writer.
+
+    ``together``: cells computed together (:mod:`geosweep.sweeps.together`), as ``(batch, rows)``
+    pairs — a :class:`~geosweep.sweeps.together.CellBatch` and the rows of it in this shard — whose
+    stacked values are written as they are (the same bytes and checksums as one output per cell).
     """
-    if not outputs:
+    parts = list(together or [])
+    if parts:
+        common = None
+        if outputs:
+            first = next(iter(outputs.values()))[0].keys()
+            common = set(first) if all(v[0].keys() == first for v in outputs.values()) else None
+        if rows or (outputs and common is None) or not _stacks_fit(group, parts, common):
+            outputs = dict(outputs)  # the general path: one output per cell
+            for batch, idx in parts:
+                for i in np.asarray(idx).tolist():
+                    outputs[batch.cells[i]] = ({n: v[i] for n, v in batch.values.items()}, int(batch.status[i]),
+                                               float(batch.wall_time[i]))  # fmt: skip
+            parts = []
+    if not outputs and not parts:
         return []
     shards = sweep_shards(group)
     shape = tuple(group["done"].shape)
-    given = list(outputs)
+    given = list(outputs) + [batch.cells[i] for batch, idx in parts for i in np.asarray(idx).tolist()]
     at = cell_block(given)  # (n, ndim): the cells' indices, checked and localised as arrays, not cell by cell
     in_shard = at // np.asarray(shards, dtype=np.int64)
     if (in_shard != in_shard[0]).any():
@@ -157,7 +209,16 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
     todo = done[tuple(at.T)] != 1
     if not todo.any():
         return []
-    cells = [c for c, t in zip(given, todo.tolist()) if t]
+    todo_list = todo.tolist()
+    cells = [c for c, t in zip(given, todo_list) if t]
+    stacked_rows = []  # per part computed together: (batch, its rows still to write)
+    at_row = len(outputs)
+    for batch, idx in parts:
+        idx = np.asarray(idx)
+        mask = np.asarray(todo_list[at_row : at_row + len(idx)], dtype=bool)
+        if mask.any():
+            stacked_rows.append((batch, idx[mask]))
+        at_row += len(idx)
     keep = bool(done.any()) or bool(rows)  # the shard holds finished (or filler) cells: keep their stored values
     block_shape = tuple(r.stop - r.start for r in region)
 
@@ -166,13 +227,17 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
             return np.array(arr[region])
         return np.full(block_shape + tuple(arr.shape[len(shape) :]), arr.fill_value, dtype=arr.dtype)
 
-    runs = [outputs[c] for c in cells]
-    sums = ShardChecksums(cells, [r[1] for r in runs])
+    runs = [outputs[c] for c in cells[: len(cells) - sum(len(ix) for _, ix in stacked_rows)]]
+    statuses = [r[1] for r in runs] + [s for b, ix in stacked_rows for s in b.status[ix].tolist()]
+    sums = ShardChecksums(cells, statuses)
     cell_values = [r[0] for r in runs]
     cell_index = tuple(np.ascontiguousarray(at[todo].T, dtype=np.intp))
-    first = cell_values[0].keys()
-    alike = all(v.keys() == first for v in cell_values)  # the common case: every cell has the same names
-    names = set(first) if alike else set().union(*cell_values)
+    if cell_values:
+        first = cell_values[0].keys()
+        alike = all(v.keys() == first for v in cell_values)  # the common case: every cell has the same names
+        names = set(first) if alike else set().union(*cell_values)
+    else:
+        alike, names = True, set(stacked_rows[0][0].values)
     values: list[Any] = []  # (arr, block) or, for grown rows, (arr, block, stored block)
     for name in sorted(names):  # the checksums take the names in sorted order
         try:
@@ -181,7 +246,8 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
             continue
         data = block(arr)
         stored = data.copy() if rows else None
-        _fill_block(arr, name, data, cell_values, cell_index, sums, alike)
+        stacked = [b.values[name][ix] for b, ix in stacked_rows]
+        _fill_block(arr, name, data, cell_values, cell_index, sums, alike, stacked)
         values.append((arr, data, stored) if rows else (arr, data))
     if rows:
         values = _rows_from(values, region, rows)
@@ -190,8 +256,10 @@ def write_shard(group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | N
     now = time.time()
     checksums = sums.result()
     flags = {  # each flag of every written cell, as the flag array's dtype takes it
-        "status": np.array([r[1] for r in runs], dtype=np.int8),
-        "wall_time": np.array([float(r[2]) for r in runs]),
+        "status": np.array(statuses, dtype=np.int8),
+        "wall_time": np.array(
+            [float(r[2]) for r in runs] + [w for b, ix in stacked_rows for w in b.wall_time[ix].tolist()]
+        ),
         "completed_at": now,
         "progress": 1.0,
         "checksum": np.array([checksums[c] for c in cells], dtype=np.int64),

@@ -1,0 +1,121 @@
+"""Short cells of a slice computed together: one compiled call per kind of cell, values stacked (issue 21).
+
+A 0.1 ms cell run on its own spends more time in Python around its kernel than in the kernel, and
+hands the GIL over twice per cell, so threads running such cells side by side mostly wait for each
+other. Here a slice's fresh short cells of one integrator are started, advanced together
+(:func:`geosweep.kernels.core.batch.advance_together`: the rows of one kind in one ``nogil`` call)
+and collected together (the family's ``collect_many``); the result is one :class:`CellBatch`
+whose values have a leading cell axis, and the shard's writer takes them as they are
+(:func:`geosweep.sweeps.store.write_shard`). Every stored value is bitwise what the cell computed
+alone stores (``tests/test_batch.py``, ``tests/test_together.py``).
+
+A cell is computed together when its family has ``collect_many`` and ``batches`` accepts its
+integrator and options, it is fresh (not done, no checkpoint, no carry from a shorter run), it runs
+in one segment on one thread, its estimated cost is under :data:`TOGETHER_CELL_SECONDS`, and it is
+not an adaptive dense-output cell whose store keeps carries (those stop before their last step,
+:func:`geosweep.sweeps.engine.compute_cell`). Every other cell runs alone as before. A cell's
+``wall_time`` is its share of its call's time, in proportion to its steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from geosweep.kernels.core.batch import advance_together
+from geosweep.sweeps.grid import Cell
+from geosweep.sweeps.plan import Plan
+
+#: cells estimated under this many single-core seconds are computed together (0 turns it off);
+#: longer cells gain nothing from it and report progress and checkpoints of their own
+TOGETHER_CELL_SECONDS = 0.05
+
+#: the arrays of a cell's final carry (:meth:`~geosweep.kernels.core.trajectory.Trajectory.checkpoint`)
+CARRY_ARRAYS = ("S", "acc", "info", "out", "env", "snaps", "ictl", "fctl")
+
+
+@dataclass
+class CellBatch:
+    """Cells computed together: ``values`` by stored name with a leading cell axis (row ``i`` is
+    ``cells[i]``), ``status`` and ``wall_time`` per cell, ``carries`` the cells' final carries
+    stacked the same way (None: the store keeps none)."""
+
+    cells: list[Cell]
+    values: dict[str, np.ndarray]
+    status: np.ndarray
+    wall_time: np.ndarray
+    carries: dict[str, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.cells)
+
+    def carry(self, i: int) -> dict[str, Any] | None:
+        """Cell ``i``'s final carry (views of the stacked arrays), as ``Trajectory.checkpoint`` has it."""
+        if self.carries is None:
+            return None
+        return {name: a[i] for name, a in self.carries.items()}
+
+    def runs(self) -> list[tuple]:
+        """The cells as :func:`geosweep.sweeps.engine.compute_cell` returns them (values as row views)."""
+        return [
+            (c, int(self.status[i]), float(self.wall_time[i]), 1, False, True,
+             {n: v[i] for n, v in self.values.items()}, self.carry(i), (0, 0))
+            for i, c in enumerate(self.cells)
+        ]  # fmt: skip
+
+    def reports(self) -> list[tuple]:
+        """``(cell, status, wall time, segments, resumed, ran)`` of every cell."""
+        status, wall = self.status.tolist(), self.wall_time.tolist()
+        return [(c, status[i], wall[i], 1, False, True) for i, c in enumerate(self.cells)]
+
+
+def split(plan: Plan, cells: Sequence[Cell], carries: bool, segment: Any) -> tuple[list[Cell], list[Cell]]:
+    """(cells to compute together, the others) of fresh ``cells``; ``carries``: the store keeps final
+    carries; ``segment(cell)``: the cell's time between checkpoints."""
+    famdef = plan.famdef
+    if TOGETHER_CELL_SECONDS <= 0 or famdef.collect_many is None or famdef.batches is None:
+        return [], list(cells)
+    if plan.threads_per_cell is not None and plan.threads_per_cell > 1:
+        return [], list(cells)
+    together, alone = [], []
+    accepted: dict[tuple, bool] = {}
+    for cell in cells:
+        request, options = plan.request(cell)
+        ok = plan.cost(cell) < TOGETHER_CELL_SECONDS and segment(cell) >= request.T
+        ok = ok and not (request.adaptive and carries)
+        if ok:
+            integrator = plan.grid.coords(cell)["integrator"]
+            key = (integrator, plan.grid.combination(cell), repr(sorted(options.items())))
+            if key not in accepted:
+                accepted[key] = bool(famdef.batches(plan.model(cell), integrator, options))
+            ok = accepted[key]
+        (together if ok else alone).append(cell)
+    return together, alone
+
+
+def compute(plan: Plan, cells: Sequence[Cell], carries: bool) -> list[CellBatch]:
+    """Compute ``cells`` (from :func:`split`) together: one :class:`CellBatch` per integrator, options
+    and kind of trajectory."""
+    famdef = plan.famdef
+    groups: dict[tuple[str, str], list[tuple[Cell, Any, tuple]]] = {}  # by integrator and options
+    coords = plan.grid.coords
+    for cell in cells:
+        req = plan.request(cell)
+        key = (coords(cell)["integrator"], repr(sorted(req[1].items())))
+        groups.setdefault(key, []).append((cell, plan.model(cell), req))
+    out = []
+    for (integrator, _), members in groups.items():
+        trajs = [famdef.start(model, integrator, *req) for _, model, req in members]  # type: ignore[misc]
+        for stack in advance_together(trajs):
+            rows = [members[i] for i in stack.index]
+            models = [m for _, m, _ in rows]
+            values = famdef.collect_many(models, integrator, stack, rows[0][2][1])  # type: ignore[misc]
+            kept = None
+            if carries:
+                kept = {n: stack.arrays[n] for n in CARRY_ARRAYS}
+                kept["wall_time"] = stack.wall_time
+            out.append(CellBatch([c for c, _, _ in rows], values, stack.status.astype(np.int64), stack.wall_time, kept))
+    return out
