@@ -301,10 +301,10 @@ def compute_slice(
         new = [c for c in cells if not done[c] and c not in carries]
         if saved:  # a cell with a checkpoint continues from it, on its own
             new = [c for c in new if checkpoints.cell_key(c) not in saved]
-        joint, _ = together_mod.split(plan, new, ref.carries, lambda c: segment_time(plan, c))
+        joint, _ = together_mod.split(plan, new, ref.carries)
         if joint:
             batches = together_mod.compute(plan, joint, ref.carries)
-            joined = set(joint)
+            joined = {m[0] for m in joint}
             cells = [c for c in cells if c not in joined]
     if fresh:
         runs = [compute_cell(plan, cell, ref, None, on_segment, False, set(), None, keep=False) for cell in cells]
@@ -357,17 +357,19 @@ def write_runs(ref: StoreRef, runs: list[CellRun | CellBatch], group=None) -> li
             if c in row_of:
                 b, i = row_of[c]
                 parts.setdefault(id(b), (b, []))[1].append(i)
-                kept[c] = b.carry(i) if ref.carries else None
-        extension.save_shard(ref, index, kept)
+        together = [(b, np.asarray(ix, dtype=np.intp)) for b, ix in parts.values()]
+        stacked = [b.carries_of(ix) for b, ix in together] if ref.carries else []
+        if not ref.carries:
+            kept.update({b.cells[i]: None for b, ix in together for i in ix.tolist()})
+        extension.save_shard(ref, index, kept, stacked)
         rows = {"time": min((extra[c][1][0] for c in mine), default=0),
                 "snapshot": min((extra[c][1][1] for c in mine), default=0)}  # fmt: skip
-        together = [(b, np.asarray(ix, dtype=np.intp)) for b, ix in parts.values()]
         with fence(ref):  # this run still holds the store's lease, for the whole shard write
             written.update(
                 write_shard(group, {c: computed[c] for c in mine}, rows if any(rows.values()) else None, together)
             )
     saved = checkpoints.present(ref) if written else set()  # one listing per write, not a probe per cell
-    for cell in written:
+    for cell in written if saved else ():
         if checkpoints.cell_key(cell) in saved:
             checkpoints.delete(ref, cell)
     reports = [(r[0], r[1], r[2], r[3], r[4], r[0] in written) for r in own]

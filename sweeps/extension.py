@@ -43,6 +43,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -125,10 +126,13 @@ def _shape_dtype(v: Any) -> tuple[tuple[int, ...], str]:
     return a.shape, a.dtype.str
 
 
-def _packed(carries: dict[Cell, dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+def _packed(
+    carries: dict[Cell, dict[str, np.ndarray]], stacked: Sequence[tuple[list[Cell], dict[str, np.ndarray]]] = ()
+) -> dict[str, np.ndarray]:
     """The entries of a stacked carries object: the cells grouped by their arrays' names, shapes and
     dtypes, each array stacked over a group (a few dozen entries per shard instead of ~9 per cell:
-    a zip entry costs more than a sub-millisecond cell)."""
+    a zip entry costs more than a sub-millisecond cell). ``stacked``: groups already stacked, (cells,
+    arrays with a leading cell axis), written as they are."""
     groups: dict[tuple, list[Cell]] = {}
     for cell, arrays in carries.items():
         sig: tuple  # (name, shape, dtype) per array
@@ -142,6 +146,10 @@ def _packed(carries: dict[Cell, dict[str, np.ndarray]]) -> dict[str, np.ndarray]
         flat[f"{GROUP_PREFIX}{j}{CELLS_SUFFIX}"] = cell_block(cells)
         for k, _shape, dtype in sig:  # one shape and dtype in the group: np.stack's array, built in one call
             flat[f"{GROUP_PREFIX}{j}.{k}"] = np.array([carries[c][k] for c in cells], dtype=dtype)
+    for j, (cells, arrays) in enumerate(stacked, start=len(groups)):
+        flat[f"{GROUP_PREFIX}{j}{CELLS_SUFFIX}"] = cell_block(cells)
+        for k, a in arrays.items():
+            flat[f"{GROUP_PREFIX}{j}.{k}"] = np.asarray(a)
     return flat
 
 
@@ -163,24 +171,35 @@ def _unpacked(flat: dict[str, np.ndarray]) -> dict[Cell, dict[str, np.ndarray]]:
     return out
 
 
-def save_shard(ref, index: tuple[int, ...], carries: dict[Cell, dict[str, np.ndarray] | None]) -> None:
+def save_shard(
+    ref,
+    index: tuple[int, ...],
+    carries: dict[Cell, dict[str, np.ndarray] | None],
+    stacked: Sequence[tuple[list[Cell], dict[str, np.ndarray]]] = (),
+) -> None:
     """Replace the carries of ``carries``' cells in shard ``index`` (None: drop the cell's carry);
-    the other cells' carries stay. One atomic object write, fenced by the run's lease."""
-    if not carries:
+    the other cells' carries stay. ``stacked``: more cells' carries, stacked (cells, arrays with a
+    leading cell axis: cells computed together, :mod:`geosweep.sweeps.together`). One atomic object
+    write, fenced by the run's lease."""
+    if not carries and not stacked:
         return
     kept = load_shard(ref, index)
-    if not kept and all(a is None for a in carries.values()):
+    if not kept and not stacked and all(a is None for a in carries.values()):
         return
     for cell, arrays in carries.items():
         if arrays is None:
             kept.pop(cell, None)
         else:
             kept[cell] = arrays
+    for cells, _ in stacked:
+        for cell in cells:
+            kept.pop(cell, None)
+    n_cells = len(kept) + sum(len(cells) for cells, _ in stacked)
     buf = io.BytesIO()
-    flat = _packed(kept)
+    flat = _packed(kept, stacked)
     raw = sum(int(np.asarray(v).nbytes) for v in flat.values())
     # compressed where it pays: long cells (big sample arrays), not sub-millisecond ones (zlib per array)
-    save = np.savez_compressed if raw > COMPRESS_BYTES_PER_CELL * max(len(kept), 1) else np.savez
+    save = np.savez_compressed if raw > COMPRESS_BYTES_PER_CELL * max(n_cells, 1) else np.savez
     save(buf, **flat)  # type: ignore[arg-type]
     fs, path = _path(ref, index)
     with fence(ref):

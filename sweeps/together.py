@@ -58,6 +58,11 @@ class CellBatch:
             return None
         return {name: a[i] for name, a in self.carries.items()}
 
+    def carries_of(self, rows: np.ndarray) -> tuple[list[Cell], dict[str, np.ndarray]]:
+        """The final carries of ``rows`` (indices), stacked: (their cells, arrays with a leading cell axis)."""
+        assert self.carries is not None
+        return [self.cells[i] for i in rows.tolist()], {n: a[rows] for n, a in self.carries.items()}
+
     def runs(self) -> list[tuple]:
         """The cells as :func:`geosweep.sweeps.engine.compute_cell` returns them (values as row views)."""
         return [
@@ -72,45 +77,59 @@ class CellBatch:
         return [(c, status[i], wall[i], 1, False, True) for i, c in enumerate(self.cells)]
 
 
-def split(plan: Plan, cells: Sequence[Cell], carries: bool, segment: Any) -> tuple[list[Cell], list[Cell]]:
-    """(cells to compute together, the others) of fresh ``cells``; ``carries``: the store keeps final
-    carries; ``segment(cell)``: the cell's time between checkpoints."""
+#: a cell to compute together: (cell, model, (request, options))
+Member = tuple[Cell, Any, tuple]
+
+
+def split(plan: Plan, cells: Sequence[Cell], carries: bool) -> tuple[list[Member], list[Cell]]:
+    """(cells to compute together, with their models and requests; the others) of fresh ``cells``
+    (each runs in one segment: the spec's ``checkpoint_every``, if any, is not shorter than T — the
+    engine's default segments hold minutes of work); ``carries``: the store keeps final carries."""
     famdef = plan.famdef
     if TOGETHER_CELL_SECONDS <= 0 or famdef.collect_many is None or famdef.batches is None:
         return [], list(cells)
     if plan.threads_per_cell is not None and plan.threads_per_cell > 1:
         return [], list(cells)
-    together, alone = [], []
+    every = plan.spec.checkpoint_every
+    names = plan.grid.axes[0].values  # the integrator axis (options are per integrator)
+    together: list[Member] = []
+    alone: list[Cell] = []
     accepted: dict[tuple, bool] = {}
     for cell in cells:
         request, options = plan.request(cell)
-        ok = plan.cost(cell) < TOGETHER_CELL_SECONDS and segment(cell) >= request.T
-        ok = ok and not (request.adaptive and carries)
+        if (
+            (request.adaptive and carries)
+            or (every is not None and every < request.T)
+            or not plan.cost(cell) < TOGETHER_CELL_SECONDS
+        ):
+            alone.append(cell)
+            continue
+        model = plan.model(cell)
+        key = (cell[0], id(model))
+        ok = accepted.get(key)
+        if ok is None:
+            ok = accepted[key] = bool(famdef.batches(model, names[cell[0]], options))
         if ok:
-            integrator = plan.grid.coords(cell)["integrator"]
-            key = (integrator, plan.grid.combination(cell), repr(sorted(options.items())))
-            if key not in accepted:
-                accepted[key] = bool(famdef.batches(plan.model(cell), integrator, options))
-            ok = accepted[key]
-        (together if ok else alone).append(cell)
+            together.append((cell, model, (request, options)))
+        else:
+            alone.append(cell)
     return together, alone
 
 
-def compute(plan: Plan, cells: Sequence[Cell], carries: bool) -> list[CellBatch]:
-    """Compute ``cells`` (from :func:`split`) together: one :class:`CellBatch` per integrator, options
-    and kind of trajectory."""
+def compute(plan: Plan, members: Sequence[Member], carries: bool) -> list[CellBatch]:
+    """Compute ``members`` (from :func:`split`) together: one :class:`CellBatch` per integrator and kind
+    of trajectory."""
     famdef = plan.famdef
-    groups: dict[tuple[str, str], list[tuple[Cell, Any, tuple]]] = {}  # by integrator and options
-    coords = plan.grid.coords
-    for cell in cells:
-        req = plan.request(cell)
-        key = (coords(cell)["integrator"], repr(sorted(req[1].items())))
-        groups.setdefault(key, []).append((cell, plan.model(cell), req))
+    names = plan.grid.axes[0].values
+    groups: dict[int, list[Member]] = {}  # by integrator (options are per integrator)
+    for m in members:
+        groups.setdefault(m[0][0], []).append(m)
     out = []
-    for (integrator, _), members in groups.items():
-        trajs = [famdef.start(model, integrator, *req) for _, model, req in members]  # type: ignore[misc]
+    for index, group in groups.items():
+        integrator = names[index]
+        trajs = [famdef.start(model, integrator, *req) for _, model, req in group]  # type: ignore[misc]
         for stack in advance_together(trajs):
-            rows = [members[i] for i in stack.index]
+            rows = [group[i] for i in stack.index]
             models = [m for _, m, _ in rows]
             values = famdef.collect_many(models, integrator, stack, rows[0][2][1])  # type: ignore[misc]
             kept = None

@@ -92,15 +92,24 @@ class Stack:
 
 def _kind(traj: Trajectory) -> tuple | None:
     """What trajectories advanced in one call share (None: this one runs alone): the addressed entry's
-    functions, the method record, reductions and every array's shape."""
+    functions, the method record, reductions and the arrays' shapes (the others' follow from these:
+    the observation columns from ``red``, the state's scratch from ``S``)."""
     sp = traj.stepper
     if sp.threads > 1:
         return None
     b = fastcall.binding(sp)
-    if b is None or b.at is None or len(b.at[1]) != 2 or not b.accepts(tuple(getattr(traj, n) for n in ARRAYS)):
+    if b is None or b.at is None or len(b.at[1]) != 2:
         return None
-    shapes = tuple(getattr(traj, n).shape for n in ARRAYS) + (sp.p.shape,)
+    t = traj
+    shapes = (t.S.shape, t.out.shape, t.snaps.shape, t.work.shape, t.iwork.shape, sp.p.shape)
     return id(b.at[1][0]), id(b.at[1][1]), sp.meth.tobytes(), sp.red.tobytes(), shapes
+
+
+def _fits(traj: Trajectory) -> bool:
+    """The trajectory's arrays have the compiled driver's types (checked on one trajectory of a kind:
+    fresh trajectories of one kind are built alike)."""
+    b = fastcall.binding(traj.stepper)
+    return b is not None and b.accepts(tuple(getattr(traj, n) for n in ARRAYS))
 
 
 def advance_together(trajs: Sequence[Trajectory]) -> list[Stack]:
@@ -108,11 +117,14 @@ def advance_together(trajs: Sequence[Trajectory]) -> list[Stack]:
     ``nogil`` call over their stacked rows; returns the stacks (every trajectory in exactly one).
     Each trajectory's arrays become views of its row; its ``wall_time`` gets its share of the call's
     time, in proportion to its accepted steps. A trajectory without an addressed driver entry (or
-    running on several Numba threads) is advanced alone and is a stack of one."""
+    running on several Numba threads) is advanced alone and is a stack of one. The trajectories must
+    be fresh (from a family's ``start``, not advanced yet)."""
     kinds: dict[Any, list[int]] = {}
     for i, t in enumerate(trajs):
         key = _kind(t)
         kinds.setdefault(key if key is not None else ("alone", i), []).append(i)
+    for key in [k for k in kinds if k[0] != "alone" and not _fits(trajs[kinds[k][0]])]:
+        kinds.update({("alone", i): [i] for i in kinds.pop(key)})
     stacks = []
     for key, members in kinds.items():
         rows = [trajs[i] for i in members]
