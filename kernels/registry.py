@@ -265,6 +265,10 @@ class FamilyDef:
     #: ``batches(model, integrator, options) -> bool``: cells of this model, integrator and options may
     #: be advanced together and collected by ``collect_many`` (:mod:`geosweep.kernels.core.batch`)
     batches: Callable[[Any, str, dict[str, Any]], bool] | None = None
+    #: ``start_many(models, integrator, request, options) -> [Stack]``: ``start`` of every model as fresh
+    #: stacks (:func:`geosweep.kernels.core.batch.fresh_stack`; each stack's ``index`` names its models);
+    #: without it, cells are started one by one and stacked (:func:`~geosweep.kernels.core.batch.advance_together`)
+    start_many: Callable[..., list[Any]] | None = None
     #: ``collect_many(models, integrator, stack, options) -> {name: array}``: ``collect``'s values of
     #: every row of a :class:`~geosweep.kernels.core.batch.Stack`, with a leading row axis, bitwise
     #: each row's own

@@ -121,14 +121,20 @@ def compute(plan: Plan, members: Sequence[Member], carries: bool) -> list[CellBa
     of trajectory."""
     famdef = plan.famdef
     names = plan.grid.axes[0].values
-    groups: dict[int, list[Member]] = {}  # by integrator (options are per integrator)
+    n_method = plan.grid.n_method_axes
+    groups: dict[tuple, list[Member]] = {}  # by method (integrator, h or tol): one request and options
     for m in members:
-        groups.setdefault(m[0][0], []).append(m)
+        groups.setdefault(m[0][:n_method], []).append(m)
     out = []
-    for index, group in groups.items():
-        integrator = names[index]
-        trajs = [famdef.start(model, integrator, *req) for _, model, req in group]  # type: ignore[misc]
-        for stack in advance_together(trajs):
+    for key, group in groups.items():
+        integrator = names[key[0]]
+        if famdef.start_many is not None:
+            stacks = famdef.start_many([m for _, m, _ in group], integrator, *group[0][2])
+            for stack in stacks:
+                stack.advance()
+        else:
+            stacks = advance_together([famdef.start(model, integrator, *req) for _, model, req in group])  # type: ignore[misc]
+        for stack in stacks:
             rows = [group[i] for i in stack.index]
             models = [m for _, m, _ in rows]
             values = famdef.collect_many(models, integrator, stack, rows[0][2][1])  # type: ignore[misc]

@@ -59,3 +59,25 @@ def test_cells_collected_together_are_bitwise_the_cells_alone(idef):
                     assert _same(getattr(traj, name), getattr(trajs[i], name)), (i, name)
             assert int(stack.status[row]) == int(res.status)
             assert trajs[i].wall_time > 0.0
+
+
+@pytest.mark.parametrize("idef", INTEGRATORS, ids=lambda i: i.name)
+def test_cells_started_together_are_bitwise_the_cells_started_alone(idef):
+    """The chain's start_many: one stepper per chain length, each row's initial state and parameters."""
+    request = RunRequest(T=0.2, dt_out=0.05, tol=1e-6) if idef.adaptive else RunRequest(T=0.2, dt_out=0.05, h=0.01)
+    models = _models()
+    options = {"blowup": 0.5}
+    stacks = FAMILY.start_many(models, idef.name, request, options)
+    assert sorted(len(s) for s in stacks) == [1, 4] and sorted(i for s in stacks for i in s.index) == [0, 1, 2, 3, 4]
+    for stack in stacks:
+        stack.advance()
+        values = FAMILY.collect_many([models[i] for i in stack.index], idef.name, stack, options)
+        for row, i in enumerate(stack.index):
+            traj = FAMILY.start(models[i], idef.name, request, options)
+            traj.advance()
+            res = FAMILY.collect(models[i], idef.name, traj, options)
+            assert set(values) == set(res.values)
+            for name, value in res.values.items():
+                assert _same(value, values[name][row]), (i, name)
+            assert _same(traj.S, stack.S[row]) and _same(traj.stepper.p, stack.p[row])
+        assert (stack.wall_time > 0).all()

@@ -68,7 +68,7 @@ def test_a_slice_computes_its_short_fresh_cells_together_and_the_others_alone(tm
     assert {integrator[c] for b in batches for c in b.cells} == {"rkmk4", "cf4"}
     assert {integrator[r[0]] for r in alone} == {"rkmk45", "dg_avf"}
     assert sum(len(b) for b in batches) + len(alone) == len(cells)
-    assert len(batches) == 2  # one call per integrator (its step sizes and models stacked)
+    assert len(batches) == 4  # one call per integrator and step size (its models stacked)
     assert all(b.carries is not None and (b.wall_time > 0).all() for b in batches)
 
 

@@ -300,6 +300,26 @@ def batches(model: ChainModel, integrator: str, options: dict) -> bool:
     return integrator in _BY_NAME and not bool(options.get("global_error", False))
 
 
+def start_many(models: Sequence[ChainModel], integrator: str, request: RunRequest, options: dict) -> list:
+    """:func:`start` of every model for one integrator of :func:`batches`, as fresh stacks (one per chain
+    length; :func:`geosweep.kernels.core.batch.fresh_stack`): one stepper per stack, each row's own
+    initial state and parameter vector (the only parts of a chain's stepper that depend on the model)."""
+    from geosweep.kernels.core.batch import fresh_stack
+    from geosweep.kernels.lie.stepper import P_HEAD
+
+    by_n: dict[int, list[int]] = {}
+    for i, m in enumerate(models):
+        by_n.setdefault(m.n, []).append(i)
+    stacks = []
+    for index in by_n.values():
+        template = start(models[index[0]], integrator, request, options)
+        head = template.stepper.p[:P_HEAD]
+        S0 = np.stack([lie_initial_state(models[i].y0) for i in index])
+        p = np.stack([np.concatenate([head, models[i].params]) for i in index])
+        stacks.append(fresh_stack(template, S0, p, index))
+    return stacks
+
+
 def collect_many(models: Sequence[ChainModel], integrator: str, stack, options: dict | None = None) -> dict:
     """:func:`collect`'s values of every row of a :class:`~geosweep.kernels.core.batch.Stack` of cells of
     ``integrator`` (one of :func:`batches`; ``models``: the rows'), each with a leading row axis,
@@ -359,6 +379,7 @@ FAMILY = FamilyDef(
     start=start,
     collect=collect,
     batches=batches,
+    start_many=start_many,
     collect_many=collect_many,
     order_error_vars=("global_error", "max_rel_energy_error"),
     observables=lambda model, integrator: stored(integrator),

@@ -19,6 +19,7 @@ computes every stored value for all rows at once (:func:`stacked_values`, and
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -29,7 +30,7 @@ from geosweep.kernels._jit import kjit
 from geosweep.kernels.core import fastcall
 from geosweep.kernels.core import layout as L
 from geosweep.kernels.core.addressed import _functions
-from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.core.trajectory import StepperSpec, Trajectory
 
 #: a trajectory's arrays in the driver's order (``p`` comes from the stepper, between ``work`` and ``iwork``)
 ARRAYS = ("ictl", "fctl", "S", "Sn", "Sd", "work", "iwork", "acc", "info", "sio", "obs", "obs2", "out", "env", "snaps")
@@ -49,22 +50,47 @@ def drive_rows(addrs, tref, meth, ictl, fctl, k_stop, t_stop, S, Sn, Sd, p, work
 
 
 class Stack:
-    """Trajectories of one kind stacked along a leading axis (rows in ``trajs`` order): ``S``,
-    ``out``, ``env``, ``acc``, ``info``, ``snaps`` … as :class:`Trajectory` has them, one row per
-    trajectory (whose own arrays are views of its row). ``index``: each row's position in the list
-    given to :func:`advance_together`; ``stepper``: the first row's (the rows share its functions,
-    method, reductions and observation names; ``p`` is per row)."""
+    """Trajectories of one kind stacked along a leading row axis: ``S``, ``out``, ``env``, ``acc``,
+    ``info``, ``snaps`` … as :class:`Trajectory` has them, and ``p`` (each row's parameter vector).
+    ``stepper``: the first row's (the rows share its functions, method, reductions and observation
+    names); ``index``: each row's position in the caller's list of cells; ``wall_time``: each row's
+    share of the time spent advancing the stack (s). ``trajs``: each row as a :class:`Trajectory` whose
+    arrays are views of its row (built on first use when the stack was not made from trajectories)."""
 
-    def __init__(self, trajs: list[Trajectory], index: list[int], arrays: dict[str, np.ndarray]) -> None:
-        self.trajs = trajs
-        self.index = index
+    def __init__(
+        self,
+        arrays: dict[str, np.ndarray],
+        p: np.ndarray,
+        stepper: StepperSpec,
+        index: list[int],
+        trajs: list[Trajectory] | None = None,
+    ) -> None:
         self.arrays = arrays
-        self.stepper = trajs[0].stepper
+        self.p = p
+        self.stepper = stepper
+        self.index = index
+        self._trajs = trajs
+        self.wall_time = np.zeros(len(p)) if trajs is None else np.array([t.wall_time for t in trajs])
         for name, a in arrays.items():
             setattr(self, name, a)
 
     def __len__(self) -> int:
-        return len(self.trajs)
+        return len(self.p)
+
+    @property
+    def trajs(self) -> list[Trajectory]:
+        if self._trajs is None:
+            self._trajs = [self._row(k) for k in range(len(self))]
+        return self._trajs
+
+    def _row(self, k: int) -> Trajectory:
+        t = Trajectory.__new__(Trajectory)
+        t.stepper = dataclasses.replace(self.stepper, p=self.p[k])
+        t.wall_time = float(self.wall_time[k])
+        for name, a in self.arrays.items():
+            setattr(t, name, a[k])
+        t._call = None
+        return t
 
     def column(self, name: str) -> int:
         """The observation column ``name`` (its index in ``out``)."""
@@ -82,12 +108,48 @@ class Stack:
         raise ValueError(what)
 
     @property
-    def wall_time(self) -> np.ndarray:
-        return np.array([t.wall_time for t in self.trajs])
-
-    @property
     def status(self) -> np.ndarray:
         return self.info[:, L.I_STATUS].copy()
+
+    def advance(self) -> None:
+        """Advance every row to its end in one compiled ``nogil`` call (the rows must be of one kind,
+        :func:`fresh_stack` or :func:`advance_together`); each row's ``wall_time`` grows by its share of
+        the call's time, in proportion to its accepted steps."""
+        sp = self.stepper
+        b = fastcall.binding(sp)
+        if b is None or b.at is None or len(b.at[1]) != 2 or sp.threads > 1:  # row by row, each as it runs alone
+            for k, t in enumerate(self.trajs):
+                t.advance()
+                self.wall_time[k] = t.wall_time
+            return
+        addrs, tref = b.at[1]
+        a = self.arrays
+        t0 = time.perf_counter()
+        drive_rows(addrs, tref, sp.meth, a["ictl"], a["fctl"], _NO_LIMIT, np.inf, a["S"], a["Sn"], a["Sd"], self.p,
+                   a["work"], a["iwork"], sp.red, a["acc"], a["info"], a["sio"], a["obs"], a["obs2"], a["out"],
+                   a["env"], a["snaps"])  # fmt: skip
+        spent = time.perf_counter() - t0
+        steps = a["info"][:, L.I_K].astype(float) + 1.0  # + 1: the initial state's observation
+        self.wall_time += spent * (steps / steps.sum())
+        if self._trajs is not None:
+            for t, w in zip(self._trajs, self.wall_time.tolist()):
+                t.wall_time = w
+
+
+def fresh_stack(template: Trajectory, S0: np.ndarray, p: np.ndarray, index: list[int] | None = None) -> Stack:
+    """A stack of fresh trajectories like ``template`` (a fresh trajectory: its stepper, request and
+    options) from each row of ``S0`` (rows, state) with the parameter vector of the same row of ``p``
+    — bitwise the trajectories a family's ``start`` makes for those initial states and parameters,
+    without building each one. Not advanced yet (:meth:`Stack.advance`)."""
+    K = len(S0)
+    arrays = {}
+    for name in ARRAYS:
+        a = getattr(template, name)
+        arrays[name] = np.empty((K, *a.shape), dtype=a.dtype)
+        arrays[name][...] = a
+    arrays["S"][...] = S0
+    return Stack(arrays, np.ascontiguousarray(p, dtype=np.float64), template.stepper,
+                 list(range(K)) if index is None else index)  # fmt: skip
 
 
 def _kind(traj: Trajectory) -> tuple | None:
@@ -131,21 +193,11 @@ def advance_together(trajs: Sequence[Trajectory]) -> list[Stack]:
         if key[0] == "alone":
             rows[0].advance()
         arrays = {n: np.stack([getattr(t, n) for t in rows]) for n in ARRAYS}
+        stack = Stack(arrays, np.stack([t.stepper.p for t in rows]), rows[0].stepper, members, rows)
         if key[0] != "alone":
-            sp = rows[0].stepper
-            addrs, tref = fastcall.binding(sp).at[1]  # type: ignore[union-attr]  # checked by _kind
-            p = np.stack([t.stepper.p for t in rows])
-            a = arrays
-            t0 = time.perf_counter()
-            drive_rows(addrs, tref, sp.meth, a["ictl"], a["fctl"], _NO_LIMIT, np.inf, a["S"], a["Sn"], a["Sd"], p,
-                       a["work"], a["iwork"], sp.red, a["acc"], a["info"], a["sio"], a["obs"], a["obs2"], a["out"],
-                       a["env"], a["snaps"])  # fmt: skip
-            spent = time.perf_counter() - t0
-            steps = a["info"][:, L.I_K].astype(float) + 1.0  # + 1: the initial state's observation
-            for t, share in zip(rows, steps / steps.sum()):
-                t.wall_time += spent * float(share)
+            stack.advance()
         for k, t in enumerate(rows):
             for n in ARRAYS:
                 setattr(t, n, arrays[n][k])
-        stacks.append(Stack(rows, members, arrays))
+        stacks.append(stack)
     return stacks
