@@ -72,6 +72,7 @@ def test_cells_started_together_are_bitwise_the_cells_started_alone(idef):
     for stack in stacks:
         stack.advance()
         values = FAMILY.collect_many([models[i] for i in stack.index], idef.name, stack, options)
+        assert stack._trajs is None  # every value computed on the stacked arrays: no trajectory per row built
         for row, i in enumerate(stack.index):
             traj = FAMILY.start(models[i], idef.name, request, options)
             traj.advance()

@@ -168,12 +168,19 @@ def _global_error(traj: Trajectory, model: ChainModel, integrator: str, obs: Obs
     return np.float64(la.norm(np.ravel(y - reference_solution(model, traj.time, float(options.get("ref_tol", 1e-13))))))
 
 
+def _global_error_many(stack, models, integrator: str, obs: Observable, options: dict) -> np.ndarray:
+    """:func:`_global_error` of every row (NaN unless ``options["global_error"]``; then row by row)."""
+    if bool(options.get("global_error", False)):
+        return np.array([_global_error(t, m, integrator, obs, options) for t, m in zip(stack.trajs, models)])
+    return np.full(len(stack), np.nan)
+
+
 _SPHERE = {o.name: o.outputs for o in UNIT_SPHERE_OBSERVABLES}  # unit_error, tangency_error
 _SHARED = RunValues(
     "chain",
     outputs=(
         Derived(NEWTON_ITERATIONS_MEAN, fn=_newton_iterations_mean, fn_many=_newton_iterations_mean_many),
-        Derived(GLOBAL_ERROR, fn=_global_error, options=True),
+        Derived(GLOBAL_ERROR, fn=_global_error, options=True, fn_many=_global_error_many),
     ),
 )
 _ON_L = (  # the Lie stepper's (and the dg form's) angular momentum columns L_x, L_y, L_z
