@@ -780,7 +780,12 @@ def _run_locked(
             pending_cost = {c: cost[c] for c in pending}  # looked up once: for the workers, demand, slicing
             if client is None:
                 if execution.processes is None and execution.starts_local_cluster:  # threads or processes
-                    execution = execution.for_cells(list(pending_cost.values()), log)
+                    # cells computed together hold the GIL briefly (geosweep.sweeps.together): threads run them
+                    joint = together_mod.integrators(plan, ref.carries)
+                    alone = (
+                        [v for c, v in pending_cost.items() if c[0] not in joint] if joint else pending_cost.values()
+                    )
+                    execution = execution.for_cells(list(alone), log)
                 own_cluster, client = execution.open_client()
                 own_client = client
             # adaptive scaling is told how many workers the pending cells can keep busy (geosweep.sweeps.demand)

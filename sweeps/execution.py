@@ -48,7 +48,8 @@ AUTO_PROCESS_CELL_SECONDS = 2e-4
 #: holds the GIL (set-up, collecting and writing values), so threads in one process cannot run short
 #: cells side by side (measured on 2 cores: even the bare kernel loop of 0.1 ms cells ran at 0.8× on
 #: 2 threads); worker processes can, but their start-up (~2–3 s) pays only over many cells
-#: (benchmarks/README.md, "Threads or processes").
+#: (benchmarks/README.md, "Threads or processes"). Cells computed together (:mod:`geosweep.sweeps.together`)
+#: hand the GIL over once per slice, so threads run them side by side: the engine counts only the others.
 AUTO_PROCESS_MIN_CELLS = 20_000
 
 

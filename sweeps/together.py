@@ -77,6 +77,26 @@ class CellBatch:
         return [(c, status[i], wall[i], 1, False, True) for i, c in enumerate(self.cells)]
 
 
+def integrators(plan: Plan, carries: bool) -> set[int]:
+    """The integrators (indices on the grid's first axis) whose short cells are computed together —
+    as :func:`split` decides for a cell, judged on the first model (the local cluster's kind of
+    workers is chosen from it, :meth:`geosweep.sweeps.execution.Execution.for_cells`)."""
+    famdef = plan.famdef
+    if TOGETHER_CELL_SECONDS <= 0 or famdef.collect_many is None or famdef.batches is None:
+        return set()
+    every = plan.spec.checkpoint_every
+    cell = plan.grid.first_cell
+    model = plan.model(cell)
+    out = set()
+    for i, name in enumerate(plan.grid.axes[0].values):
+        request, options = plan.request((i, *cell[1:]))
+        if (request.adaptive and carries) or (every is not None and every < request.T):
+            continue
+        if famdef.batches(model, name, options):
+            out.add(i)
+    return out
+
+
 #: a cell to compute together: (cell, model, (request, options))
 Member = tuple[Cell, Any, tuple]
 

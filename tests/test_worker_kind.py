@@ -1,4 +1,5 @@
-"""Issue 21: a local cluster's workers are processes for many sub-millisecond cells, threads otherwise.
+"""Issue 21: a local cluster's workers are processes for many sub-millisecond cells computed one by one,
+threads otherwise (also for short cells computed together, geosweep.sweeps.together).
 
 The Python around each cell (set-up, collecting and writing its values) holds the GIL; for 0.1 ms
 cells it is most of the cell, so two threads in one process ran slower than one (benchmarks/README.md,
@@ -60,10 +61,13 @@ def test_processes_and_threads_together_are_refused(capsys):
 
 
 def test_a_run_of_many_short_cells_starts_worker_processes_bitwise_equal_to_serial(tmp_path, monkeypatch):
-    """Thresholds lowered so that 32 cells count as many: ``run_sweep`` without a client starts its own
-    cluster of processes (the scheduler reports a nanny per worker) and stores what a serial run stores."""
+    """Thresholds lowered so that 16 cells count as many: ``run_sweep`` without a client starts its own
+    cluster of processes (the scheduler reports a nanny per worker) and stores what a serial run stores.
+    The cells are the discrete gradient's (each computed alone); the Lie cells beside them are computed
+    together (geosweep.sweeps.together) and do not count."""
     monkeypatch.setattr(ex, "AUTO_PROCESS_MIN_CELLS", 10)
-    plan = make_plan(_chain(8))
+    monkeypatch.setattr(ex, "AUTO_PROCESS_CELL_SECONDS", 1.0)  # the discrete gradient's cells count as short
+    plan = make_plan({**_chain(16), "integrators": ["rkmk4", "dg_avf"], "h": [0.01]})
     said: list[str] = []
     result = run_sweep(plan, str(tmp_path / "auto.zarr"), n_workers=2, log=said.append)
     assert result.complete and result.ran == 32
@@ -74,6 +78,17 @@ def test_a_run_of_many_short_cells_starts_worker_processes_bitwise_equal_to_seri
     said.clear()
     run_sweep(plan, str(tmp_path / "threads.zarr"), n_workers=2, processes=False, log=said.append)
     assert any("on 2 workers" in line for line in said) and not any("(processes)" in line for line in said), said
+
+
+def test_many_short_cells_computed_together_keep_threads(tmp_path, monkeypatch):
+    """Short cells computed together hand the GIL over once per slice, not per cell: threads run them
+    side by side (benchmarks/README.md, "Cells computed together"), without a process start-up."""
+    monkeypatch.setattr(ex, "AUTO_PROCESS_MIN_CELLS", 10)
+    monkeypatch.setattr(ex, "AUTO_PROCESS_CELL_SECONDS", 1.0)
+    said: list[str] = []
+    result = run_sweep(make_plan(_chain(8)), str(tmp_path / "t.zarr"), n_workers=2, log=said.append)
+    assert result.complete and result.ran == 32
+    assert any("on 2 workers" in line for line in said) and not any("processes" in line for line in said), said
 
 
 def _blocked_signals() -> list[str]:

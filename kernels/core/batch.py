@@ -57,6 +57,23 @@ class Stack:
     share of the time spent advancing the stack (s). ``trajs``: each row as a :class:`Trajectory` whose
     arrays are views of its row (built on first use when the stack was not made from trajectories)."""
 
+    # the stacked arrays (set from ``arrays``; one row per trajectory)
+    ictl: np.ndarray
+    fctl: np.ndarray
+    S: np.ndarray
+    Sn: np.ndarray
+    Sd: np.ndarray
+    work: np.ndarray
+    iwork: np.ndarray
+    acc: np.ndarray
+    info: np.ndarray
+    sio: np.ndarray
+    obs: np.ndarray
+    obs2: np.ndarray
+    out: np.ndarray
+    env: np.ndarray
+    snaps: np.ndarray
+
     def __init__(
         self,
         arrays: dict[str, np.ndarray],
