@@ -6,7 +6,8 @@ store shard → one plain Dask future per slice, and one writer future per shard
 the shard's slices. Each shard's models go to the cluster once, as a tiny task of their own (not scattered
 data: the scheduler can recompute them when the worker holding them dies or retires; models too large
 to travel in a task are built by it on the worker, :mod:`geosweep.sweeps.bundles`); a slice receives the plan part
-its cells need and runs the kernels cell by cell (long cells in checkpointed segments); the
+its cells need and runs the kernels cell by cell (long cells in checkpointed segments), its fresh
+short cells of one method together in one compiled call (:mod:`geosweep.sweeps.together`); the
 shard's writer writes all its cells at once, one object per variable (:mod:`geosweep.sweeps.store`), on a
 worker's spare thread where workers declare :data:`SLICE_RESOURCE` (local clusters do), so a
 finished shard is written while the next shard's slices run. (A shard of short cells in one slice is
