@@ -42,6 +42,9 @@ PROBE_TOTAL_SECONDS = 3.0
 OVERHEAD_SECONDS = {"dask": 3.0, "prefect": 5.0, "prefect_server": 2.0}
 #: per cell outside its integration (s): model hand-over, values and flags into the store
 CELL_OVERHEAD_SECONDS = 0.0005  # measured 0.23 ms serial, 0.32 ms on 2 workers (bench_scale.py, 10⁴ cells)
+#: the same for a cell computed together with others (:mod:`geosweep.sweeps.together`; measured 0.03 ms
+#: serial and 0.02 ms on 2 worker threads, bench_scale.py, 10⁵ cells)
+CELL_OVERHEAD_TOGETHER_SECONDS = 0.00005
 #: per store shard (s): its write (one object per variable), its carries and its task hand-over
 SHARD_OVERHEAD_SECONDS = 0.05
 #: cores busy with kernels run this much slower than one alone (shared caches and memory bandwidth;
@@ -401,6 +404,18 @@ def makespan(costs: list[float], workers: int) -> float:
     return max(loads)
 
 
+def _together_cells(plan: Plan, planned: np.ndarray, mask: np.ndarray) -> int:
+    """How many runnable cells a run computes together (:mod:`geosweep.sweeps.together`; ``planned``: the
+    plan's cost of every cell, which decides it)."""
+    from geosweep.sweeps import together
+
+    joint = together.integrators(plan, carries=True)
+    if not joint:
+        return 0
+    on = np.isin(np.arange(plan.grid.shape[0]), sorted(joint)).reshape((-1,) + (1,) * (planned.ndim - 1))
+    return int((mask & on & (planned < together.TOGETHER_CELL_SECONDS)).sum())
+
+
 def estimate(
     source: Plan | str | os.PathLike | dict,
     workers: int | None = None,
@@ -438,7 +453,9 @@ def estimate(
     runnable = int(mask.sum())
     efficiency = PARALLEL_EFFICIENCY if parallel > 1 else 1.0
     # slices as the run cuts them (by the grid's cost model, plan.cost), each costing its cells' estimate
-    sizing = grid.ordered_costs(plan.cost_array(), mask)
+    planned = plan.cost_array()
+    joint = _together_cells(plan, planned, mask)
+    sizing = grid.ordered_costs(planned, mask)
     bounds = slice_bounds(sizing, slice_target(sizing, slice_seconds, workers))
     del sizing
     ordered = grid.ordered_costs(cost, mask)
@@ -450,7 +467,7 @@ def estimate(
     overhead = OVERHEAD_SECONDS["dask"]
     if prefect:
         overhead = OVERHEAD_SECONDS["prefect"] + (OVERHEAD_SECONDS["prefect_server"] if temporary_server else 0.0)
-    overhead += CELL_OVERHEAD_SECONDS * runnable / parallel
+    overhead += (CELL_OVERHEAD_SECONDS * (runnable - joint) + CELL_OVERHEAD_TOGETHER_SECONDS * joint) / parallel
     extents = shard_shape(plan)
     n_shards = int(np.prod([-(-e // s) for e, s in zip(grid.shape, extents)], dtype=np.int64))
     overhead += SHARD_OVERHEAD_SECONDS * n_shards / parallel
