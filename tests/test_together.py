@@ -86,3 +86,51 @@ def test_cells_computed_together_store_bitwise_what_cells_computed_alone_store(t
     alone = run(tmp_path / "alone.zarr")
     assert joint.complete and alone.complete and joint.ran == alone.ran == 3 * 2 * 6 + 6  # rkmk45: one tol, no h
     _bitwise_same_stores(tmp_path / "together.zarr", tmp_path / "alone.zarr")
+
+
+def test_a_shard_write_of_cells_computed_together_skips_cells_already_done(tmp_path):
+    """A retried write: the rows of cells the store already holds as done are not written again (their
+    stored values and checksums stay); the others are written from the stacks."""
+    plan = make_plan(SPEC)
+    ref = StoreRef.of(tmp_path / "d.zarr")
+    ensure_store(plan, ref)
+    group = ref.open_group("r+")
+    from geosweep.sweeps.engine import write_runs
+    from geosweep.sweeps.store import group_by_shard, sweep_shards
+
+    shard = next(iter(group_by_shard(list(plan.grid.cells()), sweep_shards(group)).values()))
+    items = compute_slice(plan, shard, ref, together=True)
+    batch = next(r for r in items if isinstance(r, CellBatch))
+    first = batch.cells[0]
+    write_runs(ref, [r for r in batch.runs() if r[0] == first])  # one cell written alone first
+    before = {n: np.asarray(zarr.open_group(str(tmp_path / "d.zarr"))[n][first]) for n in ("energy", "checksum")}
+    reports = write_runs(ref, items)
+    ran = {r[0]: r[5] for r in reports}
+    computed = {c for r in items if isinstance(r, CellBatch) for c in r.cells}
+    computed |= {r[0] for r in items if not isinstance(r, CellBatch) and r[5]}  # not the not-applicable fillers
+    assert ran[first] is False and {c for c, r in ran.items() if r} == computed - {first}
+    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="r")
+    for n, v in before.items():
+        assert np.asarray(g[n][first]).tobytes() == v.tobytes()
+    assert all(int(g["done"][c]) == 1 for c in ran)
+    assert verify(ref) == {"damaged": [], "flags": []}
+
+
+def test_a_derived_value_without_a_stacked_form_is_computed_row_by_row_bitwise():
+    from geosweep.kernels.chain import family as chain
+    from geosweep.kernels.chain.model import build_chain
+    from geosweep.kernels.core.observables import Derived
+    from geosweep.kernels.registry import RunRequest
+
+    models = [build_chain(3, g=0.0, ic="random", seed=s) for s in range(3)]
+    request, options = RunRequest(T=0.1, dt_out=0.05, h=0.01), {}
+    (stack,) = chain.start_many(models, "rkmk4", request, options)
+    stack.advance()
+    obs = next(o for o in chain.STORED_LIE if o.name == "L")
+    plain = Derived(chain.MOMENTUM_ERROR, rank=0, fn=chain._momentum_error)  # no fn_many
+    rows = plain.many(stack, models, "rkmk4", obs)
+    for k, model in enumerate(models):
+        traj = chain.start(model, "rkmk4", request, options)
+        traj.advance()
+        assert rows[k].tobytes() == chain._momentum_error(traj, model, "rkmk4", obs).tobytes()
+        assert stack.trajs[k].wall_time == stack.wall_time[k] > 0
