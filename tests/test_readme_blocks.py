@@ -22,6 +22,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +69,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "geosweep report results/sphere-demo.zarr"): "shell: reports of the demo store",
     ("README.md", "from geosweep.kernels.systems.lj_sphere import lj_sphere"): "python: executed",
     ("README.md", "from geosweep.kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
+    ("README.md", "from geosweep.kernels.chain.model import build_chain"): "python: executed, against cells alone",
     ("README.md", "from geosweep.sweeps.engine import run_sweep"): "python: executed with a shortened spec_dict",
     ("README.md", "geosweep run sweeps/examples/long_energy.toml"): "shell: parsed, spec and cluster validated",
     ("README.md", "from geosweep import sweeps"): "python: executed in a scratch directory (run, extend)",
@@ -388,6 +390,19 @@ def test_readme_kernel_blocks():
     assert repr(status) == want[2], (repr(status), want)
     exec(block("README.md", "from geosweep.kernels.registry import FAMILIES, RunRequest"), ns)
     assert ns["traj"].finished and ns["traj"].steps == 1000
+
+
+def test_readme_cells_together_block():
+    """The block's values are each cell's own (a few cells checked against start → advance → collect)."""
+    ns: dict = {}
+    exec(block("README.md", "from geosweep.kernels.chain.model import build_chain"), ns)
+    values, ts2, models, req = ns["values"], ns["ts2"], ns["models"], ns["req"]
+    assert values["max_rel_energy_error"].shape == (1000,) and (ns["stack"].status == 0).all()
+    for i in (0, 517, 999):
+        traj = ts2.start(models[i], "rkmk4", req, {})
+        traj.advance()
+        alone = ts2.collect(models[i], "rkmk4", traj, {}).values
+        assert all(np.asarray(alone[n]).tobytes() == np.asarray(values[n][i]).tobytes() for n in alone)
 
 
 def test_readme_run_sweep_block(workspace, monkeypatch):
