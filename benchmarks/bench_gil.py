@@ -11,7 +11,9 @@ Run: ``python benchmarks/bench_gil.py [--cells 10000] [--rounds 2]``. The cells 
   (request, model, ``start``, ``advance``, ``collect``, ``segment_time``, the final carry), and the
   time inside ``advance``'s compiled call as ``Trajectory.wall_time`` measures it.
 
-Everything but the compiled call holds the GIL; the compiled call releases it.
+Everything but the compiled call holds the GIL; the compiled call releases it. This is the path of cells
+computed one by one (``compute_slice(together=False)``); a sweep computes such cells together
+(``geosweep.sweeps.together``, measured by ``bench_batch.py``).
 """
 
 from __future__ import annotations
