@@ -782,11 +782,11 @@ def _run_locked(
             if client is None:
                 if execution.processes is None and execution.starts_local_cluster:  # threads or processes
                     # cells computed together hold the GIL briefly (geosweep.sweeps.together): threads run them
-                    joint = together_mod.integrators(plan, ref.carries)
-                    alone = (
-                        [v for c, v in pending_cost.items() if c[0] not in joint] if joint else pending_cost.values()
-                    )
-                    execution = execution.for_cells(list(alone), log)
+                    at = tuple(cell_block(pending).T)
+                    to_run = np.zeros(cost.shape)
+                    to_run[at] = cost[at]
+                    alone = (to_run > 0) & ~together_mod.joint_mask(plan, to_run, ref.carries)
+                    execution = execution.for_cells(to_run[alone], log)
                 own_cluster, client = execution.open_client()
                 own_client = client
             # adaptive scaling is told how many workers the pending cells can keep busy (geosweep.sweeps.demand)

@@ -407,13 +407,9 @@ def makespan(costs: list[float], workers: int) -> float:
 def _together_cells(plan: Plan, planned: np.ndarray, mask: np.ndarray) -> int:
     """How many runnable cells a run computes together (:mod:`geosweep.sweeps.together`; ``planned``: the
     plan's cost of every cell, which decides it)."""
-    from geosweep.sweeps import together
+    from geosweep.sweeps.together import joint_mask
 
-    joint = together.integrators(plan, carries=True)
-    if not joint:
-        return 0
-    on = np.isin(np.arange(plan.grid.shape[0]), sorted(joint)).reshape((-1,) + (1,) * (planned.ndim - 1))
-    return int((mask & on & (planned < together.TOGETHER_CELL_SECONDS)).sum())
+    return int((mask & joint_mask(plan, planned)).sum())
 
 
 def estimate(

@@ -97,6 +97,17 @@ def integrators(plan: Plan, carries: bool) -> set[int]:
     return out
 
 
+def joint_mask(plan: Plan, cost: np.ndarray, carries: bool = True) -> np.ndarray:
+    """Over the grid: the cells a run computes together, judged from ``cost`` (each cell's estimated
+    seconds, :meth:`~geosweep.sweeps.plan.Plan.cost_array`; 0 for cells not to run) and
+    :func:`integrators`."""
+    joint = integrators(plan, carries)
+    if not joint:
+        return np.zeros(cost.shape, dtype=bool)
+    on = np.isin(np.arange(cost.shape[0]), sorted(joint)).reshape((-1,) + (1,) * (cost.ndim - 1))
+    return on & (cost > 0) & (cost < TOGETHER_CELL_SECONDS)
+
+
 #: a cell to compute together: (cell, model, (request, options))
 Member = tuple[Cell, Any, tuple]
 

@@ -112,3 +112,20 @@ def test_local_worker_processes_block_sigint_and_the_driver_does_not():
         assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, [])
     finally:
         cluster.close()
+
+
+@pytest.mark.parametrize(("integrators", "processes"), [(["rkmk4", "cf4"], False), (["dg_avf"], True)])
+def test_the_command_line_counts_only_cells_computed_alone(monkeypatch, integrators, processes):
+    """``geosweep run``'s own local cluster: processes for many short cells computed one by one (the
+    discrete gradient's), threads for as many computed together (the chain's Lie methods)."""
+    from contextlib import ExitStack
+
+    from geosweep.flows.cli.common import _execution
+
+    monkeypatch.setattr(ex, "AUTO_PROCESS_MIN_CELLS", 10)
+    monkeypatch.setattr(ex, "AUTO_PROCESS_CELL_SECONDS", 1.0)
+    plan = make_plan({**_chain(16), "integrators": integrators, "h": [0.01]})  # 16 or 32 cells
+    args = build_parser().parse_args(["run", "spec.toml", "--no-prefect", "--workers", "2"])
+    with ExitStack() as stack:
+        execution, _address, _client = _execution(args, stack, plan)
+        assert execution.processes is processes

@@ -117,8 +117,10 @@ def _execution(args: argparse.Namespace, stack: ExitStack, plan: Any = None) -> 
     (:meth:`Execution.for_cells`, unless ``--processes``/``--threads`` chose)."""
     execution = Execution.from_args(args)
     if plan is not None and execution.processes is None and execution.starts_local_cluster:
-        cost = plan.cost_array()
-        execution = execution.for_cells(cost[cost > 0], LOG.info)  # 0: cells not applicable
+        from geosweep.sweeps.together import joint_mask
+
+        cost = plan.cost_array()  # 0: cells not applicable; cells computed together run well on threads
+        execution = execution.for_cells(cost[(cost > 0) & ~joint_mask(plan, cost)], LOG.info)
     address, client = execution.start(
         stack,
         LOG.info,
