@@ -10,6 +10,7 @@ import pytest
 from geosweep.kernels.chain.family import FAMILY, INTEGRATORS
 from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.core.batch import ARRAYS, advance_together
+from geosweep.kernels.quad import family as quad
 from geosweep.kernels.registry import RunRequest
 from geosweep.kernels.status import Status
 
@@ -82,3 +83,21 @@ def test_cells_started_together_are_bitwise_the_cells_started_alone(idef):
                 assert _same(value, values[name][row]), (i, name)
             assert _same(traj.S, stack.S[row]) and _same(traj.stepper.p, stack.p[row])
         assert (stack.wall_time > 0).all()
+
+
+@pytest.mark.parametrize("integrator", sorted(quad.METHODS))
+def test_quadrotor_cells_collected_together_are_bitwise_the_cells_alone(integrator):
+    """The quadrotors' collect_many (the shared values on the stack, the derived ones row by row)."""
+    adaptive = quad.METHODS[integrator].adaptive
+    request = RunRequest(T=0.02, dt_out=0.005, tol=1e-6) if adaptive else RunRequest(T=0.02, dt_out=0.005, h=0.0025)
+    models = [quad.two_quadrotors(), quad.two_quadrotors(attitude_mode="free_rest", L1=0.5)]
+    trajs = [quad.start(m, integrator, request, {}) for m in models]
+    (stack,) = advance_together(trajs)
+    values = quad.collect_many(models, integrator, stack, {})
+    for row, model in enumerate(models):
+        traj = quad.start(model, integrator, request, {})
+        traj.advance()
+        res = quad.collect(model, integrator, traj, {})
+        assert set(values) == set(res.values)
+        for name, value in res.values.items():
+            assert _same(value, values[name][row]), (row, name)

@@ -72,19 +72,34 @@ def test_a_slice_computes_its_short_fresh_cells_together_and_the_others_alone(tm
     assert all(b.carries is not None and (b.wall_time > 0).all() for b in batches)
 
 
-@pytest.mark.parametrize("where", ["serial", "threads"])
-def test_cells_computed_together_store_bitwise_what_cells_computed_alone_store(tmp_path, monkeypatch, where):
+#: the quadrotors (001 §6): cells collected together with their derived values row by row; one integrator
+#: with a reference solution, whose cells are computed alone
+QUAD_SPEC = {
+    "name": "together-quad",
+    "system": "two_quadrotors",
+    "integrators": ["quad_rkmk4", "quad_cf4", "quad_rk4_ambient"],
+    "h": [0.005, 0.0025],
+    "T": 0.02,
+    "dt_out": 0.005,
+    "params": {"attitude_mode": ["free_tumble", "code_const"], "L1": [0.5, 0.6]},
+    "integrator_options": {"quad_rk4_ambient": {"global_error": True}},
+}
+
+
+@pytest.mark.parametrize(("spec", "where"), [(SPEC, "serial"), (SPEC, "threads"), (QUAD_SPEC, "serial")])
+def test_cells_computed_together_store_bitwise_what_cells_computed_alone_store(tmp_path, monkeypatch, spec, where):
     def run(path):
         if where == "serial":
-            return run_sweep(SPEC, path, serial=True)
+            return run_sweep(spec, path, serial=True)
         with LocalCluster(n_workers=2, processes=False, dashboard_address=None, **LOCAL_WORKER) as cluster:
             with Client(cluster) as client:
-                return run_sweep(SPEC, path, client=client, slice_seconds=1e-4)
+                return run_sweep(spec, path, client=client, slice_seconds=1e-4)
 
     joint = run(tmp_path / "together.zarr")
     monkeypatch.setattr(together, "TOGETHER_CELL_SECONDS", 0.0)  # every cell on its own (the path before)
     alone = run(tmp_path / "alone.zarr")
-    assert joint.complete and alone.complete and joint.ran == alone.ran == 3 * 2 * 6 + 6  # rkmk45: one tol, no h
+    cells = 3 * 2 * 6 + 6 if spec is SPEC else 3 * 2 * 4  # the chain's rkmk45: one tol, no h
+    assert joint.complete and alone.complete and joint.ran == alone.ran == cells
     _bitwise_same_stores(tmp_path / "together.zarr", tmp_path / "alone.zarr")
 
 
@@ -134,3 +149,15 @@ def test_a_derived_value_without_a_stacked_form_is_computed_row_by_row_bitwise()
         traj.advance()
         assert rows[k].tobytes() == chain._momentum_error(traj, model, "rkmk4", obs).tobytes()
         assert stack.trajs[k].wall_time == stack.wall_time[k] > 0
+
+
+def test_the_quadrotors_short_cells_are_computed_together_except_those_with_a_reference(tmp_path):
+    plan = make_plan(QUAD_SPEC)
+    ref = StoreRef.of(tmp_path / "q.zarr")
+    ensure_store(plan, ref)
+    items = compute_slice(plan, list(plan.grid.cells()), ref, together=True)
+    integrator = {c: plan.grid.coords(c)["integrator"] for c in plan.grid.cells()}
+    joint = [b for b in items if isinstance(b, CellBatch)]
+    assert sorted(len(b) for b in joint) == [4, 4, 4, 4]  # per integrator and h: the 4 models in one call
+    assert {integrator[c] for b in joint for c in b.cells} == {"quad_rkmk4", "quad_cf4"}
+    assert {integrator[r[0]] for r in items if not isinstance(r, CellBatch)} == {"quad_rk4_ambient"}

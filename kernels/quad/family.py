@@ -22,6 +22,7 @@ from geosweep.kernels.core.cells import (
     COMMON_DIAGNOSTICS,
     REFERENCE_PARAMS,
     common_values,
+    common_values_many,
     finish,
     make_run,
     start_trajectory,
@@ -280,6 +281,22 @@ def collect(model: QuadModel, integrator: str, traj: Trajectory, options: dict |
     return finish(traj, values)
 
 
+def batches(model: QuadModel, integrator: str, options: dict) -> bool:
+    """Whether cells of ``integrator`` can be collected together (:func:`collect_many`): without a
+    reference solution."""
+    return integrator in METHODS and not bool(options.get("global_error", False))
+
+
+def collect_many(models, integrator: str, stack, options: dict | None = None) -> dict:
+    """:func:`collect`'s values of every row of a :class:`~geosweep.kernels.core.batch.Stack` (cells of
+    :func:`batches`; ``models``: the rows'), each with a leading row axis, bitwise each row's own. The
+    derived values are computed row by row (:meth:`~geosweep.kernels.core.observables.Output.many`)."""
+    values = common_values_many(stack, lambda x: np.ascontiguousarray(x[:, :42])[:, None, :])
+    values.update(observables.values_many(OBSERVABLES, stack, models, integrator, options or {}))
+    values["f_evals"] = values["f_evals"] + np.maximum(stack.S[:, -1] - 1.0, 0.0).astype(np.int64)
+    return values
+
+
 def _count_dense_evals(values: dict, traj: Trajectory) -> None:
     """DOP853's dense-only stages (evaluated in steps that contain a sample) count in ``f_evals``."""
     extra = dense_evals(traj.S) if True else 0
@@ -316,6 +333,8 @@ FAMILY = FamilyDef(
     state_labels=STATE_LABELS,
     start=start,
     collect=collect,
+    batches=batches,
+    collect_many=collect_many,
     order_error_vars=("global_error",),  # the controlled system's energy is not conserved: no energy error
     figures=(
         Figure("quad_trajectory", "geosweep.analysis.system_figures:quad_trajectory"),
