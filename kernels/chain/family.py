@@ -348,6 +348,13 @@ def warmup() -> None:
     integrate(model, "rkmk4", 1e-3, 2, 1)
     integrate(model, "rk4_ambient", 1e-3, 2, 1)
     integrate(model, "rkmk45", 1e-3, 2, adaptive=True, h0=1e-3)
+    from geosweep.kernels.core.batch import warm_rows  # cells computed together (geosweep.sweeps.together)
+
+    for name, request in (
+        ("rkmk4", RunRequest(T=2e-3, dt_out=1e-3, h=1e-3)),
+        ("rkmk45", RunRequest(T=2e-3, dt_out=1e-3, tol=1e-6)),
+    ):
+        warm_rows(start(model, name, request, {}))
 
 
 def _lie_step_cost(model: ChainModel, m: tableaux.Method) -> float:

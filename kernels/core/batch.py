@@ -146,6 +146,8 @@ class Stack:
                    a["work"], a["iwork"], sp.red, a["acc"], a["info"], a["sio"], a["obs"], a["obs2"], a["out"],
                    a["env"], a["snaps"])  # fmt: skip
         spent = time.perf_counter() - t0
+        if not len(self):  # compiled (or loaded) only: warm_rows
+            return
         steps = a["info"][:, L.I_K].astype(float) + 1.0  # + 1: the initial state's observation
         self.wall_time += spent * (steps / steps.sum())
         if self._trajs is not None:
@@ -167,6 +169,12 @@ def fresh_stack(template: Trajectory, S0: np.ndarray, p: np.ndarray, index: list
     arrays["S"][...] = S0
     return Stack(arrays, np.ascontiguousarray(p, dtype=np.float64), template.stepper,
                  list(range(K)) if index is None else index)  # fmt: skip
+
+
+def warm_rows(template: Trajectory) -> None:
+    """Compile (or load from the cache) :func:`drive_rows` for trajectories of ``template``'s kind, running
+    no step (a family's ``warmup``: workers must not compile it side by side)."""
+    fresh_stack(template, template.S[None, :][:0], template.stepper.p[None, :][:0]).advance()
 
 
 def _kind(traj: Trajectory) -> tuple | None:

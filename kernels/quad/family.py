@@ -312,6 +312,9 @@ def warmup() -> None:
     for name in ("quad_rkmk4", "quad_cf4", "quad_rk4_ambient"):
         integrate(m, name, 0.01, 2)
     run(m, "quad_rkmk45", RunRequest(T=0.02, dt_out=0.01, tol=1e-6), {})
+    from geosweep.kernels.core.batch import warm_rows  # cells computed together (geosweep.sweeps.together)
+
+    warm_rows(start(m, "quad_rkmk4", RunRequest(T=0.02, dt_out=0.01, h=0.01), {}))
 
 
 def _step_cost(model: QuadModel, m: tableaux.Method) -> float:
