@@ -71,6 +71,25 @@ def test_sigkill_during_creation(tmp_path, delay):
     assert _complete(store)
 
 
+def test_a_run_killed_while_zarr_wrote_the_root_metadata_is_redone(tmp_path):
+    """zarr writes ``zarr.json`` as ``zarr.<uuid>.partial`` and renames it: a kill in between leaves only that
+    file (seen in CI at ``delay = 0``). The next run takes the folder, removes the leftover and creates the store."""
+    spec = tmp_path / "c.toml"
+    spec.write_text(SPEC)
+    store = tmp_path / "c.zarr"
+    store.mkdir()
+    (store / "zarr.0123456789abcdef0123456789abcdef.partial").write_bytes(b'{"zarr_format": 3, "node_')
+    cmd = [sys.executable, "-m", "geosweep.flows.cli", "run", str(spec), "--store", str(store), "--serial"]
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert _complete(store) and not list(store.glob("*.partial"))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")  # a folder of something else is still refused
+    refused = subprocess.run([*cmd[:-3], "--store", str(other), "--serial"], capture_output=True, text=True)
+    assert refused.returncode != 0 and "not a zarr store" in refused.stderr
+
+
 def test_failed_creation_leaves_nothing(tmp_path):
     """A builder error after validation (here: an impossible store path inside a file) must not
     leave a half store behind; with the path fixed, the same spec runs."""

@@ -5,6 +5,7 @@ the store's writer's, fenced by its lease (:func:`geosweep.sweeps.lease.fence`).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from geosweep.sweeps.store.checks import (
     spec_attr_intact,
 )
 from geosweep.sweeps.store.integrity import mark_for_rerun
-from geosweep.sweeps.store.location import StoreRef, consolidate, remove_store
+from geosweep.sweeps.store.location import PARTIAL_SUFFIX, StoreRef, consolidate, remove_store
 from geosweep.sweeps.store.schema import template, write_template
 
 if TYPE_CHECKING:
@@ -80,6 +81,9 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) ->
             return False
     from zarr.errors import ContainsArrayError, ContainsGroupError
 
+    if ref.is_local and Path(ref.url).is_dir():  # a run killed while zarr wrote the root metadata left it behind
+        for leftover in Path(ref.url).glob(f"*{PARTIAL_SUFFIX}"):
+            leftover.unlink(missing_ok=True)
     try:
         write_template(ds, encoding, ref.url, None if ref.is_local else ref.storage_options or {})
         group = ref.open_group("r+")

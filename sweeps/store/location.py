@@ -16,6 +16,9 @@ from typing import Any, Literal
 
 from geosweep.sweeps.store.checks import check_format
 
+#: the suffix of an object zarr was writing when its process died (written under it, then renamed)
+PARTIAL_SUFFIX = ".partial"
+
 
 @dataclass(frozen=True)
 class StoreRef:
@@ -68,7 +71,9 @@ class StoreRef:
                 return f"store path {path} is a file, not a zarr store (a directory); choose another --store"
             root = path / "zarr.json"
             if not root.exists():
-                if any(path.iterdir()):
+                # zarr writes an object under a temporary ``*.partial`` name, then renames it: a run killed while
+                # writing the root metadata leaves one behind (the next creation removes it)
+                if any(not p.name.endswith(PARTIAL_SUFFIX) for p in path.iterdir()):
                     return f"{path} is a non-empty directory that is not a zarr store; choose another --store"
             else:
                 try:
