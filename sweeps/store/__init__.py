@@ -59,7 +59,16 @@ _HOMES: dict[str, str] = {
     ),
     **dict.fromkeys(("CREATED_ATTR", "done_mask", "ensure_store", "mark_fillers", "record_run"), "lifecycle"),
     **dict.fromkeys(
-        ("StoreRef", "consolidate", "open_results", "open_unconsolidated", "provenance", "remove_store"), "location"
+        (
+            "PARTIAL_SUFFIX",
+            "StoreRef",
+            "consolidate",
+            "open_results",
+            "open_unconsolidated",
+            "provenance",
+            "remove_store",
+        ),
+        "location",
     ),
     **dict.fromkeys(
         ("FLAG_LAYOUT", "LAYOUT_COORDS", "METHOD_AXES", "cf_units", "fill_value", "name_clash", "state_layout_clash")
@@ -144,6 +153,7 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: _Package.__getatt
     )
     from geosweep.sweeps.store.lifecycle import CREATED_ATTR, done_mask, ensure_store, mark_fillers, record_run
     from geosweep.sweeps.store.location import (
+        PARTIAL_SUFFIX,
         StoreRef,
         consolidate,
         open_results,
