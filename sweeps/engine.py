@@ -49,7 +49,7 @@ from geosweep.sweeps.execution import (  # noqa: F401 - LOCAL_WORKER, SLICE_RESO
 from geosweep.sweeps.gc_policy import fewer_collections
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.lease import Lease, LeaseLost, StoreWriteError, fence, store_write_error
-from geosweep.sweeps.plan import Plan, make_plan
+from geosweep.sweeps.plan import MIN_SLICE_SECONDS, Plan, make_plan
 from geosweep.sweeps.spec import SweepSpec
 from geosweep.sweeps.store import (
     ArrayCache,
@@ -248,6 +248,7 @@ _RUN_ARRAYS: dict[tuple[str, str], ArrayCache] = {}
 _RUN_ARRAYS_LOCK = threading.Lock()
 #: runs whose opened store a worker process keeps (the oldest is dropped first)
 RUN_ARRAYS_KEPT = 4
+_WAVE_ALL = bool(int(os.environ.get('WAVE_ALL', '0')))
 
 
 def run_arrays(ref: StoreRef, mode: Literal["r", "r+", "a", "w", "w-"] = "r+") -> ArrayCache:
@@ -261,7 +262,7 @@ def run_arrays(ref: StoreRef, mode: Literal["r", "r+", "a", "w", "w-"] = "r+") -
     with _RUN_ARRAYS_LOCK:  # opened under the lock: the slices and writers starting at once open it once
         arrays = _RUN_ARRAYS.get(key)
         if arrays is None:
-            arrays = _RUN_ARRAYS[key] = ArrayCache(ref.open_group("r+"))  # the run writes: one handle for both
+            arrays = _RUN_ARRAYS[key] = ArrayCache(ref.open_group("r+")).open_all()  # the run writes: one for both
             while len(_RUN_ARRAYS) > RUN_ARRAYS_KEPT:
                 _RUN_ARRAYS.pop(next(iter(_RUN_ARRAYS)))
     return arrays
@@ -381,7 +382,7 @@ def _run_serial(plan: Plan, by_shard: dict, ref: StoreRef, on_segment, report: C
     """``serial=True``: shard by shard in this thread, each shard written (:func:`write_runs`) and
     reported (``report``) as soon as its cells are done. (Writing on a helper thread while the next
     shard runs was measured slower: the threads contend for the GIL.)"""
-    arrays = ArrayCache(ref.open_group("r+"))  # opened once (each open reads every array's metadata)
+    arrays = ArrayCache(ref.open_group("r+")).open_all()  # opened once (each open reads every array's metadata)
     for group in by_shard.values():
         runs = [r for cells in group for r in compute_slice(plan, cells, ref, on_segment, arrays, together=True)]
         report(write_runs(ref, runs, arrays))
@@ -698,9 +699,12 @@ def _run_locked(
     spec, grid = plan.spec, plan.grid
     if creating is None:
         created = ensure_store(plan, ref, log, grow=grow)
-        mask = done_mask(ref, log)
-        if mark_fillers(plan, ref):
-            log(f"store {ref.url}: not-applicable filler cells re-marked")
+        if created:  # just created by this run (its fillers marked): no cell is done
+            mask = np.zeros(grid.shape, dtype=bool)
+        else:
+            mask = done_mask(ref, log)
+            if mark_fillers(plan, ref):
+                log(f"store {ref.url}: not-applicable filler cells re-marked")
     else:  # a store that does not exist yet: no cell is done
         created, mask = True, np.zeros(grid.shape, dtype=bool)
     pending = grid.pending(mask)
@@ -820,7 +824,13 @@ def _run_locked(
                 log("waiting for a first Dask worker")
                 first_worker.wait(client, log)  # says what the batch jobs do; stops when they cannot start
                 workers = client.scheduler_info(n_workers=-1).get("workers", {})
-            visibility.check_workers(client, ref, log)  # every worker sees this store, before any slice
+            # workers that are threads of this process (inproc://) see its store and share its kernels, warmed
+            # above: no round trip to them for either (the 10³-cell run of 0.1 ms cells spends ~0.1 s in all)
+            in_process = all(str(addr).startswith("inproc://") for addr in workers)
+            if in_process:
+                visibility.prove_local(ref)
+            else:
+                visibility.check_workers(client, ref, log)  # every worker sees this store, before any slice
             n_w = max(1, len(workers))
             resources = slice_resources(workers)
             procs = all(w.get("nanny") for w in workers.values())  # a worker with a nanny is a process of its own
@@ -834,13 +844,17 @@ def _run_locked(
             # 6.24–6.52 → 6.10–6.32 s); short cells compute and write in one task (their writer would
             # contend with the next slice for the GIL: 10⁴ cells of 0.1 ms, 3.53–3.78 → 3.69–4.33 s)
             writers_apart = bool(resources) and long_cells
-            by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w, cheap_cuts)
+            # cells computed together (sweeps.together) are not cut into slices shorter than MIN_SLICE_SECONDS
+            at = tuple(cell_block(pending).T)
+            joint = bool(together_mod.joint_mask(plan, cost, ref.carries)[at].all())
+            min_slice = MIN_SLICE_SECONDS if joint else 0.0
+            by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w, cheap_cuts, min_slice)
             slices = [cells for group in by_shard.values() for cells in group]
             kind = " (processes)" if procs else ""
             log(f"{len(pending)} cells in {len(slices)} slices ({len(by_shard)} store shards) on {n_w} workers{kind}")
             # a worker that cannot be reached (paused, lost) is named, not fatal: liveness.completed watches it
-            warm, warm_cells = warm_part(plan, pending)
-            for addr, line in client.run(warm_worker, warm, warm_cells, on_error="return").items():
+            warmed = {} if in_process else client.run(warm_worker, *warm_part(plan, pending), on_error="return")
+            for addr, line in warmed.items():
                 if not isinstance(line, str):
                     log(f"worker {addr}: not warmed up ({line!r:.200})")
                 elif line:  # empty: nothing was compiled
@@ -922,7 +936,7 @@ def _run_locked(
                 # processes: 3.3 s without the wave, 3.6 s with it; threads share the values for free)
                 leading = groups if not procs or len(groups) >= early.MIN_SHARDS_PER_WORKER * n_w else []
                 for s_i, (shard, group) in enumerate(leading):
-                    if sum(len(sh.slices) for sh in wave) >= 2 * n_w:
+                    if sum(len(sh.slices) for sh in wave) >= 2 * n_w and not _WAVE_ALL:
                         break
                     wave.append(_Shard(s_i, shard, group, [None] * len(group)))
                     submit(wave[-1], list(range(len(group))), fresh=True)

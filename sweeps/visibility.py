@@ -103,6 +103,13 @@ def check_workers(client: Any, ref: StoreRef, log=None) -> None:
     raise StoreNotVisible(f"worker {addr}{others}: {problem}; nothing was run — see {README}")
 
 
+def prove_local(ref: StoreRef) -> None:
+    """The driver's own process sees the store of its run: its worker threads (``inproc://``) need no probe."""
+    if ref.lease is not None:
+        with _LOCK:
+            _PROVEN.add(ref.lease)
+
+
 def ensure_visible(ref: StoreRef) -> None:
     """In a worker's task: raise :class:`StoreNotVisible` unless this process has proven (or now
     proves) that it sees the store of this run."""

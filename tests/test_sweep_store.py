@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +212,35 @@ def test_store_units_and_global_attrs_follow_cf(tmp_path):
             assert grammar.match(units), (path, name, units)
             symbols = set(re.findall(r"[A-Za-z]+", units))
             assert symbols <= _UNIT_SYMBOLS, (path, name, units)
+
+
+def test_run_records_keep_the_consolidated_metadata_current(tmp_path):
+    """A run's record is one write of the root's metadata that keeps its consolidated metadata (no run
+    changes an array's metadata): it stays what ``zarr.consolidate_metadata`` writes and the store opens
+    consolidated. A root written meanwhile without consolidated metadata is consolidated again."""
+    import zarr
+
+    from geosweep.sweeps.plan import make_plan
+    from geosweep.sweeps.store import StoreRef, ensure_store
+
+    def consolidated_as_zarr_writes_it(path: Path) -> None:
+        root = json.loads((path / "zarr.json").read_text())
+        kept = root["consolidated_metadata"]
+        zarr.consolidate_metadata(str(path))
+        assert json.loads((path / "zarr.json").read_text())["consolidated_metadata"] == kept
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback to each array's own metadata
+            assert {"status", "done", "checksum"} <= set(xr.open_zarr(path, consolidated=True).data_vars)
+
+    spec = dict(SPEC, name="records", h=[0.01], params={"level": 1, "omega": [0.0]})
+    fresh = tmp_path / "fresh.zarr"
+    assert run_sweep(spec, fresh, serial=True).ran == 2
+    assert [r["cells_run"] for r in json.loads((fresh / "zarr.json").read_text())["attributes"]["runs"]] == [2]
+    consolidated_as_zarr_writes_it(fresh)
+
+    dropped = tmp_path / "dropped.zarr"
+    ensure_store(make_plan(spec), StoreRef.of(dropped))
+    zarr.open_group(dropped, mode="r+", use_consolidated=False).attrs["note"] = "no consolidated metadata"
+    assert "consolidated_metadata" not in json.loads((dropped / "zarr.json").read_text())
+    assert run_sweep(spec, dropped, serial=True).ran == 2
+    consolidated_as_zarr_writes_it(dropped)
