@@ -248,7 +248,7 @@ _RUN_ARRAYS: dict[tuple[str, str], ArrayCache] = {}
 _RUN_ARRAYS_LOCK = threading.Lock()
 #: runs whose opened store a worker process keeps (the oldest is dropped first)
 RUN_ARRAYS_KEPT = 4
-_WAVE_ALL = bool(int(os.environ.get('WAVE_ALL', '0')))
+_WAVE_ALL = bool(int(os.environ.get("WAVE_ALL", "0")))
 
 
 def run_arrays(ref: StoreRef, mode: Literal["r", "r+", "a", "w", "w-"] = "r+") -> ArrayCache:
