@@ -248,7 +248,6 @@ _RUN_ARRAYS: dict[tuple[str, str], ArrayCache] = {}
 _RUN_ARRAYS_LOCK = threading.Lock()
 #: runs whose opened store a worker process keeps (the oldest is dropped first)
 RUN_ARRAYS_KEPT = 4
-_WAVE_ALL = bool(int(os.environ.get("WAVE_ALL", "0")))
 
 
 def run_arrays(ref: StoreRef, mode: Literal["r", "r+", "a", "w", "w-"] = "r+") -> ArrayCache:
@@ -936,7 +935,7 @@ def _run_locked(
                 # processes: 3.3 s without the wave, 3.6 s with it; threads share the values for free)
                 leading = groups if not procs or len(groups) >= early.MIN_SHARDS_PER_WORKER * n_w else []
                 for s_i, (shard, group) in enumerate(leading):
-                    if sum(len(sh.slices) for sh in wave) >= 2 * n_w and not _WAVE_ALL:
+                    if sum(len(sh.slices) for sh in wave) >= 2 * n_w:
                         break
                     wave.append(_Shard(s_i, shard, group, [None] * len(group)))
                     submit(wave[-1], list(range(len(group))), fresh=True)
