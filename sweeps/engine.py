@@ -825,7 +825,7 @@ def _run_locked(
                 workers = client.scheduler_info(n_workers=-1).get("workers", {})
             # workers that are threads of this process (inproc://) see its store and share its kernels, warmed
             # above: no round trip to them for either (the 10³-cell run of 0.1 ms cells spends ~0.1 s in all)
-            in_process = all(str(addr).startswith("inproc://") for addr in workers)
+            in_process = bool(workers) and all(str(addr).startswith("inproc://") for addr in workers)
             if in_process:
                 visibility.prove_local(ref)
             else:
