@@ -782,14 +782,14 @@ def _run_locked(
         else:
             cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
             pending_cost = {c: cost[c] for c in pending}  # looked up once: for the workers, demand, slicing
+            at = tuple(cell_block(pending).T)  # the pending cells' indices, as arrays
+            # which pending cells are computed together (geosweep.sweeps.together): the choice of workers, slicing
+            joint = together_mod.joint_mask(plan, cost, ref.carries)[at]
             if client is None:
                 if execution.processes is None and execution.starts_local_cluster:  # threads or processes
-                    # cells computed together hold the GIL briefly (geosweep.sweeps.together): threads run them
-                    at = tuple(cell_block(pending).T)
-                    to_run = np.zeros(cost.shape)
-                    to_run[at] = cost[at]
-                    alone = (to_run > 0) & ~together_mod.joint_mask(plan, to_run, ref.carries)
-                    execution = execution.for_cells(to_run[alone], log)
+                    # cells computed together hold the GIL briefly: threads run them
+                    to_run = cost[at]
+                    execution = execution.for_cells(to_run[(to_run > 0) & ~joint], log)
                 own_cluster, client = execution.open_client()
                 own_client = client
             # adaptive scaling is told how many workers the pending cells can keep busy (geosweep.sweeps.demand)
@@ -843,10 +843,8 @@ def _run_locked(
             # 6.24–6.52 → 6.10–6.32 s); short cells compute and write in one task (their writer would
             # contend with the next slice for the GIL: 10⁴ cells of 0.1 ms, 3.53–3.78 → 3.69–4.33 s)
             writers_apart = bool(resources) and long_cells
-            # cells computed together (sweeps.together) are not cut into slices shorter than MIN_SLICE_SECONDS
-            at = tuple(cell_block(pending).T)
-            joint = bool(together_mod.joint_mask(plan, cost, ref.carries)[at].all())
-            min_slice = MIN_SLICE_SECONDS if joint else 0.0
+            # cells computed together are not cut into slices shorter than MIN_SLICE_SECONDS
+            min_slice = MIN_SLICE_SECONDS if bool(joint.all()) else 0.0
             by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, n_w, cheap_cuts, min_slice)
             slices = [cells for group in by_shard.values() for cells in group]
             kind = " (processes)" if procs else ""
