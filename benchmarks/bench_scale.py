@@ -14,7 +14,11 @@ measured in a fresh process (so its peak memory is its own):
   2 workers (threads) made beforehand, so its start-up is not counted; ``procs``: the same with
   2 worker processes (``--processes``), their kernels loaded beforehand; every row imports the
   libraries a run loads on first use before its clock starts (:func:`preload`);
-* ``cli``: ``geosweep run SPEC --no-prefect --workers 2 --quiet`` as a subprocess (everything:
+A ``workers``, ``procs`` or ``cli`` row of a few short cells runs in the driver without Dask, as
+geosweep decides by default (:func:`geosweep.sweeps.execution.runs_in_driver`; marked "in the driver";
+``GEOSWEEP_IN_DRIVER_BELOW=0`` in the environment measures the Dask path instead).
+
+* ``cli``: ``geosweep run SPEC --no-prefect --workers 2`` as a subprocess (everything:
   imports, plan, cluster, run, closing summary; its workers are what geosweep chooses by default:
   processes for 20 000 or more sub-millisecond cells, else threads);
 * ``driver`` (``--driver N``): the driver alone on an N-cell spec (10⁶ by default with ``--driver``):
@@ -173,11 +177,12 @@ def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
         path = tmp / "cli.zarr"
         spec_file = spec_toml(spec(n, cell_ms), tmp / "spec.toml")
         exe = [sys.executable, "-m", "geosweep.flows.cli"]
-        cmd = [*exe, "run", str(spec_file), "--store", str(path), "--no-prefect", "--workers", "2", "--quiet"]
+        cmd = [*exe, "run", str(spec_file), "--store", str(path), "--no-prefect", "--workers", "2"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=tmp)
+        p = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=tmp)
         out["wall"] = time.perf_counter() - t0
+        out["in_driver"] = "without Dask" in p.stderr
         out["peak_mb"] = peak_mb(resource.RUSAGE_CHILDREN)
     elif row == "driver":
         from geosweep.sweeps.estimate import estimate
@@ -229,8 +234,10 @@ def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
                     client.run(warm_worker, *warm_part(plan, list(plan.grid.cells())))
             path = tmp / f"{row}.zarr"
             t0 = time.perf_counter()
-            res = run_sweep(plan, path, serial=row == "serial", client=client)
+            lines: list[str] = []
+            res = run_sweep(plan, path, serial=row == "serial", client=client, log=lines.append)
             out["wall"] = time.perf_counter() - t0
+            out["in_driver"] = any("without Dask" in line for line in lines)  # a few short cells (runs_in_driver)
             assert res.complete, res.errors
             if client is not None:
                 client.close()
@@ -271,6 +278,8 @@ def fmt_row(r: dict, kernel: float | None) -> str:
         return f"{r[key]:.2f}" if key in r else "—"
 
     extra = ""
+    if r.get("in_driver"):
+        extra = " (in the driver)"
     if r["row"] == "driver":
         extra = f" (plan {r['plan']:.1f} s, estimate {r['estimate']:.1f} s, store {r['create']:.1f} s)"
     return (

@@ -41,6 +41,7 @@ from geosweep.sweeps import together as together_mod
 from geosweep.sweeps.compact import MAX_ERROR_CHARS, MAX_ITEMS
 from geosweep.sweeps.execution import (  # noqa: F401 - LOCAL_WORKER, SLICE_RESOURCE, WORKER_ARGS re-exported
     AUTO_PROCESS_CELL_SECONDS,
+    IN_DRIVER_ENV,
     LOCAL_WORKER,
     SLICE_RESOURCE,
     WORKER_ARGS,
@@ -622,7 +623,9 @@ def run_sweep(
     parallel, and threads start instantly) or worker processes (``processes=True``); by default
     processes for many sub-millisecond cells, whose Python around the kernel holds the GIL, else
     threads (:func:`geosweep.sweeps.execution.auto_processes`);
-    ``serial=True`` runs in this process without Dask (same results, bitwise).
+    ``serial=True`` runs in this process without Dask (same results, bitwise); so does a run of a few
+    short cells whatever the execution (:func:`geosweep.sweeps.execution.runs_in_driver`: estimated under
+    ``execution.in_driver_below`` seconds in all, default 0.065 s, e.g. 3 000 cells of 0.1 ms).
     ``threads_per_cell``: threads inside one cell (default: the plan's, else automatic, see
     :func:`cell_threads`; same results, bitwise, on any count).
     Raises :class:`geosweep.sweeps.spec.SpecError` for a bad spec,
@@ -774,15 +777,25 @@ def _run_locked(
     own_client = None
     publisher: demand.Publisher | None = None
     try:
-        if execution.serial:
+        cost = None if execution.serial else plan.cost_array()  # plan.cost of every cell, indexed by cell
+        at = tuple(cell_block(pending).T)  # the pending cells' indices, as arrays
+        # a few short cells: a Dask round trip costs more than the workers save (execution.runs_in_driver)
+        in_driver = cost is not None and execution.in_driver(cost[at])
+        if in_driver and cost is not None:
+            log(
+                f"{len(pending)} short cells of {float(cost[at].sum()):.2g} s estimated work in all: run in this "
+                f"process, without Dask ({IN_DRIVER_ENV}=0 sends every run to the workers)"
+            )
+            if creating is not None:
+                creating.wait()
+        if execution.serial or in_driver:
             by_shard = plan.shard_slices(pending, shards, execution.slice_seconds, 1)
             slices = [cells for group in by_shard.values() for cells in group]
             plan = _with_threads(plan, len(pending), os.cpu_count() or 1, log)
             _run_serial(plan, by_shard, ref, on_segment, report)
         else:
-            cost = plan.cost_array()  # plan.cost of every cell, indexed by cell
+            assert cost is not None
             pending_cost = {c: cost[c] for c in pending}  # looked up once: for the workers, demand, slicing
-            at = tuple(cell_block(pending).T)  # the pending cells' indices, as arrays
             # which pending cells are computed together (geosweep.sweeps.together): the choice of workers, slicing
             joint = together_mod.joint_mask(plan, cost, ref.carries)[at]
             if client is None:

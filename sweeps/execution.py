@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 #: A worker resource admitting one slice at a time. A worker that declares it and has one thread
 #: more (:data:`LOCAL_WORKER`) runs a shard's writer on its spare thread as soon as the shard's
@@ -61,6 +61,46 @@ def auto_processes(costs: Any) -> bool:
 
     costs = np.asarray(costs, dtype=float).ravel()
     return costs.size >= AUTO_PROCESS_MIN_CELLS and float(costs.mean()) < AUTO_PROCESS_CELL_SECONDS
+
+
+#: A run whose pending cells are all short (each estimated under :data:`AUTO_PROCESS_CELL_SECONDS`) and
+#: together estimated under this many single-core seconds runs in the driver's process, without Dask,
+#: whatever cluster it was given: its Python around the cells (store creation, shard writes, ~0.3 ms per
+#: cell) holds the GIL, so two workers cannot overlap much of it, and a Dask round trip costs more than
+#: the little they can. Measured on 2 cores (medians of 5 alternations, 0.1 ms cells, estimated at 0.018 ms
+#: each; benchmarks/README.md, "Small runs in the driver"): 2 worker threads ran 3 000 cells (0.055 s
+#: estimated) at 0.92× the serial run and 4 000 (0.073 s) at 1.07×; 10 cells of 10 ms (0.046 s, cells
+#: too long for this rule) at 1.36×. The rule is monotone: a part of such a run is such a run too.
+IN_DRIVER_SECONDS = 0.065
+#: environment variable overriding :data:`IN_DRIVER_SECONDS` (seconds ≥ 0; 0: every run goes to Dask)
+IN_DRIVER_ENV = "GEOSWEEP_IN_DRIVER_BELOW"
+
+
+def in_driver_seconds() -> float:
+    """The threshold of :func:`runs_in_driver`: ``GEOSWEEP_IN_DRIVER_BELOW`` (seconds ≥ 0), else
+    :data:`IN_DRIVER_SECONDS`."""
+    raw = os.environ.get(IN_DRIVER_ENV, "").strip()
+    if not raw:
+        return IN_DRIVER_SECONDS
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"{IN_DRIVER_ENV}={raw!r}: must be a number of seconds >= 0")
+    return value
+
+
+def runs_in_driver(costs: Any, below: float | None = None) -> bool:
+    """Whether cells of estimated ``costs`` (single-core seconds, one per cell to run; 0: not applicable)
+    run in the driver's process rather than on Dask: every cell under :data:`AUTO_PROCESS_CELL_SECONDS`
+    and all of them under ``below`` seconds (default :func:`in_driver_seconds`)."""
+    import numpy as np
+
+    below = in_driver_seconds() if below is None else below
+    costs = np.asarray(costs, dtype=float).ravel()
+    costs = costs[costs > 0]
+    return bool(costs.size) and float(costs.max()) < AUTO_PROCESS_CELL_SECONDS and float(costs.sum()) < below
 
 
 def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> Any:
@@ -165,6 +205,8 @@ class Execution(BaseModel):
     ``slice_seconds``: target single-core seconds
     of work per Dask task; ``retries``: Dask retries of a slice or shard writer that raised;
     ``threads_per_cell``: threads inside one cell (default: the plan's, else automatic).
+    ``in_driver_below``: a run of short cells estimated under this many seconds in all runs in the
+    driver's process without Dask (:func:`runs_in_driver`; default :func:`in_driver_seconds`; 0: never).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -177,6 +219,7 @@ class Execution(BaseModel):
     slice_seconds: float = 10.0
     retries: int = 2
     threads_per_cell: int | None = None
+    in_driver_below: float | None = Field(default=None, ge=0)
 
     @classmethod
     def from_args(cls, args: Any) -> Execution:
@@ -210,6 +253,11 @@ class Execution(BaseModel):
                 "work each: threads would wait on Python's GIL between such short cells; --threads keeps threads)"
             )
         return self.model_copy(update={"processes": chosen})
+
+    def in_driver(self, costs: Any) -> bool:
+        """Whether cells of estimated ``costs`` (one per cell to run) run in the driver's process without
+        Dask although this execution is not serial (:func:`runs_in_driver`)."""
+        return not self.serial and runs_in_driver(costs, self.in_driver_below)
 
     def using(self, address: str | None) -> Execution:
         """This execution on the scheduler at ``address`` (a cluster started by :meth:`start`)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import subprocess
 import sys
 import tempfile
@@ -19,6 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+#: The suite's sweeps are small: run in the driver by default (geosweep.sweeps.execution.runs_in_driver),
+#: they would no longer test the Dask path they were written for. Every run goes to Dask unless a test
+#: says otherwise (tests/test_in_driver.py tests the default); CLI subprocesses inherit it.
+os.environ.setdefault("GEOSWEEP_IN_DRIVER_BELOW", "0")
 
 #: the families' kernels, compiled into the on-disk cache (as deploy/Dockerfile does)
 WARM = (

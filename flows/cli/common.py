@@ -114,8 +114,12 @@ def _execution(args: argparse.Namespace, stack: ExitStack, plan: Any = None) -> 
     """The run's :class:`Execution` from the command line, and its started (or connected) Dask cluster:
     (execution, scheduler address, client or None); the cluster lives as long as ``stack``. With the
     run's ``plan``, a local cluster is of processes or threads as its cells suit
-    (:meth:`Execution.for_cells`, unless ``--processes``/``--threads`` chose)."""
+    (:meth:`Execution.for_cells`, unless ``--processes``/``--threads`` chose), and none is started or
+    connected to for a few short cells, which the run computes in this process
+    (:meth:`Execution.in_driver`: of every cell, so of any part of them a resumed run has left)."""
     execution = Execution.from_args(args)
+    if plan is not None and execution.in_driver(plan.cost_array()):
+        return execution, None, None
     if plan is not None and execution.processes is None and execution.starts_local_cluster:
         from geosweep.sweeps.together import joint_mask
 

@@ -22,6 +22,7 @@ from geosweep.flows.output import LOG, progress_reporter
 def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     from geosweep.flows import firstrun
     from geosweep.sweeps.engine import default_store_path, run_sweep
+    from geosweep.sweeps.execution import in_driver_seconds
     from geosweep.sweeps.first_worker import first_worker_seconds
     from geosweep.sweeps.liveness import unresponsive_seconds
     from geosweep.sweeps.plan import make_plan
@@ -37,6 +38,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     try:
         unresponsive_seconds()
         first_worker_seconds()
+        in_driver_seconds()
     except ValueError as e:
         raise OptionsError(str(e)) from None
     # a cold Numba cache: only the spec's family compiles, here, while Prefect's server boots in its process
