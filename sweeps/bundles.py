@@ -19,6 +19,7 @@ from typing import Any
 
 import cloudpickle
 
+from geosweep.sweeps.gc_policy import fewer_collections
 from geosweep.sweeps.plan import Plan
 
 #: a shard's models whose pickles together exceed this many bytes are built on the worker (well
@@ -76,7 +77,10 @@ class Models:
 
 
 def _models_from(blob: bytes) -> Models:
-    return Models(pickle.loads(blob))
+    # many small objects at once: with the collector's default threshold, loading 2 500 chain models on a
+    # worker process ran full collections of its heap, 0.10 s instead of 0.02 s (geosweep.sweeps.gc_policy)
+    with fewer_collections():
+        return Models(pickle.loads(blob))
 
 
 def unwrap(models: Models | dict[tuple[int, ...], Any]) -> dict[tuple[int, ...], Any]:

@@ -625,7 +625,7 @@ def run_sweep(
     threads (:func:`geosweep.sweeps.execution.auto_processes`);
     ``serial=True`` runs in this process without Dask (same results, bitwise); so does a run of a few
     short cells whatever the execution (:func:`geosweep.sweeps.execution.runs_in_driver`: estimated under
-    ``execution.in_driver_below`` seconds in all, default 0.065 s, e.g. 3 000 cells of 0.1 ms).
+    ``execution.in_driver_below`` seconds in all, default 0.025 s, e.g. 10³ cells of 0.1 ms).
     ``threads_per_cell``: threads inside one cell (default: the plan's, else automatic, see
     :func:`cell_threads`; same results, bitwise, on any count).
     Raises :class:`geosweep.sweeps.spec.SpecError` for a bad spec,

@@ -65,13 +65,13 @@ def auto_processes(costs: Any) -> bool:
 
 #: A run whose pending cells are all short (each estimated under :data:`AUTO_PROCESS_CELL_SECONDS`) and
 #: together estimated under this many single-core seconds runs in the driver's process, without Dask,
-#: whatever cluster it was given: its Python around the cells (store creation, shard writes, ~0.3 ms per
-#: cell) holds the GIL, so two workers cannot overlap much of it, and a Dask round trip costs more than
-#: the little they can. Measured on 2 cores (medians of 5 alternations, 0.1 ms cells, estimated at 0.018 ms
-#: each; benchmarks/README.md, "Small runs in the driver"): 2 worker threads ran 3 000 cells (0.055 s
-#: estimated) at 0.92× the serial run and 4 000 (0.073 s) at 1.07×; 10 cells of 10 ms (0.046 s, cells
-#: too long for this rule) at 1.36×. The rule is monotone: a part of such a run is such a run too.
-IN_DRIVER_SECONDS = 0.065
+#: whatever cluster it was given: the Python around such cells (store creation, shard writes) holds the
+#: GIL, so two workers overlap little of it, and a Dask round trip costs more than they can. Measured on
+#: 2 cores, chain cells of 0.1 ms estimated at 0.018 ms each, 2 worker threads against the serial run in
+#: one process (medians of 10; benchmarks/README.md, "Small runs in the driver"): 300 cells (0.005 s
+#: estimated) 0.88×, 1 000 (0.018 s) 0.98×, 2 000 (0.037 s) 1.10×, 3 000 (0.055 s) 1.13×; 10 cells of
+#: 10 ms (too long for this rule) 1.36×. The rule is monotone: a part of such a run is such a run too.
+IN_DRIVER_SECONDS = 0.025
 #: environment variable overriding :data:`IN_DRIVER_SECONDS` (seconds ≥ 0; 0: every run goes to Dask)
 IN_DRIVER_ENV = "GEOSWEEP_IN_DRIVER_BELOW"
 
