@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from geosweep.sweeps.compact import per_value_text
+from geosweep.sweeps.execution import runs_in_driver
 from geosweep.sweeps.grid import Cell, slice_bounds, slice_target
 from geosweep.sweeps.plan import Plan, make_plan
 from geosweep.sweeps.store import SWEEP_FLAGS, fill_value, objects_estimate, shard_shape
@@ -39,7 +40,7 @@ PROBE_TOTAL_SECONDS = 3.0
 #: start-up outside the cells (s): imports and a warm kernel load, the local Dask cluster, the store
 #: template; with Prefect also its temporary server (when no PREFECT_API_URL is set; it boots while the
 #: kernels load, so only its tail counts) and the flow's tasks
-OVERHEAD_SECONDS = {"dask": 3.0, "prefect": 5.0, "prefect_server": 2.0}
+OVERHEAD_SECONDS = {"dask": 3.0, "prefect": 5.0, "prefect_server": 2.0, "driver": 0.5}
 #: per cell outside its integration (s): model hand-over, values and flags into the store
 CELL_OVERHEAD_SECONDS = 0.0005  # measured 0.23 ms serial, 0.32 ms on 2 workers (bench_scale.py, 10⁴ cells)
 #: the same for a cell computed together with others (:mod:`geosweep.sweeps.together`; measured 0.03 ms
@@ -79,13 +80,16 @@ class Estimate:
     probes: int
     by_axis: dict[str, dict[Any, float]] = field(default_factory=dict)  # core-seconds per swept value
     cold: bool = False  # the run compiles the kernels first
+    in_driver: bool = False  # a few short cells: run in the driver's process without Dask (execution.runs_in_driver)
 
     def lines(self) -> list[str]:
         """Human-readable summary (what ``geosweep validate`` prints)."""
         out = [
             f"cells: {self.runnable} to run, {self.not_applicable} not applicable",
             f"work: ≈ {_num(self.core_seconds)} core-seconds of integration ({self.probes} integrator probes)",
-            f"wall: ≈ {_num(self.wall_seconds)} s on {self.workers} worker(s) = "
+            f"wall: ≈ {_num(self.wall_seconds)} s "
+            + ("in this process (a few short cells: no Dask)" if self.in_driver else f"on {self.workers} worker(s)")
+            + " = "
             + (f"compile {_num(self.compile_seconds)} s + " if self.cold else "")
             + f"start-up, flow and writes {_num(self.overhead_seconds)} s + cells {_num(self.cells_seconds)} s"
             + ("" if self.cold else f"; + {_num(self.compile_seconds)} s to compile where the Numba cache is cold"),
@@ -447,9 +451,15 @@ def estimate(
         for c, s in costs.items():
             cost[c], mask[c] = s, True
     runnable = int(mask.sum())
-    efficiency = PARALLEL_EFFICIENCY if parallel > 1 else 1.0
     # slices as the run cuts them (by the grid's cost model, plan.cost), each costing its cells' estimate
     planned = plan.cost_array()
+    try:
+        in_driver = runs_in_driver(planned[mask])
+    except ValueError:  # a bad GEOSWEEP_IN_DRIVER_BELOW: the run refuses it
+        in_driver = False
+    if in_driver:
+        workers = parallel = 1
+    efficiency = PARALLEL_EFFICIENCY if parallel > 1 else 1.0
     joint = _together_cells(plan, planned, mask)
     sizing = grid.ordered_costs(planned, mask)
     bounds = slice_bounds(sizing, slice_target(sizing, slice_seconds, workers))
@@ -460,7 +470,7 @@ def estimate(
     cells_seconds = makespan(slice_costs, parallel)
     if temporary_server is None:
         temporary_server = not os.environ.get("PREFECT_API_URL")
-    overhead = OVERHEAD_SECONDS["dask"]
+    overhead = OVERHEAD_SECONDS["driver" if in_driver else "dask"]
     if prefect:
         overhead = OVERHEAD_SECONDS["prefect"] + (OVERHEAD_SECONDS["prefect_server"] if temporary_server else 0.0)
     overhead += (CELL_OVERHEAD_SECONDS * (runnable - joint) + CELL_OVERHEAD_TOGETHER_SECONDS * joint) / parallel
@@ -487,6 +497,7 @@ def estimate(
         store_objects=store_objects(plan),
         probes=len(probes or ()),
         by_axis=by_axis,
+        in_driver=in_driver,
     )
     if log:
         log(f"estimate of {plan.spec.name}: {est}")

@@ -169,3 +169,14 @@ def test_the_command_line_starts_no_cluster_for_a_small_run(tmp_path):
     bad = dict(env, **{IN_DRIVER_ENV: "later"})
     p = subprocess.run(cmd, capture_output=True, text=True, env=bad, timeout=300)
     assert p.returncode != 0 and IN_DRIVER_ENV in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
+
+
+def test_validate_says_a_small_run_runs_in_this_process(rule_on):
+    from geosweep.sweeps.estimate import estimate
+
+    est = estimate(SHORT, 2, prefect=False)
+    assert est.in_driver and est.workers == 1
+    assert any("in this process (a few short cells: no Dask)" in line for line in est.lines())
+    est = estimate(LONG, 2, prefect=False)
+    assert not est.in_driver and est.workers == 2
+    assert any("on 2 worker(s)" in line for line in est.lines())
