@@ -10,8 +10,9 @@ measured in a fresh process (so its peak memory is its own):
 
 * ``kernel``: the bare loop ``FAMILIES[...].start(model, integrator, request, options).advance()``
   over every cell (models built beforehand), no store;
-* ``serial``: ``run_sweep(serial=True)`` into a fresh store; ``workers``: a ``LocalCluster`` of
-  2 workers (threads) made beforehand, so its start-up is not counted; ``procs``: the same with
+* ``serial``: ``run_sweep(serial=True)`` into a fresh store; ``workers``: a local cluster of
+  2 geosweep workers (threads; :func:`geosweep.sweeps.execution.local_cluster`) made beforehand, so
+  its start-up is not counted; ``procs``: the same with
   2 worker processes (``--processes``), their kernels loaded beforehand; every row imports the
   libraries a run loads on first use before its clock starts (:func:`preload`);
 A ``workers``, ``procs`` or ``cli`` row of a few short cells runs in the driver without Dask, as
@@ -223,12 +224,13 @@ def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
                 return out
             client = None
             if row in ("workers", "procs"):
-                from distributed import Client, LocalCluster
+                from distributed import Client
 
-                from geosweep.sweeps.engine import LOCAL_WORKER, warm_part, warm_worker
+                from geosweep.sweeps.engine import warm_part, warm_worker
+                from geosweep.sweeps.execution import local_cluster
 
                 processes = row == "procs"
-                cluster = LocalCluster(n_workers=2, processes=processes, dashboard_address=None, **LOCAL_WORKER)
+                cluster = local_cluster(2, processes=processes, dashboard_address=None)  # geosweep's workers
                 client = Client(cluster)
                 if processes:  # the worker processes load their kernels before the clock starts
                     client.run(warm_worker, *warm_part(plan, list(plan.grid.cells())))

@@ -103,13 +103,35 @@ def runs_in_driver(costs: Any, below: float | None = None) -> bool:
     return bool(costs.size) and float(costs.max()) < AUTO_PROCESS_CELL_SECONDS and float(costs.sum()) < below
 
 
+#: Dask's nannies start worker processes with ``MALLOC_TRIM_THRESHOLD_=65536`` (glibc hands freed memory
+#: back to the system at once, and no longer adapts its thresholds); geosweep's local worker processes
+#: start without it, so a shard's temporary arrays reuse memory instead of faulting pages in again.
+#: Measured on 2 cores, 2 worker processes, chain cells of 0.1 ms (medians of 8 runs): 10⁴ cells
+#: 1.17 → 1.09 s (page faults per worker and run ~30 000 → 2 000–6 000), 3·10⁴ cells 2.93 → 2.74 s;
+#: resident memory after the runs 335 → 405 MB per worker. (Workers an adaptive local cluster starts
+#: later, and workers of other clusters, keep Dask's setting.)
+DROPPED_WORKER_ENV = ("MALLOC_TRIM_THRESHOLD_",)
+
+
+def worker_process_environ() -> dict[str, Any]:
+    """Dask's ``distributed.nanny.pre-spawn-environ`` without :data:`DROPPED_WORKER_ENV`: what the
+    nannies of :func:`local_cluster` set in their worker processes before Python starts."""
+    import dask
+
+    env = dict(dask.config.get("distributed.nanny.pre-spawn-environ", default={}) or {})
+    for name in DROPPED_WORKER_ENV:
+        env.pop(name, None)
+    return env
+
+
 def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> Any:
     """A ``distributed.LocalCluster`` of ``n_workers`` geosweep workers (:data:`LOCAL_WORKER`;
     default: one per core); ``kwargs`` go to ``LocalCluster`` (dashboard, logs, memory, env).
 
-    Worker processes start with SIGINT blocked (:func:`_sigint_blocked_in_new_threads`). No worker
-    logs the heartbeat its closing broke (:mod:`geosweep.sweeps.worker_logs`; worker processes
-    preload it)."""
+    Worker processes start with SIGINT blocked (:func:`_sigint_blocked_in_new_threads`) and glibc's
+    own memory thresholds (:func:`worker_process_environ`). No worker logs the heartbeat its closing
+    broke (:mod:`geosweep.sweeps.worker_logs`; worker processes preload it)."""
+    import dask
     from distributed import LocalCluster
 
     from geosweep.sweeps import worker_logs
@@ -119,23 +141,25 @@ def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> A
         worker_logs.quiet_closing_heartbeats()  # the workers live in this process
         return LocalCluster(n_workers=n, **LOCAL_WORKER, processes=False, **kwargs)
     preload = [*kwargs.pop("preload", ()), worker_logs.PRELOAD]
-    with _sigint_blocked_in_new_threads():
-        cluster = LocalCluster(n_workers=0, **LOCAL_WORKER, processes=True, preload=preload, **kwargs)
-    # the workers started once the cluster object exists: Ctrl-C while they start closes it (its nannies
-    # stop them) instead of leaving a starting worker whose parent's semaphores go away (a traceback)
-    cluster.scale(n)
+    # each nanny reads the environment of its worker process when it is made (in cluster.scale's start)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_process_environ()}):
+        with _sigint_blocked_in_new_threads():
+            cluster = LocalCluster(n_workers=0, **LOCAL_WORKER, processes=True, preload=preload, **kwargs)
+        # the workers started once the cluster object exists: Ctrl-C while they start closes it (its nannies
+        # stop them) instead of leaving a starting worker whose parent's semaphores go away (a traceback)
+        cluster.scale(n)
 
-    async def started() -> None:
-        await cluster._correct_state()  # what LocalCluster(n_workers=n) waits for
+        async def started() -> None:
+            await cluster._correct_state()  # what LocalCluster(n_workers=n) waits for
 
-    # waited for here, not with cluster.sync: on Ctrl-C that cancels the start, and closing then fails
-    loop: Any = cluster.loop  # tornado's IOLoop over an asyncio loop
-    waiting = asyncio.run_coroutine_threadsafe(started(), loop.asyncio_loop)
-    try:
-        waiting.result()
-    except BaseException:
-        cluster.close()
-        raise
+        # waited for here, not with cluster.sync: on Ctrl-C that cancels the start, and closing then fails
+        loop: Any = cluster.loop  # tornado's IOLoop over an asyncio loop
+        waiting = asyncio.run_coroutine_threadsafe(started(), loop.asyncio_loop)
+        try:
+            waiting.result()
+        except BaseException:
+            cluster.close()
+            raise
     return cluster
 
 
