@@ -293,7 +293,8 @@ def fmt_row(r: dict, kernel: float | None) -> str:
 
 def figure(results: list[dict], path: str) -> None:
     """Log–log: wall seconds against cells, one panel per cell cost, one colour per row (the same in
-    every panel); the driver and synthetic rows (no cells computed) as points in the first panel."""
+    every panel; a hollow marker: the run went in the driver, without Dask); the driver and synthetic
+    rows (no cells computed) as points in the first panel."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -303,14 +304,19 @@ def figure(results: list[dict], path: str) -> None:
     fig, axes = plt.subplots(1, len(costs), figsize=(5.2 * len(costs), 4.5), squeeze=False, sharey=True)
     colours = dict(zip((*ROWS, "driver", "synthetic"), plt.get_cmap("tab10").colors))
     for ax, ms in zip(axes[0], costs):
-        series: dict[str, list[tuple[int, float]]] = {}
+        series: dict[str, list[tuple[int, float, bool]]] = {}
         for r in results:
             if "wall" in r and (r["cell_ms"] == ms or (r["row"] in ("driver", "synthetic") and ms == costs[0])):
-                series.setdefault(r["row"], []).append((r["cells"], r["wall"]))
+                series.setdefault(r["row"], []).append((r["cells"], r["wall"], bool(r.get("in_driver"))))
         for row, pts in series.items():
             pts.sort()
             label = "driver: plan + estimate + create" if row == "driver" else row
-            ax.loglog(*zip(*pts), marker="o", color=colours.get(row), label=label)
+            ax.loglog([p[0] for p in pts], [p[1] for p in pts], marker="o", color=colours.get(row), label=label)
+            hollow = [p for p in pts if p[2]]
+            if hollow:
+                ax.loglog([p[0] for p in hollow], [p[1] for p in hollow], "o", color=colours.get(row), mfc="white")
+        if any(r.get("in_driver") for r in results if r.get("cell_ms") == ms):
+            ax.plot([], [], "o", color="grey", mfc="white", label="hollow: in the driver, no Dask")
         ax.set_title(f"{ms:g} ms cells")
         ax.set_xlabel("cells")
         ax.grid(True, which="both", alpha=0.3)
