@@ -79,16 +79,9 @@ IN_DRIVER_ENV = "GEOSWEEP_IN_DRIVER_BELOW"
 def in_driver_seconds() -> float:
     """The threshold of :func:`runs_in_driver`: ``GEOSWEEP_IN_DRIVER_BELOW`` (seconds ≥ 0), else
     :data:`IN_DRIVER_SECONDS`."""
-    raw = os.environ.get(IN_DRIVER_ENV, "").strip()
-    if not raw:
-        return IN_DRIVER_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ValueError(f"{IN_DRIVER_ENV}={raw!r}: must be a number of seconds >= 0")
-    return value
+    from geosweep.sweeps.env_seconds import env_seconds
+
+    return env_seconds(IN_DRIVER_ENV, IN_DRIVER_SECONDS, zero=True)
 
 
 def runs_in_driver(costs: Any, below: float | None = None) -> bool:

@@ -13,11 +13,11 @@ Python, a failing prologue — see the job logs), or after ``GEOSWEEP_FIRST_WORK
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from geosweep.sweeps.env_seconds import env_seconds
 from geosweep.sweeps.liveness import WorkersUnresponsive
 
 ENV = "GEOSWEEP_FIRST_WORKER_TIMEOUT"
@@ -55,16 +55,7 @@ def describing(describer: Callable[[], JobsState | None]) -> Iterator[None]:
 
 def first_worker_seconds() -> float:
     """``GEOSWEEP_FIRST_WORKER_TIMEOUT`` (seconds >= 0; 0: no limit) or :data:`FIRST_WORKER_SECONDS`."""
-    raw = os.environ.get(ENV, "").strip()
-    if not raw:
-        return FIRST_WORKER_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ValueError(f"{ENV}={raw!r}: must be a number of seconds >= 0 (0: wait as long as it takes)")
-    return value
+    return env_seconds(ENV, FIRST_WORKER_SECONDS, zero=True, hint=" (0: wait as long as it takes)")
 
 
 def _state() -> JobsState | None:

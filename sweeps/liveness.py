@@ -19,10 +19,11 @@ new workers, maybe after hours in a queue.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from geosweep.sweeps.env_seconds import env_seconds
 
 #: default seconds without a heartbeat after which a worker is reported, and after which a cluster
 #: whose workers are all silent stops the run (below the scheduler's default worker-ttl of 300 s)
@@ -36,16 +37,7 @@ class WorkersUnresponsive(RuntimeError):
 
 def unresponsive_seconds() -> float:
     """The timeout: ``GEOSWEEP_WORKER_TIMEOUT`` (seconds, > 0) or :data:`UNRESPONSIVE_SECONDS`."""
-    raw = os.environ.get(ENV, "").strip()
-    if not raw:
-        return UNRESPONSIVE_SECONDS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ValueError(f"{ENV}={raw!r}: must be a number of seconds > 0")
-    return value
+    return env_seconds(ENV, UNRESPONSIVE_SECONDS, zero=False)
 
 
 class Heartbeats:

@@ -68,3 +68,22 @@ def test_local_worker_processes_keep_glibc_memory_thresholds():
     assert "MALLOC_TRIM_THRESHOLD_" not in env
     assert env.get("OMP_NUM_THREADS") == "1"
     assert dask.config.get("distributed.nanny.pre-spawn-environ") == before
+
+
+def test_durations_from_the_environment_share_one_parser(monkeypatch):
+    import pytest
+
+    from geosweep.sweeps.env_seconds import env_seconds
+    from geosweep.sweeps.first_worker import first_worker_seconds
+
+    monkeypatch.setenv("GEOSWEEP_TEST_SECONDS", " ")
+    assert env_seconds("GEOSWEEP_TEST_SECONDS", 7.0, zero=False) == 7.0
+    monkeypatch.setenv("GEOSWEEP_TEST_SECONDS", "0")
+    assert env_seconds("GEOSWEEP_TEST_SECONDS", 7.0, zero=True) == 0.0
+    for bad, zero in (("0", False), ("-1", True), ("nan", True), ("soon", True)):
+        monkeypatch.setenv("GEOSWEEP_TEST_SECONDS", bad)
+        with pytest.raises(ValueError, match=rf"^GEOSWEEP_TEST_SECONDS='{bad}': must be a number of seconds"):
+            env_seconds("GEOSWEEP_TEST_SECONDS", 7.0, zero=zero)
+    monkeypatch.setenv("GEOSWEEP_FIRST_WORKER_TIMEOUT", "x")
+    with pytest.raises(ValueError, match=r">= 0 \(0: wait as long as it takes\)$"):
+        first_worker_seconds()

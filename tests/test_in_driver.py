@@ -27,17 +27,10 @@ from geosweep.sweeps.execution import (
 )
 from geosweep.sweeps.plan import make_plan
 from tests.sweep_util import assert_stores_bitwise_equal
+from tests.test_small_runs import SPEC
 
 #: 300 chain cells of ~0.1 ms (estimated 5 µs each, 1.5 ms in all)
-SHORT = {
-    "name": "in-driver",
-    "system": "pendulum_chain",
-    "integrators": ["rkmk4", "cf4"],
-    "h": [0.025],
-    "T": 0.1,
-    "dt_out": 0.05,
-    "params": {"N": 3, "ic": "random", "seed": list(range(150))},
-}
+SHORT = dict(SPEC, name="in-driver")
 #: 4 cells estimated at ~0.5 ms each: too long to stay in the driver, however few
 LONG = dict(SHORT, name="in-driver-long", T=10.0, dt_out=0.5, params={"N": 3, "ic": "random", "seed": [0, 1]})
 
