@@ -102,7 +102,9 @@ def runs_in_driver(costs: Any, below: float | None = None) -> bool:
 #: Measured on 2 cores, 2 worker processes, chain cells of 0.1 ms (medians of 8 runs): 10⁴ cells
 #: 1.17 → 1.09 s (page faults per worker and run ~30 000 → 2 000–6 000), 3·10⁴ cells 2.93 → 2.74 s;
 #: resident memory after the runs 335 → 405 MB per worker. (Workers an adaptive local cluster starts
-#: later, and workers of other clusters, keep Dask's setting.)
+#: later, and workers of other clusters, keep Dask's setting.) A nanny also copies the variables into its
+#: own process's environment before it spawns (so every process spawned later inherits them): they are
+#: taken out of this process's environment while :func:`local_cluster` starts its workers, and put back.
 DROPPED_WORKER_ENV = ("MALLOC_TRIM_THRESHOLD_",)
 
 
@@ -115,6 +117,18 @@ def worker_process_environ() -> dict[str, Any]:
     for name in DROPPED_WORKER_ENV:
         env.pop(name, None)
     return env
+
+
+@contextmanager
+def _without_environ(names: tuple[str, ...]) -> Iterator[None]:
+    """``names`` out of ``os.environ`` meanwhile (processes spawned meanwhile start without them), then back."""
+    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
+    try:
+        yield
+    finally:
+        for name in names:
+            os.environ.pop(name, None)  # a nanny's copy of Dask's value, if any
+        os.environ.update(saved)
 
 
 def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> Any:
@@ -135,7 +149,8 @@ def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> A
         return LocalCluster(n_workers=n, **LOCAL_WORKER, processes=False, **kwargs)
     preload = [*kwargs.pop("preload", ()), worker_logs.PRELOAD]
     # each nanny reads the environment of its worker process when it is made (in cluster.scale's start)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": worker_process_environ()}):
+    pre_spawn = {"distributed.nanny.pre-spawn-environ": worker_process_environ()}
+    with dask.config.set(pre_spawn), _without_environ(DROPPED_WORKER_ENV):
         with _sigint_blocked_in_new_threads():
             cluster = LocalCluster(n_workers=0, **LOCAL_WORKER, processes=True, preload=preload, **kwargs)
         # the workers started once the cluster object exists: Ctrl-C while they start closes it (its nannies

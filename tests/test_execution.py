@@ -50,10 +50,11 @@ def test_run_sweep_builds_its_execution_from_keywords(tmp_path):
         assert da[name].equals(db[name]), name
 
 
-def test_local_worker_processes_keep_glibc_memory_thresholds():
+def test_local_worker_processes_keep_glibc_memory_thresholds(monkeypatch):
     """geosweep's local worker processes start without Dask's ``MALLOC_TRIM_THRESHOLD_`` (page faults
-    of every shard's temporary arrays, ~7 % of a run of short cells) and with its other variables;
-    Dask's configuration is left as it was."""
+    of every shard's temporary arrays, ~7 % of a run of short cells) and with its other variables,
+    also when this process has the variable (a nanny of an earlier Dask cluster copies it into its own
+    process's environment); Dask's configuration and this process's environment are left as they were."""
     import os
 
     import dask
@@ -63,11 +64,13 @@ def test_local_worker_processes_keep_glibc_memory_thresholds():
 
     before = dask.config.get("distributed.nanny.pre-spawn-environ")
     assert "MALLOC_TRIM_THRESHOLD_" in before  # Dask's default, which this changes
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")  # as an earlier nanny leaves it
     with local_cluster(1, processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
         env = next(iter(client.run(lambda: dict(os.environ)).values()))
     assert "MALLOC_TRIM_THRESHOLD_" not in env
     assert env.get("OMP_NUM_THREADS") == "1"
     assert dask.config.get("distributed.nanny.pre-spawn-environ") == before
+    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"
 
 
 def test_durations_from_the_environment_share_one_parser(monkeypatch):
