@@ -159,6 +159,11 @@ def test_the_command_line_starts_no_cluster_for_a_small_run(tmp_path):
     assert "execute-sweep" in p.stderr and "40 short cells" in p.stderr and "without Dask" in p.stderr, p.stderr
     assert "cells complete: 40/40" in p.stdout
     assert_stores_bitwise_equal(tmp_path / "s.zarr", tmp_path / "p.zarr")
+    # a cluster file is not started for such a spec, but a bad one is refused before any work
+    p = subprocess.run([*cmd[:-1], str(tmp_path / "c.zarr"), "--no-prefect", "--cluster", str(tmp_path / "none.yaml")],
+                       capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert p.returncode == 2 and "none.yaml" in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert not (tmp_path / "c.zarr").exists()
     bad = dict(env, **{IN_DRIVER_ENV: "later"})
     p = subprocess.run(cmd, capture_output=True, text=True, env=bad, timeout=300)
     assert p.returncode != 0 and IN_DRIVER_ENV in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]

@@ -10,7 +10,7 @@ from importlib import resources
 from typing import Any
 
 from geosweep.flows.output import LOG, store_problem
-from geosweep.sweeps.execution import Execution, SchedulerUnreachable
+from geosweep.sweeps.execution import Execution, SchedulerUnreachable, cluster_config
 
 DEMO_SPEC = "sphere_demo.toml"
 
@@ -119,6 +119,8 @@ def _execution(args: argparse.Namespace, stack: ExitStack, plan: Any = None) -> 
     (:meth:`Execution.in_driver`: of every cell, so of any part of them a resumed run has left)."""
     execution = Execution.from_args(args)
     if plan is not None and execution.in_driver(plan.cost_array()):
+        if execution.cluster_file:  # not started, but a bad file is refused all the same
+            cluster_config(execution.cluster_file)
         return execution, None, None
     if plan is not None and execution.processes is None and execution.starts_local_cluster:
         from geosweep.sweeps.together import joint_mask
