@@ -777,13 +777,14 @@ def _run_locked(
     own_client = None
     publisher: demand.Publisher | None = None
     try:
-        cost = None if execution.serial else plan.cost_array()  # plan.cost of every cell, indexed by cell
+        cost = np.zeros(0) if execution.serial else plan.cost_array()  # plan.cost of every cell, indexed by cell
         at = tuple(cell_block(pending).T)  # the pending cells' indices, as arrays
+        to_run = cost[at] if cost.size else cost  # the pending cells' costs
         # a few short cells: a Dask round trip costs more than the workers save (execution.runs_in_driver)
-        in_driver = cost is not None and execution.in_driver(cost[at])
-        if in_driver and cost is not None:
+        in_driver = execution.in_driver(to_run)
+        if in_driver:
             log(
-                f"{len(pending)} short cells of {float(cost[at].sum()):.2g} s estimated work in all: run in this "
+                f"{len(pending)} short cells of {float(to_run.sum()):.2g} s estimated work in all: run in this "
                 f"process, without Dask ({IN_DRIVER_ENV}=0 sends every run to the workers)"
             )
             if creating is not None:
@@ -794,14 +795,12 @@ def _run_locked(
             plan = _with_threads(plan, len(pending), os.cpu_count() or 1, log)
             _run_serial(plan, by_shard, ref, on_segment, report)
         else:
-            assert cost is not None
             pending_cost = {c: cost[c] for c in pending}  # looked up once: for the workers, demand, slicing
             # which pending cells are computed together (geosweep.sweeps.together): the choice of workers, slicing
             joint = together_mod.joint_mask(plan, cost, ref.carries)[at]
             if client is None:
                 if execution.processes is None and execution.starts_local_cluster:  # threads or processes
                     # cells computed together hold the GIL briefly: threads run them
-                    to_run = cost[at]
                     execution = execution.for_cells(to_run[(to_run > 0) & ~joint], log)
                 own_cluster, client = execution.open_client()
                 own_client = client

@@ -118,14 +118,15 @@ def _execution(args: argparse.Namespace, stack: ExitStack, plan: Any = None) -> 
     connected to for a few short cells, which the run computes in this process
     (:meth:`Execution.in_driver`: of every cell, so of any part of them a resumed run has left)."""
     execution = Execution.from_args(args)
-    if plan is not None and execution.in_driver(plan.cost_array()):
+    cost = plan.cost_array() if plan is not None else None  # 0: cells not applicable
+    if cost is not None and execution.in_driver(cost):
         if execution.cluster_file:  # not started, but a bad file is refused all the same
             cluster_config(execution.cluster_file)
         return execution, None, None
-    if plan is not None and execution.processes is None and execution.starts_local_cluster:
+    if cost is not None and execution.processes is None and execution.starts_local_cluster:
         from geosweep.sweeps.together import joint_mask
 
-        cost = plan.cost_array()  # 0: cells not applicable; cells computed together run well on threads
+        # cells computed together run well on threads
         execution = execution.for_cells(cost[(cost > 0) & ~joint_mask(plan, cost)], LOG.info)
     address, client = execution.start(
         stack,
