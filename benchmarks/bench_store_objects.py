@@ -25,6 +25,7 @@ warnings.filterwarnings("ignore")
 import geosweep.sweeps.store as store_mod  # noqa: E402
 from geosweep.sweeps.engine import run_sweep  # noqa: E402
 from geosweep.sweeps.plan import make_plan  # noqa: E402
+from geosweep.sweeps.store import layout  # noqa: E402
 
 
 def count(path: Path) -> tuple[int, int, int]:
@@ -45,17 +46,17 @@ def main() -> None:
         runnable = sum(1 for c in plan.grid.cells() if plan.grid.applicable(c))
         with tempfile.TemporaryDirectory() as tmp:
             out = {}
-            for label, cells in (("shards", store_mod.SHARD_CELLS), ("one cell per object", 1)):
-                saved = store_mod.SHARD_CELLS, store_mod.MIN_SHARD_SECONDS
-                store_mod.SHARD_CELLS = cells
-                store_mod.MIN_SHARD_SECONDS = store_mod.MIN_SHARD_SECONDS if cells > 1 else 0.0
+            for label, cells in (("shards", layout.SHARD_CELLS), ("one cell per object", 1)):
+                saved = layout.SHARD_CELLS, layout.MIN_SHARD_SECONDS
+                layout.SHARD_CELLS = cells
+                layout.MIN_SHARD_SECONDS = layout.MIN_SHARD_SECONDS if cells > 1 else 0.0
                 try:
                     path = Path(tmp) / f"{label.replace(' ', '_')}.zarr"
                     t0 = time.perf_counter()
                     res = run_sweep(plan, path, n_workers=2)
                     wall = time.perf_counter() - t0
                 finally:
-                    store_mod.SHARD_CELLS, store_mod.MIN_SHARD_SECONDS = saved
+                    layout.SHARD_CELLS, layout.MIN_SHARD_SECONDS = saved
                 assert res.complete, res.errors
                 out[label] = (*count(path), wall, path)
             from tests.sweep_util import assert_stores_bitwise_equal

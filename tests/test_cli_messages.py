@@ -80,12 +80,12 @@ def test_systems_on_a_cold_cache_says_it_compiles_and_a_warm_one_does_not(tmp_pa
 
 
 def test_verify_names_damaged_cells_by_their_labels(tmp_path, monkeypatch, capsys):
-    import geosweep.sweeps.store
     from geosweep.flows.cli import main
     from geosweep.sweeps.engine import run_sweep
+    from geosweep.sweeps.store import layout
 
-    monkeypatch.setattr(geosweep.sweeps.store, "SHARD_CELLS", 1)  # one file per cell: damage exactly one
-    monkeypatch.setattr(geosweep.sweeps.store, "MIN_SHARD_SECONDS", 0.0)
+    monkeypatch.setattr(layout, "SHARD_CELLS", 1)  # one file per cell: damage exactly one
+    monkeypatch.setattr(layout, "MIN_SHARD_SECONDS", 0.0)
     spec = {
         "name": "labels",
         "system": "spring_pendula",

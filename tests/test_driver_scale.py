@@ -13,6 +13,7 @@ import numpy as np
 from geosweep.sweeps import estimate as est_mod
 from geosweep.sweeps import store as store_mod
 from geosweep.sweeps.plan import make_plan
+from geosweep.sweeps.store import layout
 
 #: bytes per cell the driver may allocate at its peak (cost arrays of 8 bytes, masks, an ordered copy)
 BYTES_PER_CELL = 64
@@ -106,7 +107,7 @@ def test_store_creation_allocates_no_per_cell_objects(tmp_path, monkeypatch):
     memory is the template's (a graph per shard), not a Python object per cell — 4× the cells add
     less than :data:`PER_CELL_INCREMENT` bytes per added cell. (The cheap-cell floor of
     ``MIN_SHARD_SECONDS`` is off: it would give the smaller grid fewer shards, so a smaller graph.)"""
-    monkeypatch.setattr(store_mod, "MIN_SHARD_SECONDS", 0.0)
+    monkeypatch.setattr(layout, "MIN_SHARD_SECONDS", 0.0)
     peaks, sizes = [], []
     for seeds in (50, 200):  # 5·10^4 and 2·10^5 cells
         spec = _spec(250, seeds)

@@ -28,10 +28,10 @@ SPEC = {
 def one_cell_per_shard(monkeypatch):
     """One cell per shard object here, so that damaging one file damages exactly one cell (with
     shards of several cells every cell of a damaged shard is found and recomputed the same way)."""
-    import geosweep.sweeps.store
+    from geosweep.sweeps.store import layout
 
-    monkeypatch.setattr(geosweep.sweeps.store, "SHARD_CELLS", 1)
-    monkeypatch.setattr(geosweep.sweeps.store, "MIN_SHARD_SECONDS", 0.0)
+    monkeypatch.setattr(layout, "SHARD_CELLS", 1)
+    monkeypatch.setattr(layout, "MIN_SHARD_SECONDS", 0.0)
 
 
 def _chunk_files(store: Path, var: str) -> list[Path]:

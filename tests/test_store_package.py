@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -200,9 +201,24 @@ def test_every_public_name_of_the_package_is_importable_from_its_root():
         assert getattr(store, name) is getattr(sys.modules[defined[name]], name)
 
 
-def test_a_name_set_through_the_package_is_set_where_it_lives(monkeypatch):
-    """``monkeypatch.setattr(geosweep.sweeps.store, "SHARD_CELLS", 1)`` (as tests that want one cell
-    per object do) changes the layout's value, and is undone there."""
+def test_the_package_is_a_plain_module_holding_none_of_its_names():
+    """The package root is an ordinary module (PEP 562 ``__getattr__``, no module subclass): it holds
+    no public name itself, so each is its module's object on every read, and a patched tunable is
+    read from the module that owns it."""
+    import geosweep.sweeps.store as store
+    from geosweep.sweeps.store import layout
+
+    assert type(store) is types.ModuleType
+    assert not set(store._HOMES) & set(vars(store)), "the package holds a name: it would shadow its module's"
+    assert store.SHARD_CELLS is layout.SHARD_CELLS and store.shard_shape is layout.shard_shape
+    assert set(store._HOMES) <= set(dir(store))
+    with pytest.raises(AttributeError, match="no attribute 'SHARD_CELL'"):
+        store.SHARD_CELL  # noqa: B018 - a misspelt name fails like any module's
+
+
+def test_patching_the_module_that_owns_a_tunable_changes_the_layout_and_is_undone(monkeypatch):
+    """``monkeypatch.setattr(layout, "SHARD_CELLS", 1)`` gives one cell per object and pytest restores
+    it (setting it on the package root instead was left set by pytest 9.2, for every later test)."""
     import geosweep.sweeps.store as store
     from geosweep.sweeps.plan import make_plan
     from geosweep.sweeps.store import layout
@@ -218,12 +234,58 @@ def test_a_name_set_through_the_package_is_set_where_it_lives(monkeypatch):
     }
     plan = make_plan(spec)
     before = layout.shard_shape(plan)
+    shipped = layout.SHARD_CELLS, layout.MIN_SHARD_SECONDS
     with monkeypatch.context() as m:
-        m.setattr(store, "SHARD_CELLS", 1)
-        m.setattr(store, "MIN_SHARD_SECONDS", 0.0)
-        assert layout.SHARD_CELLS == store.SHARD_CELLS == 1
-        assert store.shard_shape(plan) == (1, 1, 1)
-    assert layout.SHARD_CELLS == 64 and layout.shard_shape(plan) == before != (1, 1, 1)
+        m.setattr(layout, "SHARD_CELLS", 1)
+        m.setattr(layout, "MIN_SHARD_SECONDS", 0.0)
+        assert store.SHARD_CELLS == 1 and store.shard_shape(plan) == (1, 1, 1)
+    assert (layout.SHARD_CELLS, layout.MIN_SHARD_SECONDS) == shipped == (64, 0.05)
+    assert layout.shard_shape(plan) == before != (1, 1, 1)
+
+
+def _package_aliases(tree: ast.Module) -> set[str]:
+    """The expressions a file uses for the package root ``geosweep.sweeps.store``."""
+    aliases = {STORE}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update(a.asname for a in node.names if a.name == STORE and a.asname)
+        elif isinstance(node, ast.ImportFrom) and node.module == "geosweep.sweeps":
+            aliases.update(a.asname or a.name for a in node.names if a.name == "store")
+    return aliases
+
+
+def _sets_on_package(path: Path) -> list[str]:
+    """``setattr(pkg, …)``, ``monkeypatch.setattr(pkg, …)``, ``setattr("geosweep.sweeps.store.X", …)``
+    and ``pkg.X = …`` of one file, where ``pkg`` is the package root."""
+    tree = ast.parse(path.read_text())
+    aliases = _package_aliases(tree)
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            if (isinstance(func, ast.Name) and func.id == "setattr") or (
+                isinstance(func, ast.Attribute) and func.attr == "setattr"
+            ):
+                first = node.args[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    if first.value.rsplit(".", 1)[0] == STORE:
+                        found.append(f"{path.name}:{node.lineno}")
+                    continue
+                targets = [first]
+        elif isinstance(node, ast.Assign | ast.AugAssign):
+            assigned = node.targets if isinstance(node, ast.Assign) else [node.target]
+            targets = [t.value for t in assigned if isinstance(t, ast.Attribute)]
+        found += [f"{path.name}:{node.lineno}" for t in targets if ast.unparse(t) in aliases]
+    return found
+
+
+def test_no_test_sets_a_name_on_the_package_root():
+    """Tests and benchmarks change a store tunable in the module that owns it
+    (``geosweep.sweeps.store.layout``): set on the package root it would only shadow the name there
+    (the layout would not see it) and, under pytest 9.2's monkeypatch, not be undone."""
+    paths = [p for folder in ("tests", "benchmarks") for p in sorted((ROOT / folder).rglob("*.py"))]
+    assert [hit for path in paths for hit in _sets_on_package(path)] == []
 
 
 def test_each_sweeps_module_imports_first_in_a_fresh_interpreter():

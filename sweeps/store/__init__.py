@@ -18,18 +18,18 @@ Growing a store along its sweep axes is :mod:`geosweep.sweeps.grow`, to a later 
 writer's lease :mod:`geosweep.sweeps.lease`; they use the modules above and none of those imports
 the package's own ``__init__``.
 
-Every public name is importable from here (``from geosweep.sweeps.store import StoreRef``): a name
-is loaded from its module on first use (:data:`_HOMES`), so importing one module of the package does
-not import the others, and the modules below it (lease, repair, grow) may import it without an
-import cycle. Reading or setting a name here reads or sets it in its module (a test's
-``monkeypatch.setattr(geosweep.sweeps.store, "SHARD_CELLS", 1)`` changes the layout).
+Every public name is importable from here (``from geosweep.sweeps.store import StoreRef``): the
+package is a plain module whose ``__getattr__`` (PEP 562) reads a name it does not hold from its
+module (:data:`_HOMES`) on every use, so importing one module of the package does not import the
+others, and the modules below it (lease, repair, grow) may import it without an import cycle. The
+package holds no name of its own: ``store.X is store.<module>.X``. A tunable is changed in the
+module that owns it (``monkeypatch.setattr(geosweep.sweeps.store.layout, "SHARD_CELLS", 1)``), which
+reads it at call time; setting it on the package would only shadow it here.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -81,31 +81,19 @@ _HOMES: dict[str, str] = {
 __all__ = sorted(_HOMES)
 
 
-def _home(name: str) -> types.ModuleType:
-    return importlib.import_module(f"{__name__}.{_HOMES[name]}")
-
-
-class _Package(types.ModuleType):
-    """This package's module type: a public name is read from, and set in, the module it lives in."""
-
-    def __getattr__(self, name: str) -> Any:
-        if name in _HOMES:
-            return getattr(_home(name), name)
+def __getattr__(name: str) -> Any:
+    """A public name, read from its module (PEP 562: called for a name this module does not hold)."""
+    home = _HOMES.get(name)
+    if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _HOMES:
-            setattr(_home(name), name, value)
-        else:
-            super().__setattr__(name, value)
-
-    def __dir__(self) -> list[str]:
-        return sorted(set(super().__dir__()) | set(_HOMES))
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
 
 
-sys.modules[__name__].__class__ = _Package
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOMES))
 
-if TYPE_CHECKING:  # the names as mypy sees them (at run time: _Package.__getattr__)
+
+if TYPE_CHECKING:  # the names as mypy sees them (at run time: __getattr__ above)
     from geosweep.sweeps.store.checks import (
         FORMAT_VERSION,
         READ_FORMATS,
