@@ -58,11 +58,14 @@ def commands(text: str) -> list[str]:
     return out
 
 
+#: how both set-up commands begin: a virtual environment, then pip upgraded (tests/test_lint.py)
+VENV = "python3 -m venv .venv && . .venv/bin/activate && python3 -m pip install -U pip && "
+
 #: how each block is checked, by (file, start of its first line); "" language blocks included
 BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "spec (TOML/YAML) →"): "not code: the pipeline diagram",
-    ("README.md", "python3 -m pip install -U pip && python3 -m pip install -e . &&"): "shell: set-up + demo",
-    ("README.md", 'python3 -m pip install -U pip && python3 -m pip install -e ".[test]"'): "shell: the CI command",
+    ("README.md", f"{VENV}python3 -m pip install -c constraints.txt -e . &&"): "shell: set-up + demo",
+    ("README.md", f'{VENV}python3 -m pip install -c constraints.txt -e ".[test]"'): "shell: the CI command",
     ("README.md", "# sphere.toml"): "spec: validated as written, run shortened",
     ("README.md", "geosweep validate sphere.toml"): "shell: the sweep commands",
     ("README.md", "import xarray as xr, geosweep"): "python: against the shortened sphere store",
@@ -108,8 +111,10 @@ SCRATCH = "/scratch/"
 COMMANDS: dict[str, str] = {
     # README: set-up (pip needs the network and changes the environment; `geosweep demo` runs below)
     "python3 -m pip install -U pip": "skip: installs packages (the test environment is the installed one)",
-    "python3 -m pip install -e .": "skip: installs packages",
-    "python3 -m pip install -e '.[test]'": "skip: installs packages",
+    "python3 -m venv .venv": "skip: makes the virtual environment the suite runs in (.ci/run: a fresh one)",
+    ". .venv/bin/activate": "skip: activates it in the shell",
+    "python3 -m pip install -c constraints.txt -e .": "skip: installs packages (test_lint checks the pins)",
+    "python3 -m pip install -c constraints.txt -e '.[test]'": "skip: installs packages",
     "python3 -m pytest": "skip: this suite itself",
     "geosweep demo": "run",
     # README: the sweep commands
