@@ -51,8 +51,11 @@ def pytest_configure(config: pytest.Config) -> None:
         subprocess.run([sys.executable, "-c", WARM], check=True)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group markers (loadgroup)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # around pytest-randomly's shuffle (itself a tryfirst wrapper)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """Groups marked before pytest-xdist reads the xdist_group markers (loadgroup); the Slurm tests
+    first on a worker after pytest-randomly has shuffled the order (a conftest wrapper is registered
+    after the installed plugins', so it runs outside theirs)."""
     slurm = [item for item in items if {"slurm", "slurm_user"} & set(getattr(item, "fixturenames", ()))]
     for item in slurm:
         item.add_marker(pytest.mark.xdist_group("slurm"))
@@ -64,9 +67,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(module))
     # on xdist workers (they collect; each the same order): the Slurm tests first, ~10 min on one
     # worker, while the other worker takes the rest (last, that worker ran alone for minutes)
+    yield
     if hasattr(config, "workerinput"):
         chosen = set(map(id, slurm))
-        items[:] = slurm + [item for item in items if id(item) not in chosen]
+        items[:] = [item for item in items if id(item) in chosen] + [item for item in items if id(item) not in chosen]
 
 
 @contextlib.contextmanager
