@@ -22,7 +22,7 @@ Every public name is importable from here (``from geosweep.sweeps.store import S
 package is a plain module whose ``__getattr__`` (PEP 562) reads a name it does not hold from its
 module (:data:`_HOMES`) on every use, so importing one module of the package does not import the
 others, and the modules below it (lease, repair, grow) may import it without an import cycle. The
-package holds no name of its own: ``store.X is store.<module>.X``. A tunable is changed in the
+package holds none of these names itself: ``store.X is store.<module>.X``. A tunable is changed in the
 module that owns it (``monkeypatch.setattr(geosweep.sweeps.store.layout, "SHARD_CELLS", 1)``), which
 reads it at call time; setting it on the package would only shadow it here.
 """
