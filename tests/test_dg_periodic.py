@@ -124,7 +124,7 @@ def test_multiplier_form_energy_has_no_trend_over_gearbox_long():
     """GONZALEZ-F, seed 2, h = 0.1 to t = 5·10⁴ (004 Fig. 4): ≤ 1e-12 (measured 5.9e-13), and once
     the 13 484 reductions of q3 are taken out (−4.1e-13 in all, each V'·δ, :func:`_wrap_jumps`) the
     means of the 10 blocks of 5000 show no trend: the fitted drift over the run, measured −1.8e-13,
-    is within 3 random-walk widths √N·σ/H0 (σ the steps' spread, measured 1.1e-13). Before the solve
+    is within 3 random-walk widths √N·σ/H0 (σ the steps' spread; measured 1.1e-13). Before the solve
     iterated to round-off the drift was 2.7e-12 (slope 1.2e-16 per unit)."""
     model = S.gearbox("canonical", 2)
     v = F.run(model, "dg_gonzalez", RunRequest(T=50000.0, dt_out=0.1, h=0.1, snapshot_every=1), {}).values
