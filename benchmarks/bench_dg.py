@@ -8,10 +8,15 @@ rtol = atol lowered by factors of 10 until its final error is at most the target
 of 3): wall time, steps/s, ∇H-and-H evaluations, mean/max Newton iterations, SciPy's time and ``nfev`` at
 equal error, and max |ΔH|/|H0|.
 
+``--gearbox T`` instead times the gearbox solves (seed 2, h = 0.1, to T; both forms, the three
+discrete gradients; best of 3): µs per step, Newton iterations per step (mean / max) and
+max |ΔH|/|H0|.
+
 ``--figure STORE`` instead draws the gearbox long run (``sweeps/examples/gearbox_long.toml``)
 like 004 Fig. 4: relative energy error and constraint error against time.
 
     python benchmarks/bench_dg.py [--T 10] [--chain-N 20] [--chain-T 0.5]
+    python benchmarks/bench_dg.py --gearbox 5000
     python benchmarks/bench_dg.py --figure STORE [--out benchmarks/dg_gearbox_long.png]
 """
 
@@ -106,6 +111,28 @@ def figure(store: str, out: str) -> None:
     print(f"wrote {out}")
 
 
+def gearbox_solves(T: float) -> None:
+    """The discrete gradients on the gearbox's reduced and multiplier forms (GONZALEZ-R/-F, …)."""
+    from geosweep.kernels.dg.systems import gearbox
+
+    print(f"gearbox, seed 2, h = 0.1, T = {T:g} ({T / 0.1:.0f} steps), best of {REPEATS}")
+    print("| form | method | µs/step | Newton mean / max | max rel ΔH |")
+    print("|---|---|---|---|---|")
+    req = RunRequest(T=T, dt_out=T / 10, h=0.1)
+    for form in ("reduced", "canonical"):
+        model = gearbox(form, 2)
+        for name in ("dg_gonzalez", "dg_avf", "dg_itoh_abe"):
+            F.run(model, name, RunRequest(T=1.0, dt_out=1.0, h=0.1), {})  # compiled / loaded
+            best = np.inf
+            for _ in range(REPEATS):
+                t0 = time.perf_counter()
+                v = F.run(model, name, req, {}).values
+                best = min(best, time.perf_counter() - t0)
+            its = f"{v['newton_iterations_mean']:.2f} / {v['newton_iterations_max']}"
+            us = best / (T / 0.1) * 1e6
+            print(f"| {form} | `{name}` | {us:.1f} | {its} | {v['max_rel_energy_error']:.1e} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--T", type=float, default=10.0, help="quartic run length")
@@ -113,7 +140,11 @@ def main() -> None:
     ap.add_argument("--chain-T", type=float, default=0.5)
     ap.add_argument("--figure", metavar="STORE", help="draw the gearbox long-run figure from STORE and exit")
     ap.add_argument("--out", default="benchmarks/dg_gearbox_long.png")
+    ap.add_argument("--gearbox", type=float, metavar="T", help="time the gearbox solves to T and exit")
     a = ap.parse_args()
+    if a.gearbox:
+        gearbox_solves(a.gearbox)
+        return
     if a.figure:
         figure(a.figure, a.out)
         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -436,6 +437,161 @@ def test_dockerfile_builds_the_image_the_kubernetes_manifests_name():
     # the operator's pods keep the image's Numba cache (no override in the manifest)
     (worker,) = manifest["spec"]["worker"]["spec"]["containers"]
     assert "NUMBA_CACHE_DIR" not in {e["name"] for e in worker["env"]}
+
+
+def _ignore_rules(path: Path) -> list[tuple[re.Pattern, bool]]:
+    """A .dockerignore file as Docker reads it: one pattern a line (``#`` lines and blank lines
+    skipped, surrounding space trimmed, a leading ``/`` dropped), ``!`` re-includes; each pattern a
+    regular expression over '/'-separated paths: ``**`` any number of directories (``**/`` also
+    none), ``*`` and ``?`` within one name, ``[…]`` a class. Returns (pattern, excludes) in order."""
+    rules = []
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        excludes = not line.startswith("!")
+        line = os.path.normpath(line.lstrip("!").strip()).lstrip("/")
+        out, i = "", 0
+        while i < len(line):
+            ch = line[i]
+            if line.startswith("**", i):
+                i += 2
+                if line.startswith("/", i):
+                    i += 1
+                    out += "(.*/)?"
+                else:
+                    out += ".*"
+                continue
+            if ch == "*":
+                out += "[^/]*"
+            elif ch == "?":
+                out += "[^/]"
+            elif ch == "[":
+                j = line.index("]", i)
+                out += line[i : j + 1]
+                i = j
+            elif ch == "\\" and i + 1 < len(line):
+                i += 1
+                out += re.escape(line[i])
+            else:
+                out += re.escape(ch)
+            i += 1
+        rules.append((re.compile(out), excludes))
+    return rules
+
+
+def _ignored(rules: list[tuple[re.Pattern, bool]], rel: str) -> bool:
+    """Docker's rule: a pattern matches a path or any of its parent directories; the last pattern
+    that matches decides."""
+    parts = rel.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
+    for pattern, excludes in rules:
+        if any(pattern.fullmatch(p) for p in prefixes):
+            ignored = excludes
+    return ignored
+
+
+def _build_context(root: Path, rules: list[tuple[re.Pattern, bool]]) -> set[str]:
+    """The files of the build context ``root`` that the rules keep ('/'-separated, relative). An
+    excluded directory is entered only when a re-including pattern could reach below it."""
+    reinclude = [p.pattern for p, excludes in rules if not excludes]
+    kept = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        base = Path(dirpath).relative_to(root).as_posix()
+        base = "" if base == "." else base + "/"
+        dirnames[:] = [
+            d for d in dirnames if not _ignored(rules, base + d) or any(_may_hold(r, base + d) for r in reinclude)
+        ]
+        kept |= {base + f for f in filenames if not _ignored(rules, base + f)}
+    return kept
+
+
+def _may_hold(pattern: str, directory: str) -> bool:
+    """Whether a re-including regular expression could match a path below ``directory``: its
+    literal start (up to the first special character) and the directory agree as far as both go."""
+    literal = re.match(r"(?:[^\\.*?()\[\]|+^$]|\\.)*", pattern).group(0).replace("\\", "")
+    return literal.startswith(directory + "/") or (directory + "/").startswith(literal)
+
+
+def _copy_sources(instructions: list[tuple[str, str]]) -> list[str]:
+    return [src for word, rest in instructions if word == "COPY" for src in rest.split()[:-1]]
+
+
+def test_every_copy_source_of_the_dockerfile_is_in_its_filtered_build_context():
+    """deploy/Dockerfile.dockerignore (the Dockerfile's own ignore file, used by BuildKit before the
+    root's) applied to the repository as Docker applies it: each COPY source must be a file, or a
+    directory with files, of what is left — `COPY geosweep geosweep` failed with `/geosweep: not
+    found` when the file re-included only the other folders. Every package's modules get in (each
+    `__init__.py` of [tool.setuptools] packages), no Numba cache or bytecode does."""
+    import tomllib
+
+    root = DEPLOY.parent
+    rules = _ignore_rules(DEPLOY / "Dockerfile.dockerignore")
+    kept = _build_context(root, rules)
+    _, instructions = _dockerfile()
+    sources = _copy_sources(instructions)
+    missing = [s for s in sources if s not in kept and not any(k.startswith(s.rstrip("/") + "/") for k in kept)]
+    assert not missing, f"COPY sources outside the build context of deploy/Dockerfile.dockerignore: {missing}"
+    setuptools = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    dirs = setuptools["package-dir"]
+    for package in setuptools["packages"]:
+        mapped = max((p for p in dirs if package == p or package.startswith(p + ".")), key=len)
+        folder = "/".join([dirs[mapped], *package[len(mapped) :].split(".")[1:]])
+        assert f"{folder}/__init__.py" in kept, package
+    assert any(k.startswith("sweeps/examples/") and k.endswith(".toml") for k in kept)  # package data
+    assert not [k for k in kept if "__pycache__" in k or k.endswith((".nbi", ".nbc", ".pyc"))]
+    assert not [k for k in kept if k.startswith((".venv/", ".git/", "tests/"))]
+
+
+def test_the_dockerignore_reading_follows_docker():
+    """The pattern semantics the test above relies on (Docker's documented examples): the last match
+    wins, `!` re-includes, `**` spans directories (none too), a match on a directory covers its files."""
+    rules = [(p, e) for p, e in _rules_of("**\n!keep/**\n**/*.tmp\n!keep/x.tmp\n*/temp*\n# c\n")]
+    assert _ignored(rules, "top.py") and not _ignored(rules, "keep/a/b.py")
+    assert _ignored(rules, "keep/a/b.tmp") and not _ignored(rules, "keep/x.tmp")
+    assert _ignored(rules, "keep/temporary.txt") and not _ignored(rules, "keep/a/temporary.txt")
+    rules = _rules_of("**/__pycache__\n/docs\n")
+    assert _ignored(rules, "__pycache__/m.pyc") and _ignored(rules, "a/b/__pycache__/m.pyc")
+    assert _ignored(rules, "docs/x.md") and not _ignored(rules, "a/docs/x.md")
+
+
+def _rules_of(text: str) -> list[tuple[re.Pattern, bool]]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        f = Path(d) / "ignore"
+        f.write_text(text)
+        return _ignore_rules(f)
+
+
+def _docker_engine() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _docker_engine(), reason="no Docker engine answers `docker info`")
+def test_the_image_builds_and_imports_geosweep():
+    """The README's build command, for real (BuildKit: the Dockerfile's own ignore file), then the
+    installed package in the image: its kernels load from the image's warm Numba cache."""
+    root = DEPLOY.parent
+    tag = "geosweep:test-build"
+    env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+    cmd = ["docker", "build", "-t", tag, "-f", "deploy/Dockerfile", "."]
+    build = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr[-3000:]
+    try:
+        code = "import geosweep.kernels.registry as r; r.load_builtins(); print(sorted(r.FAMILIES))"
+        out = subprocess.run(["docker", "run", "--rm", tag, "python", "-c", code], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "dg" in out.stdout and "s2" in out.stdout
+    finally:
+        subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True)
 
 
 def test_local_cluster_workers_run_one_slice_at_a_time(cluster):

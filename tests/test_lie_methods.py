@@ -15,7 +15,7 @@ from geosweep.kernels.chain.integrate import integrate
 from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.lie import tableaux
 from geosweep.kernels.lie.methods import LieAction
-from geosweep.kernels.registry import BUILTIN_FAMILIES, FAMILIES, INTEGRATORS, SYSTEMS, load_builtins
+from geosweep.kernels.registry import BUILTIN_FAMILIES, FAMILIES, INTEGRATORS, SYSTEMS, RunRequest, load_builtins
 
 load_builtins()
 ACTIONS: list[LieAction] = [
@@ -39,11 +39,42 @@ def test_every_supported_method_is_registered_with_its_record(action: LieAction)
     names = {action.prefix + n for n in tableaux.METHODS if n not in action.unsupported}
     registered = {i.name for i in INTEGRATORS.values() if i.family == action.family and i.name in names}
     assert registered == names
-    model = _model(action.family)
     for name in names:
-        m, idef = action.method(name), INTEGRATORS[name]
+        m, idef = tableaux.METHODS[name.removeprefix(action.prefix)], INTEGRATORS[name]
         assert (idef.order, idef.adaptive) == (m.order, m.adaptive), name
-        assert FAMILIES[action.family].cost_per_step(model, name) == action.step_cost(model, m) > 0
+
+
+def _evals_per_step(family: str, model, name: str) -> float:
+    """Evaluations one step of ``name`` makes, counted by the kernel (two runs: the start's cancel)."""
+    fam = FAMILIES[family]
+    h = 1e-3
+    n = [fam.run(model, name, RunRequest(T=k * h, dt_out=k * h, h=h), {}).values["f_evals"] for k in (10, 20)]
+    return (int(n[1]) - int(n[0])) / 10
+
+
+@pytest.mark.parametrize("action", ACTIONS, ids=lambda a: a.family)
+def test_a_methods_cost_per_step_follows_the_evaluations_its_step_makes(action: LieAction):
+    """The slicing cost of each fixed-step method against what its step does: the kernel's count of
+    evaluations per step is the record's ``evals_per_step``, and the family's cost grows with it (for
+    methods of one kind: RKMK/CF or ambient) — equal counts cost the same, more cost more above the
+    heavy top's floor of 6 evaluations (call overhead), and every cost is positive."""
+    model = _model(action.family)
+    fam = FAMILIES[action.family]
+    rows = []
+    for name, m in action.methods().items():
+        if m.adaptive:
+            continue
+        evals = _evals_per_step(action.family, model, name)
+        assert evals == m.evals_per_step, (name, evals)
+        rows.append((m.kind == tableaux.AMBIENT, evals, fam.cost_per_step(model, name), name))
+    assert len(rows) >= 8
+    for amb_a, ev_a, cost_a, a in rows:
+        assert cost_a > 0, a
+        for amb_b, ev_b, cost_b, b in rows:
+            if amb_a == amb_b and ev_a == ev_b:
+                assert cost_a == cost_b, (a, b)
+            elif amb_a == amb_b and ev_a < ev_b:
+                assert cost_a <= cost_b and (ev_b <= 6 or cost_a < cost_b), (a, ev_a, cost_a, b, ev_b, cost_b)
 
 
 def test_evaluations_per_step_come_from_the_record():
@@ -87,10 +118,19 @@ def test_a_method_added_to_the_tableaux_appears_in_every_family(action: LieActio
     assert (toy.family, toy.order, toy.adaptive) == (action.family, 3, False)
     assert toy.doc.startswith(TOY.doc) and toy.params == action.params
     assert action.step_cost(_model(action.family), TOY) > 0
-    # the other entries are the registry's own
+    # every other entry is still its own record's, recomputed here from tableaux.METHODS
+    assert set(generated) - {toy.name} == {action.prefix + n for n in tableaux.METHODS if n not in action.unsupported}
     for name, idef in generated.items():
-        if name != toy.name:
-            assert idef == INTEGRATORS[name]
+        m = TOY if name == toy.name else tableaux.METHODS[name.removeprefix(action.prefix)]
+        assert (idef.name, idef.family, idef.order, idef.adaptive) == (name, action.family, m.order, m.adaptive)
+        assert idef.doc.startswith(m.doc), name
+        options = {p.name: p.default for p in idef.params}
+        assert {p.name for p in action.params} <= set(options), name
+        if m.adaptive:
+            assert {p.name for p in action.adaptive_params} <= set(options), name
+            assert options["exponent"] == (m.controller[0] if m.controller else 0.25), name
+        else:
+            assert not {p.name for p in action.adaptive_params} & set(options), name
 
 
 def test_the_toy_method_reaches_its_order_on_the_shared_stepper():

@@ -39,13 +39,15 @@ def test_s2_columns_reductions_and_diagnostics_come_from_one_declaration():
     stored = {d.name for d in S2.diagnostics(None)}
     assert {d.name for d in observables.diagnostics(s2.OBSERVABLES)} <= stored
     assert {d.name for d in UNIT_SPHERE_DIAGNOSTICS} <= stored
-    full, axis = lj_sphere(), spring_pendula()
-    assert full.symmetry == "full"
+    full, axis, none = lj_sphere(), double_spherical_pendulum(), spring_pendula()
+    assert (full.symmetry, axis.symmetry, none.symmetry) == ("full", "axis", "none")
     red = s2.make_stepper(full, "rk4").red
     assert red[s2.O_J] == Reductions.DEVNORM3 and red[s2.O_J_AXIS] == Reductions.NONE
     assert red[names.index("unit_error")] == Reductions.MEANMAX and red[s2.O_STEP_NORM] == Reductions.MAX
-    if axis.symmetry == "axis":
-        assert s2.make_stepper(axis, "rk4").red[s2.O_J_AXIS] == Reductions.DEV
+    red = s2.make_stepper(axis, "rk4").red  # the column of a·J is reduced exactly where a·J is conserved
+    assert red[s2.O_J_AXIS] == Reductions.DEV and red[s2.O_J] == Reductions.NONE
+    red = s2.make_stepper(none, "rk4").red
+    assert red[s2.O_J_AXIS] == Reductions.NONE and red[s2.O_J] == Reductions.NONE
 
 
 @pytest.mark.parametrize("system", [lj_sphere, double_spherical_pendulum], ids=["lj_sphere", "double_pendulum"])

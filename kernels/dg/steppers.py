@@ -14,8 +14,11 @@ I − (h/2)D(S∇H)(x) (finite differences) or by fixed-point iteration, until
 (the round-off floor: the Gonzalez quotient carries ε|H|/|Δx|, which the multiplier form
 amplifies by 1/h); otherwise the step fails with status NONCONVERGED and the last residual
 ‖G‖∞. Multiplier forms (k > 0, 004 eq. (15)) solve for (z', λ):
-z' − z = hJ∇̄H + hΣλ_α c_α(z̄), c_α(z̄)·∇̄H = 0, with the Jacobian built from a
-finite-difference Hessian. ``f_evals`` counts ∇H and H evaluations.
+z' − z = hJ∇̄H + hΣλ_α c_α(z̄), c_α(z̄)·∇̄H = 0 from the explicit-midpoint predictor and the
+model's multipliers, with the Newton matrix of both row blocks (finite-difference Hessian and
+∂c_α) at the predictor's midpoint, and they iterate past the tolerance until what is left is
+round-off (:func:`_at_round_off`): their energy error per step is ∇̄H·G, so a residual at the
+tolerance would accumulate in one direction. ``f_evals`` counts ∇H and H evaluations.
 
 Observation columns: energy H, then (if the model has them) the constraint residual (max over
 every step) and each Casimir (max deviation from its initial value).
@@ -46,7 +49,7 @@ from geosweep.kernels.dg.gradients import (
     lu_solve,
 )
 from geosweep.kernels.dg.model import CB_TYPE, SkewSystem, reduce_angles, with_angles
-from geosweep.kernels.linalg import newton_converged
+from geosweep.kernels.linalg import STALL_RATIO, newton_converged
 from geosweep.kernels.status import Status
 
 _OK = int(Status.OK)
@@ -67,6 +70,9 @@ _EPS = np.finfo(np.float64).eps
 #: a solve that stops contracting from its third iteration on (‖Δ_k‖ > STALL_RATIO·‖Δ_{k−1}‖)
 #: below STALL_FLOOR·tol·scale has reached its round-off floor and is accepted
 #: (:func:`geosweep.kernels.linalg.newton_converged`)
+
+#: multiplier forms: the error a solve may leave, in units of ε·max(1, ‖x'‖∞) (:func:`_at_round_off`)
+RESIDUAL_FRACTION = 1e-3
 
 #: integrator name → (kind, discrete-gradient kind)
 METHODS: dict[str, tuple[int, int]] = {
@@ -132,7 +138,7 @@ def model_vector(system: SkewSystem) -> np.ndarray:
 
 def work_size(N: int, k: int, ninv: int) -> int:
     nu = N + k
-    return 7 * N + (8 + ninv) + 8 * nu + 2 * N * N + nu * nu + max(k, 1) * N
+    return 7 * N + (8 + ninv) + 8 * nu + 2 * N * N + nu * nu + 2 * max(k, 1) * N + k * k
 
 
 @kjit
@@ -192,41 +198,66 @@ def _residual(cb, p, dgk, nodes, weights, s, k, h, x, xn, lam, Smat, crow, g, y,
 
 
 @kjit
-def _jacobian(cb, p, k, h, x, f0, Smat, D, crow, g, y, t, Jac):
-    """Frozen simplified-Newton matrix at x (finite differences); returns evaluations."""
+def _multiplier_guess(cb, p, k, x, f, g, crow, gram, piv, lam):
+    """``lam`` ← the least-squares multipliers of the model's field: f = S(x)∇H(x) ≈ J∇H(x) + Σλ_α c_α(x)
+    (``g`` holds ∇H(x)); the continuous λ(x) where S is the constrained canonical field, zero if the
+    Gram matrix of the rows is singular."""
+    skew, energy, grad, extra = cb
+    n = x.shape[0]
+    m = n // 2
+    extra(x, p, 1, crow)
+    for al in range(k):
+        a = 0.0
+        for i in range(n):
+            jg = g[m + i] if i < m else -g[i - m]
+            a += crow[al * n + i] * (f[i] - jg)
+        lam[al] = a
+        for be in range(k):
+            b = 0.0
+            for i in range(n):
+                b += crow[al * n + i] * crow[be * n + i]
+            gram[al, be] = b
+    if lu_factor(gram, piv) != 0:
+        for al in range(k):
+            lam[al] = 0.0
+        return
+    lu_solve(gram, piv, lam)
+
+
+@kjit
+def _multiplier_jacobian(cb, p, k, h, x, gx, lam, D, crow, cy, y, t, Jac):
+    """Frozen Newton matrix of the multiplier form at x (finite differences of ∇H and of the rows
+    c_α): the z' rows I − (h/2)(J∇²H + Σλ_α ∂c_α) and columns −h c_α, the constraint rows
+    ½(c_α·∇²H + ∇H·∂c_α) (``gx`` = ∇H(x), ``lam`` the multipliers of :func:`_multiplier_guess`).
+    Returns evaluations."""
     skew, energy, grad, extra = cb
     n = x.shape[0]
     nu = n + k
-    ev = 0
+    m = n // 2
+    for i in range(nu):
+        for j in range(nu):
+            Jac[i, j] = 0.0
+    extra(x, p, 1, crow)
     for j in range(n):
         for i in range(n):
             y[i] = x[i]
         dj = np.sqrt(_EPS) * max(1.0, abs(x[j]))
         y[j] = x[j] + dj
-        if k == 0:
-            _field(cb, p, y, Smat, g, t)
-            for i in range(n):
-                D[i, j] = (t[i] - f0[i]) / dj
-        else:
-            grad(y, p, t)
-            for i in range(n):
-                D[i, j] = (t[i] - f0[i]) / dj  # f0 holds ∇H(x) here: D is the Hessian
-        ev += 1
-    for i in range(nu):
-        for j in range(nu):
-            Jac[i, j] = 0.0
-    if k == 0:
+        grad(y, p, t)
         for i in range(n):
-            for j in range(n):
-                Jac[i, j] = -0.5 * h * D[i, j]
-            Jac[i, i] += 1.0
-        return ev
-    m = n // 2
-    extra(x, p, 1, crow)
+            D[i, j] = (t[i] - gx[i]) / dj
+        extra(y, p, 1, cy)
+        for al in range(k):
+            a = 0.0
+            for i in range(n):
+                dc = (cy[al * n + i] - crow[al * n + i]) / dj
+                a += dc * gx[i]
+                Jac[i, j] -= 0.5 * h * lam[al] * dc
+            Jac[n + al, j] = 0.5 * a
     for i in range(n):
         for j in range(n):
             jh = D[m + i, j] if i < m else -D[i - m, j]
-            Jac[i, j] = -0.5 * h * jh
+            Jac[i, j] -= 0.5 * h * jh
         Jac[i, i] += 1.0
         for al in range(k):
             Jac[i, n + al] = -h * crow[al * n + i]
@@ -235,8 +266,57 @@ def _jacobian(cb, p, k, h, x, f0, Smat, D, crow, g, y, t, Jac):
             a = 0.0
             for i in range(n):
                 a += crow[al * n + i] * D[i, j]
-            Jac[n + al, j] = 0.5 * a
-    return ev
+            Jac[n + al, j] += 0.5 * a
+    return n
+
+
+@kjit
+def _multiplier_start(cb, p, k, h, x, xn, f0, lam, Smat, D, crow, cy, gram, g, y, t, xb, Jac, piv):
+    """Start of a multiplier-form solve at the midpoint z̄ = x + (h/2)f(x) of the Euler predictor
+    (``f0`` = f(x)): x' ← x + h f(z̄) (explicit midpoint, O(h³) from the solution), λ ← the
+    model's multipliers at z̄, and the Newton matrix at z̄ (O(h²) from the solution's midpoint: a
+    contraction ~h², where the matrix at x contracts by ~h/2 only). Returns evaluations."""
+    n = x.shape[0]
+    for i in range(n):
+        xb[i] = x[i] + 0.5 * h * f0[i]
+    _field(cb, p, xb, Smat, g, t)
+    for i in range(n):
+        xn[i] = x[i] + h * t[i]
+    _multiplier_guess(cb, p, k, xb, t, g, crow, gram, piv, lam)
+    return 1 + _multiplier_jacobian(cb, p, k, h, xb, g, lam, D, crow, cy, y, t, Jac)
+
+
+@kjit
+def _jacobian(cb, p, h, x, f0, Smat, D, g, y, t, Jac):
+    """Frozen simplified-Newton matrix I − (h/2)D(S∇H)(x) (finite differences; ``f0`` = S(x)∇H(x));
+    returns evaluations."""
+    n = x.shape[0]
+    for j in range(n):
+        for i in range(n):
+            y[i] = x[i]
+        dj = np.sqrt(_EPS) * max(1.0, abs(x[j]))
+        y[j] = x[j] + dj
+        _field(cb, p, y, Smat, g, t)
+        for i in range(n):
+            D[i, j] = (t[i] - f0[i]) / dj
+    for i in range(n):
+        for j in range(n):
+            Jac[i, j] = -0.5 * h * D[i, j]
+        Jac[i, i] += 1.0
+    return n
+
+
+@kjit
+def _at_round_off(dx, dx_prev, sc, xs):
+    """Whether a multiplier-form solve that met its tolerance (or stalled) may stop: once it was
+    accepted as stalled above ``sc``, the updates stopped contracting (their round-off floor), or
+    the error left after the last update, ‖Δ‖²/‖Δ_prev‖ under linear contraction, is below
+    RESIDUAL_FRACTION·ε·max(1, ‖x'‖∞) (``xs``). Each step's energy error is ∇̄H·G at the accepted
+    iterate, so what is left adds up step after step in one direction: N·f·ε, against the √N·ε of
+    the steps' rounding, stays below it for N ≤ 1/f² steps."""
+    if dx > sc or dx > STALL_RATIO * dx_prev:
+        return True
+    return dx * dx <= RESIDUAL_FRACTION * _EPS * xs * dx_prev
 
 
 @kjit
@@ -265,7 +345,10 @@ def _dg_step(cb, p, meth, k, nk, o, h, x, xn, work, piv, info, sio):
     D = view2(work, o + n * n, n, n)
     o += 2 * n * n
     Jac = view2(work, o, n + k, n + k)
-    crow = work[o + nu * nu : o + nu * nu + max(nk, 1) * n]
+    o += nu * nu
+    crow = work[o : o + max(nk, 1) * n]
+    cy = work[o + max(nk, 1) * n : o + 2 * max(nk, 1) * n]
+    gram = view2(work, o + 2 * max(nk, 1) * n, k, k)
     # predictor x' = x + h S(x)∇H(x)
     _field(cb, p, x, Smat, g, f0)
     ev = 1
@@ -275,8 +358,9 @@ def _dg_step(cb, p, meth, k, nk, o, h, x, xn, work, piv, info, sio):
         lam[al] = 0.0
     if not fixed:
         if k > 0:
-            grad(x, p, f0)
-        ev += _jacobian(cb, p, k, h, x, f0, Smat, D, crow, g, y, t, Jac)
+            ev += _multiplier_start(cb, p, k, h, x, xn, f0, lam, Smat, D, crow, cy, gram, g, y, t, xb, Jac, piv)
+        else:
+            ev += _jacobian(cb, p, h, x, f0, Smat, D, g, y, t, Jac)
         if lu_factor(Jac, piv) != 0:
             info[I_EVALS] += ev
             sio[S_FAIL_VALUE] = np.nan
@@ -300,8 +384,9 @@ def _dg_step(cb, p, meth, k, nk, o, h, x, xn, work, piv, info, sio):
         for al in range(k):
             lam[al] += G[n + al]
         dx = _norm_inf(G, n)
-        sc = tol * max(1.0, _norm_inf(xn, n))
-        if newton_converged(dx, dx_prev, it, sc, 3, False):
+        xs = max(1.0, _norm_inf(xn, n))
+        sc = tol * xs
+        if newton_converged(dx, dx_prev, it, sc, 3, False) and (k == 0 or _at_round_off(dx, dx_prev, sc, xs)):
             ok = True
             break
         dx_prev = dx
