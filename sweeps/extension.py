@@ -376,6 +376,37 @@ def usable(carry: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v for k, v in carry.items() if k not in IDENTITY}
 
 
+def unusable_carries(ref) -> list[Cell]:
+    """Finished cells whose kept carry is not theirs or not intact (``geosweep verify``): an
+    unreadable object, another cell's, one not written with the cell's stored checksum or at the
+    store's T, changed arrays, or no identity (an older geosweep). Cells without a carry are fine."""
+    from geosweep.kernels.status import Status
+
+    group = open_unconsolidated(ref, "r")
+    T = float(group.attrs["T"])
+    status, done = np.asarray(group["status"][...]), np.asarray(group["done"][...])
+    checksum = np.asarray(group["checksum"][...])
+    ok = [tuple(int(i) for i in c) for c in np.argwhere((done == 1) & (status >= int(Status.OK)))]
+    bad: list[Cell] = []
+    for index, members in group_by_shard(ok, sweep_shards(group)).items():
+        stored = read_shard(ref, index)
+        if stored is None:
+            bad.extend(members)
+            continue
+        bad.extend(c for c in members if c in stored and problem(c, stored[c], None, T, int(checksum[c])) is not None)
+    return sorted(bad)
+
+
+def drop_carries(ref, cells: list[Cell]) -> None:
+    """Drop the kept carries of ``cells`` (an unreadable object: removed whole)."""
+    group = open_unconsolidated(ref, "r")
+    for index, members in group_by_shard(cells, sweep_shards(group)).items():
+        if read_shard(ref, index) is None:
+            drop_shard(ref, index)
+        else:
+            save_shard(ref, index, dict.fromkeys(members))
+
+
 # ---------------------------------------------------------------------------------------
 # the grown spec and the store's preparation
 # ---------------------------------------------------------------------------------------
