@@ -684,10 +684,10 @@ def run_sweep(
     recorded as cell status, not raised.
 
     ``grow``: ``spec`` may be the store's with a larger ``T``: the store grows in place and its
-    finished cells continue from their final carries (:mod:`geosweep.sweeps.extension`; ``recompute``: cells
-    without a carry are computed again from t = 0 instead of refusing with
-    :class:`geosweep.sweeps.extension.ExtendError`). ``keep_carries``: keep each finished cell's final carry
-    in the store (default), so that it can be extended later.
+    finished cells continue from their final carries (:mod:`geosweep.sweeps.extension`; ``recompute``: every
+    finished cell is computed again from t = 0, no carry read, where cells without a carry are otherwise
+    refused with :class:`geosweep.sweeps.extension.ExtendError`). ``keep_carries``: keep each finished cell's
+    final carry in the store (default), so that it can be extended later.
 
     ``execution``: all of the execution options at once (:class:`~geosweep.sweeps.execution.Execution`,
     e.g. from the command line) instead of ``address``, ``n_workers``, ``serial``, ``processes``,

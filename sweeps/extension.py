@@ -34,6 +34,14 @@ Cells that failed keep their status (they continue from their
 carry too, integrating nothing, so that their values take the longer layout exactly as a run to
 the new T stores them); ``not_applicable`` stays. Each extension (from, to, when) is appended
 to the store's ``runs`` records.
+
+A kept carry is used only if it is its cell's (:func:`problem`): it records the cell, the identity
+of the cell's trajectory (:func:`identities`: the spec without T and the sweep axes, the cell's
+coordinates), the T it was kept at, the cell's stored checksum (the samples it continues) and a
+digest of itself. The extension checks every finished cell's carry against the store before it
+changes anything; a foreign, stale or damaged one is dropped and its cell runs again from t = 0
+(one warning line naming how many), ``recompute`` drops every carry unread. The store's
+metadata changes in crash-safe phases (:func:`_grow_store`); ``geosweep verify`` checks the carries.
 """
 
 from __future__ import annotations
