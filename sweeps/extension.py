@@ -281,17 +281,14 @@ def joined(own: dict[str, np.ndarray], pre: dict[str, np.ndarray] | None, rows: 
 # ---------------------------------------------------------------------------------------
 # a carry's identity: whose trajectory it continues, and that it is intact
 # ---------------------------------------------------------------------------------------
-#: the cell's grid index (int64, one per axis)
-ID_CELL = "geosweep.cell"
-#: 63-bit hash of what defines the cell's trajectory (:func:`identities`)
-ID_TRAJECTORY = "geosweep.trajectory"
-#: the final time T of the run that kept the carry
-ID_T = "geosweep.T"
-#: the cell's stored checksum (``checksum``) written with the carry: the samples it continues from
-ID_SAMPLES = "geosweep.samples"
-#: 63-bit hash of the carry's own arrays and the entries above (:func:`digest`)
-ID_DIGEST = "geosweep.digest"
-IDENTITY = (ID_CELL, ID_TRAJECTORY, ID_T, ID_SAMPLES, ID_DIGEST)
+#: the one entry of a sealed carry that says whose it is (int64): ``[digest, trajectory, T (the
+#: bits of the float64), samples, *cell]`` — the 63-bit :func:`digest` of the carry, the 63-bit
+#: identity of the cell's trajectory (:func:`identities`), the final time of the run that kept it,
+#: the cell's stored checksum written with it (the samples it continues) and the cell's grid index
+ID = "geosweep.identity"
+#: what the cell's computation records before the shard's writer seals the carry (not stored)
+ID_TRAJECTORY, ID_T = "geosweep.trajectory", "geosweep.T"
+_IDENTITY_NAMES = (ID, ID_TRAJECTORY, ID_T)
 #: spec fields that are not part of a cell's trajectory (T: a carry continues to a later one;
 #: the sweep axes and the other integrators' options: the cell's coordinates say its own)
 _NOT_TRAJECTORY = ("T", "name", "integrators", "h", "tol", "integrator_options", "params")
@@ -325,13 +322,17 @@ def identities(plan) -> Callable[[Cell], int]:
 
 
 def digest(carry: dict[str, np.ndarray]) -> int:
-    """63-bit hash of every entry of ``carry`` (name, dtype, shape, bytes) but :data:`ID_DIGEST` and
-    the run's timings (:data:`~geosweep.kernels.vocabulary.RUN_DEPENDENT`: equal physics, equal digest)."""
+    """63-bit hash of every entry of ``carry`` (name, dtype, shape, bytes; the identity's digest
+    slot as 0) but the run's timings (:data:`~geosweep.kernels.vocabulary.RUN_DEPENDENT`: equal
+    physics, equal digest)."""
     parts = []
     for name in sorted(carry):
-        if name == ID_DIGEST or name in RUN_DEPENDENT:
+        if name in RUN_DEPENDENT:
             continue
         a = np.ascontiguousarray(carry[name])
+        if name == ID:
+            a = a.copy()
+            a.reshape(-1)[:1] = 0
         parts += [name.encode(), a.dtype.str.encode(), str(a.shape).encode(), a.tobytes()]
     return _hash63(*parts)
 
@@ -341,47 +342,61 @@ def stamped(carry: dict[str, np.ndarray], trajectory: int, T: float) -> dict[str
     return {**carry, ID_TRAJECTORY: np.int64(trajectory), ID_T: np.float64(T)}
 
 
+def _identity(trajectory, T, samples, cells: np.ndarray) -> np.ndarray:
+    """The identity rows (digest slot 0) of cells ``cells`` (n, ndim): one int64 row per cell."""
+    n = len(cells)
+    head = np.zeros((n, 4), dtype=np.int64)
+    head[:, 1] = np.asarray(trajectory, dtype=np.int64).reshape(n)
+    head[:, 2] = np.asarray(T, dtype=np.float64).reshape(n).view(np.int64)
+    head[:, 3] = np.asarray(samples, dtype=np.int64).reshape(n)
+    return np.concatenate([head, np.asarray(cells, dtype=np.int64).reshape(n, -1)], axis=1)
+
+
 def sealed(carry: dict[str, np.ndarray], cell: Cell, samples: int) -> dict[str, np.ndarray]:
-    """``carry`` with its cell, the cell's stored checksum and its digest recorded (by the shard's writer)."""
-    out = {**carry, ID_CELL: np.asarray(cell, dtype=np.int64), ID_SAMPLES: np.int64(samples)}
-    out[ID_DIGEST] = np.int64(digest(out))
+    """``carry`` (:func:`stamped`) sealed by the shard's writer: its :data:`ID` entry with the cell,
+    the cell's stored checksum and the digest."""
+    out = {k: v for k, v in carry.items() if k not in _IDENTITY_NAMES}
+    out[ID] = _identity(carry.get(ID_TRAJECTORY, 0), carry.get(ID_T, np.nan), samples, cell_block([cell]))[0]
+    out[ID][0] = digest(out)
     return out
 
 
 def sealed_stack(cells: list[Cell], arrays: dict[str, np.ndarray], samples: list[int]) -> dict[str, np.ndarray]:
     """:func:`sealed` of stacked carries (cells computed together: arrays with a leading cell axis)."""
-    out = {**arrays, ID_CELL: cell_block(cells), ID_SAMPLES: np.asarray(samples, dtype=np.int64)}
-    rows = [{k: v[i] for k, v in out.items()} for i in range(len(cells))]
-    out[ID_DIGEST] = np.array([digest(r) for r in rows], dtype=np.int64)
+    n = len(cells)
+    out = {k: v for k, v in arrays.items() if k not in _IDENTITY_NAMES}
+    out[ID] = _identity(arrays.get(ID_TRAJECTORY, np.zeros(n)), arrays.get(ID_T, np.full(n, np.nan)), samples,
+                        cell_block(cells))  # fmt: skip
+    for i in range(n):
+        out[ID][i, 0] = digest({k: v[i] for k, v in out.items()})
     return out
 
 
 def problem(cell: Cell, carry: dict[str, np.ndarray], trajectory: int | None = None,
             T: float | None = None, samples: int | None = None) -> str | None:  # fmt: skip
-    """Why ``carry`` is not ``cell``'s (None: it is): no identity recorded, another cell or
-    trajectory, another T, other stored samples, or arrays that are not the ones it was sealed with.
+    """Why ``carry`` is not ``cell``'s (None: it is): no identity recorded, arrays other than those
+    it was sealed with, another cell or trajectory, another T or other stored samples.
     ``trajectory``/``T``/``samples``: what it must record (None: not checked)."""
-    try:
-        if any(k not in carry for k in IDENTITY):
-            return "no identity"
-        if int(carry[ID_DIGEST]) != digest(carry):
-            return "damaged"
-        if tuple(int(i) for i in np.asarray(carry[ID_CELL]).ravel()) != tuple(cell):
-            return "another cell's"
-        if trajectory is not None and int(carry[ID_TRAJECTORY]) != trajectory:
-            return "another trajectory's"
-        if T is not None and float(carry[ID_T]) != float(T):
-            return "stale"
-        if samples is not None and int(carry[ID_SAMPLES]) != int(samples):
-            return "stale"
-    except (TypeError, ValueError, OverflowError):
+    ident = carry.get(ID)
+    if ident is None:
+        return "no identity"
+    ident = np.asarray(ident)
+    if ident.dtype != np.int64 or ident.shape != (4 + len(cell),) or int(ident[0]) != digest(carry):
         return "damaged"
+    if tuple(int(i) for i in ident[4:]) != tuple(cell):
+        return "another cell's"
+    if trajectory is not None and int(ident[1]) != trajectory:
+        return "another trajectory's"
+    if (T is not None and float(ident[2:3].view(np.float64)[0]) != float(T)) or (
+        samples is not None and int(ident[3]) != int(samples)
+    ):
+        return "stale"
     return None
 
 
 def usable(carry: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The trajectory's arrays of a checked carry (its identity entries left out)."""
-    return {k: v for k, v in carry.items() if k not in IDENTITY}
+    """The trajectory's arrays of a checked carry (its identity left out)."""
+    return {k: v for k, v in carry.items() if k not in _IDENTITY_NAMES}
 
 
 def unusable_carries(ref) -> list[Cell]:

@@ -24,6 +24,7 @@ from geosweep.flows.cli import main
 from geosweep.sweeps.crashpoint import ENV, EXIT_STATUS
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.extension import typed
+from geosweep.sweeps.store import StoreMismatchError, StoreRef, verify
 from tests.proc_util import geosweep
 from tests.sweep_util import assert_stores_bitwise_equal
 
@@ -123,6 +124,8 @@ def _after_kill(store: Path, stores, half_way: bool, finish: list[str], ref: Pat
         assert main(["verify", str(store)]) == 1
         out = capsys.readouterr().out.strip().splitlines()
         assert len(out) == 1 and "interrupted" in out[0] and "unfinished" in out[0], out
+        with pytest.raises(StoreMismatchError, match="interrupted"):
+            verify(StoreRef.of(store))
         assert main(["run", str(stores["old"]), "--store", str(store), "--serial", "--quiet"]) == 3
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "interrupted" in err[0], err
