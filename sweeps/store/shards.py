@@ -184,7 +184,7 @@ def write_shard(
     outputs: dict[Cell, CellOutput],
     rows: dict[str, int] | None = None,
     together: list | None = None,
-    before_flags: Callable[[dict[Cell, int]], None] | None = None,
+    before_flags: Callable[[dict[Cell, int]], None] = lambda checksums: None,
 ) -> list[Cell]:
     """Write computed cells of ONE shard: every value variable, then the flags and checksums,
     then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
@@ -277,8 +277,7 @@ def write_shard(
         set_blocks(values, region)
     now = time.time()
     checksums = sums.result()
-    if before_flags is not None:
-        before_flags(checksums)
+    before_flags(checksums)
     flags = {  # each flag of every written cell, as the flag array's dtype takes it
         "status": np.array(statuses, dtype=np.int8),
         "wall_time": np.array(
