@@ -239,7 +239,7 @@ def _continued(traj: Trajectory, saved: dict | None) -> tuple[Trajectory, bool, 
             n_samples = old.n_out + 1 if old.finished or pre is not None else int(old.info[I_NSAMP])
             grown = Trajectory.grown(traj.stepper, base, traj)
             return grown, True, None, grown.rows_kept(n_samples)
-    except (KeyError, ValueError):
+    except (KeyError, ValueError, TypeError, IndexError):
         pass  # an incompatible checkpoint: start the cell again
     return traj, False, None, (0, 0)
 
@@ -297,7 +297,7 @@ def compute_slice(
         group = group if group is not None else run_arrays(ref, "r")
         done = _done_flags(group, cells)
         saved = checkpoints.present(ref) if not all(done.values()) else set()  # one listing per slice
-        carries = _carries_of(ref, group, [c for c in cells if not done[c]])
+        carries = _carries_of(ref, group, [c for c in cells if not done[c]], plan)
     batches: list[CellBatch] = []
     if together:
         new = [c for c in cells if not done[c] and c not in carries]
@@ -314,17 +314,40 @@ def compute_slice(
         runs = [
             compute_cell(plan, cell, ref, group, on_segment, done[cell], saved, carries.get(cell)) for cell in cells
         ]
+    if ref.carries:
+        _stamp(plan, runs, batches)
     return [*runs, *batches]
 
 
-def _carries_of(ref: StoreRef, group, cells: list[Cell]) -> dict[Cell, dict]:
-    """The stored final carries of ``cells`` (one read per shard; :mod:`geosweep.sweeps.extension`)."""
+def _stamp(plan: Plan, runs: list[CellRun], batches: list[CellBatch]) -> None:
+    """Record in each final carry whose trajectory it is and the run's T (:func:`geosweep.sweeps.extension.stamped`)."""
+    ident, T = extension.identities(plan), float(plan.spec.T)
+    for k, r in enumerate(runs):
+        if len(r) > 7 and r[7] is not None:
+            runs[k] = (*r[:7], extension.stamped(r[7], ident(r[0]), T), *r[8:])
+    for b in batches:
+        if b.carries is not None:
+            ids = np.array([ident(c) for c in b.cells], dtype=np.int64)
+            b.carries = {**b.carries, extension.ID_TRAJECTORY: ids, extension.ID_T: np.full(len(b.cells), T)}
+
+
+def _carries_of(ref: StoreRef, group, cells: list[Cell], plan: Plan) -> dict[Cell, dict]:
+    """The stored final carries of ``cells`` that are theirs (one read per shard; a damaged object,
+    or a carry of another cell or trajectory or with other arrays than it was sealed with, is not
+    used: the cell starts from t = 0; :mod:`geosweep.sweeps.extension`)."""
     if not cells:
         return {}
     out: dict[Cell, dict] = {}
+    ident = None
     for index, members in group_by_shard(cells, sweep_shards(group)).items():
         stored = extension.load_shard(ref, index)
-        out.update({c: stored[c] for c in members if c in stored})
+        for c in members:
+            carry = stored.get(c)
+            if carry is None:
+                continue
+            ident = ident or extension.identities(plan)
+            if extension.problem(c, carry, ident(c)) is None:
+                out[c] = extension.usable(carry)
     return out
 
 
@@ -336,6 +359,32 @@ def _done_flags(group, cells: list[Cell]) -> dict[Cell, bool]:
     hi = [max(c[k] for c in cells) + 1 for k in range(len(cells[0]))]
     block = group["done"][tuple(slice(a, b) for a, b in zip(lo, hi))]
     return {c: int(block[tuple(ci - a for ci, a in zip(c, lo))]) == 1 for c in cells}
+
+
+def _carry_saver(
+    ref: StoreRef, index: tuple[int, ...], kept: dict[Cell, dict | None], together: list[tuple[CellBatch, np.ndarray]]
+) -> Callable[[dict[Cell, int]], None]:
+    """What the shard's writer calls with the checksums of the cells it writes, before their flags:
+    their final carries saved, each sealed with its cell and checksum (:func:`geosweep.sweeps.extension.sealed`);
+    without carries kept (``ref.carries`` off) any older carry of theirs is dropped."""
+
+    def save(checksums: dict[Cell, int]) -> None:
+        if not ref.carries:
+            gone = {c: None for c in checksums}
+            extension.save_shard(ref, index, gone)
+            return
+        mine = {c: extension.sealed(a, c, checksums[c]) for c, a in kept.items() if c in checksums and a is not None}
+        stacked = []
+        for b, ix in together:
+            cells, arrays = b.carries_of(ix)
+            sel = [k for k, c in enumerate(cells) if c in checksums]
+            if sel and len(sel) < len(cells):
+                cells, arrays = [cells[k] for k in sel], {n: a[sel] for n, a in arrays.items()}
+            if sel:
+                stacked.append((cells, extension.sealed_stack(cells, arrays, [checksums[c] for c in cells])))
+        extension.save_shard(ref, index, mine, stacked)
+
+    return save
 
 
 def write_runs(ref: StoreRef, runs: list[CellRun | CellBatch], group=None) -> list[tuple]:
@@ -352,23 +401,20 @@ def write_runs(ref: StoreRef, runs: list[CellRun | CellBatch], group=None) -> li
     written: set[Cell] = set()
     for index, cells in group_by_shard([*computed, *row_of], sweep_shards(group)).items():
         mine = [c for c in cells if c in computed]
-        # the final carries first: a cell marked done always has the carry of its values
-        kept = {c: extra[c][0] if ref.carries else None for c in mine}
         parts: dict[int, tuple[CellBatch, list[int]]] = {}
         for c in cells:
             if c in row_of:
                 b, i = row_of[c]
                 parts.setdefault(id(b), (b, []))[1].append(i)
         together = [(b, np.asarray(ix, dtype=np.intp)) for b, ix in parts.values()]
-        stacked = [b.carries_of(ix) for b, ix in together] if ref.carries else []
-        if not ref.carries:
-            kept.update({b.cells[i]: None for b, ix in together for i in ix.tolist()})
-        extension.save_shard(ref, index, kept, stacked)
+        # the final carries after the values and before the flags: a cell marked done always has
+        # the carry of its values, sealed with the checksum written for them
+        keep = _carry_saver(ref, index, {c: extra[c][0] for c in mine}, together)
         rows = {"time": min((extra[c][1][0] for c in mine), default=0),
                 "snapshot": min((extra[c][1][1] for c in mine), default=0)}  # fmt: skip
         with fence(ref):  # this run still holds the store's lease, for the whole shard write
             written.update(
-                write_shard(group, {c: computed[c] for c in mine}, rows if any(rows.values()) else None, together)
+                write_shard(group, {c: computed[c] for c in mine}, rows if any(rows.values()) else None, together, keep)
             )
     saved = checkpoints.present(ref) if written else set()  # one listing per write, not a probe per cell
     for cell in written if saved else ():
@@ -638,10 +684,10 @@ def run_sweep(
     recorded as cell status, not raised.
 
     ``grow``: ``spec`` may be the store's with a larger ``T``: the store grows in place and its
-    finished cells continue from their final carries (:mod:`geosweep.sweeps.extension`; ``recompute``: cells
-    without a carry are computed again from t = 0 instead of refusing with
-    :class:`geosweep.sweeps.extension.ExtendError`). ``keep_carries``: keep each finished cell's final carry
-    in the store (default), so that it can be extended later.
+    finished cells continue from their final carries (:mod:`geosweep.sweeps.extension`; ``recompute``: every
+    finished cell is computed again from t = 0, no carry read, where cells without a carry are otherwise
+    refused with :class:`geosweep.sweeps.extension.ExtendError`). ``keep_carries``: keep each finished cell's
+    final carry in the store (default), so that it can be extended later.
 
     ``execution``: all of the execution options at once (:class:`~geosweep.sweeps.execution.Execution`,
     e.g. from the command line) instead of ``address``, ``n_workers``, ``serial``, ``processes``,

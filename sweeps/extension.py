@@ -34,24 +34,38 @@ Cells that failed keep their status (they continue from their
 carry too, integrating nothing, so that their values take the longer layout exactly as a run to
 the new T stores them); ``not_applicable`` stays. Each extension (from, to, when) is appended
 to the store's ``runs`` records.
+
+A kept carry is used only if it is its cell's (:func:`problem`): it records the cell, the identity
+of the cell's trajectory (:func:`identities`: the spec without T and the sweep axes, the cell's
+coordinates), the T it was kept at, the cell's stored checksum (the samples it continues) and a
+digest of itself. The extension checks every finished cell's carry against the store before it
+changes anything; a foreign, stale or damaged one is dropped and its cell runs again from t = 0
+(one warning line naming how many), ``recompute`` drops every carry unread. The store's
+metadata changes in crash-safe phases (:func:`_grow_store`); ``geosweep verify`` checks the carries.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
 import os
+import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from geosweep.kernels.vocabulary import RUN_DEPENDENT
+from geosweep.sweeps import crashpoint
 from geosweep.sweeps.checkpoints import _fs, _put
 from geosweep.sweeps.grid import Cell
+from geosweep.sweeps.grow import EXTENDING_ATTR, interrupted
 from geosweep.sweeps.lease import fence
-from geosweep.sweeps.store import StoreRef, consolidate, ensure_store, group_by_shard, sweep_shards
+from geosweep.sweeps.store import StoreRef, consolidate, ensure_store, group_by_shard, open_unconsolidated, sweep_shards
 from geosweep.sweeps.store.layout import cell_block
 
 DIRNAME = "_carries"
@@ -81,26 +95,39 @@ def _path(ref, index: tuple[int, ...]) -> tuple[Any, str]:
     return fs, f"{root.rstrip('/')}/{DIRNAME}/{shard_key(index)}.npz"
 
 
-def load_shard(ref, index: tuple[int, ...]) -> dict[Cell, dict[str, np.ndarray]]:
-    """The carries of the cells of shard ``index`` (empty when none is kept)."""
+def read_shard(ref, index: tuple[int, ...]) -> dict[Cell, dict[str, np.ndarray]] | None:
+    """The carries of the cells of shard ``index`` (empty when none is kept), or None when its
+    object cannot be read (truncated, empty, not a zip, a bad CRC, a directory …)."""
     fs, path = _path(ref, index)
     try:
         data = fs.cat_file(path)
     except FileNotFoundError:
         return {}
-    with np.load(io.BytesIO(data)) as z:
-        return _unpacked({key: z[key] for key in z.files})
+    except Exception:  # noqa: BLE001 - a directory or an unreadable object: no carry of it is usable
+        return None
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return _unpacked({key: z[key] for key in z.files})
+    except Exception:  # noqa: BLE001 - a damaged object: its cells have no usable carry
+        return None
+
+
+def load_shard(ref, index: tuple[int, ...]) -> dict[Cell, dict[str, np.ndarray]]:
+    """The carries of the cells of shard ``index`` (empty when none is kept or its object is damaged)."""
+    return read_shard(ref, index) or {}
 
 
 def carried_cells(ref, index: tuple[int, ...]) -> set[Cell]:
     """The cells of shard ``index`` with a kept carry (reads the object's index, and the cell lists
-    of a stacked object)."""
+    of a stacked object; none for a damaged object)."""
     fs, path = _path(ref, index)
     try:
-        with fs.open(path, "rb") as f, np.load(f) as z:
+        with fs.open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
             names = list(z.files)
             lists = [z[n] for n in names if n.startswith(GROUP_PREFIX) and n.endswith(CELLS_SUFFIX)]
     except FileNotFoundError:
+        return set()
+    except Exception:  # noqa: BLE001 - a damaged object holds no usable carry
         return set()
     out = {_cell_of(n.split(".", 1)[0]) for n in names if not n.startswith(GROUP_PREFIX)}  # one entry per cell
     out.update(tuple(int(i) for i in row) for cells in lists for row in cells)
@@ -203,7 +230,25 @@ def save_shard(
     save(buf, **flat)  # type: ignore[arg-type]
     fs, path = _path(ref, index)
     with fence(ref):
+        if ref.is_local and os.path.isdir(path):  # a directory in the object's place: replaced
+            shutil.rmtree(path)
         _put(ref, fs, path, buf.getvalue())
+
+
+def drop_shard(ref, index: tuple[int, ...]) -> None:
+    """Remove the carries object of shard ``index`` (whatever it holds, a directory included)."""
+    fs, path = _path(ref, index)
+    with fence(ref):
+        if ref.is_local:
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.lexists(path):
+                os.remove(path)
+            return
+        try:
+            fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            pass
 
 
 def carry_bytes(ref) -> int:
@@ -231,6 +276,172 @@ def joined(own: dict[str, np.ndarray], pre: dict[str, np.ndarray] | None, rows: 
     if rows != (0, 0):
         out[ROWS_KEY] = np.array(rows, dtype=np.int64)
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# a carry's identity: whose trajectory it continues, and that it is intact
+# ---------------------------------------------------------------------------------------
+#: the one entry of a sealed carry that says whose it is (int64): ``[digest, trajectory, T (the
+#: bits of the float64), samples, *cell]`` — the 63-bit :func:`digest` of the carry, the 63-bit
+#: identity of the cell's trajectory (:func:`identities`), the final time of the run that kept it,
+#: the cell's stored checksum written with it (the samples it continues) and the cell's grid index
+ID = "geosweep.identity"
+#: what the cell's computation records before the shard's writer seals the carry (not stored)
+ID_TRAJECTORY, ID_T = "geosweep.trajectory", "geosweep.T"
+_IDENTITY_NAMES = (ID, ID_TRAJECTORY, ID_T)
+#: spec fields that are not part of a cell's trajectory (T: a carry continues to a later one;
+#: the sweep axes and the other integrators' options: the cell's coordinates say its own)
+_NOT_TRAJECTORY = ("T", "name", "integrators", "h", "tol", "integrator_options", "params")
+
+
+def _hash63(*parts: bytes) -> int:
+    h = hashlib.blake2b(digest_size=8)
+    for part in parts:
+        h.update(part)
+    return int.from_bytes(h.digest(), "little") & ((1 << 63) - 1)
+
+
+def identities(plan) -> Callable[[Cell], int]:
+    """``cell → hash`` of what defines a cell's trajectory: the spec without T, the sweep axes and
+    the adaptive first step ``h0`` (pinned by an extension, :func:`pin_first_steps`), the cell's
+    coordinates and its integrator's options. Equal for a cell of the store before and after an
+    extension or a grow along its axes; different for another system, model, initial condition."""
+    spec = json.loads(plan.spec.canonical_json())
+    base = {k: v for k, v in spec.items() if k not in _NOT_TRAJECTORY}
+    base["params"] = {k: v for k, v in (spec.get("params") or {}).items() if not isinstance(v, list)}
+    options = spec.get("integrator_options") or {}
+    grid = plan.grid
+
+    def of(cell: Cell) -> int:
+        coords = grid.coords(cell)
+        mine = {k: v for k, v in (options.get(str(coords.get("integrator")), {}) or {}).items() if k != "h0"}
+        text = json.dumps([base, mine, coords], sort_keys=True, default=lambda x: np.asarray(x).item())
+        return _hash63(text.encode())
+
+    return of
+
+
+def digest(carry: dict[str, np.ndarray]) -> int:
+    """63-bit hash of every entry of ``carry`` (name, dtype, shape, bytes; the identity's digest
+    slot as 0) but the run's timings (:data:`~geosweep.kernels.vocabulary.RUN_DEPENDENT`: equal
+    physics, equal digest)."""
+    parts = []
+    for name in sorted(carry):
+        if name in RUN_DEPENDENT:
+            continue
+        a = np.ascontiguousarray(carry[name])
+        if name == ID:
+            a = a.copy()
+            a.reshape(-1)[:1] = 0
+        parts += [name.encode(), a.dtype.str.encode(), str(a.shape).encode(), a.tobytes()]
+    return _hash63(*parts)
+
+
+def stamped(carry: dict[str, np.ndarray], trajectory: int, T: float) -> dict[str, np.ndarray]:
+    """``carry`` with the trajectory's identity and the run's T recorded (by the cell's computation)."""
+    return {**carry, ID_TRAJECTORY: np.int64(trajectory), ID_T: np.float64(T)}
+
+
+def _identity(trajectory, T, samples, cells: np.ndarray) -> np.ndarray:
+    """The identity rows (digest slot 0) of cells ``cells`` (n, ndim): one int64 row per cell."""
+    n = len(cells)
+    head = np.zeros((n, 4), dtype=np.int64)
+    head[:, 1] = np.asarray(trajectory, dtype=np.int64).reshape(n)
+    head[:, 2] = np.asarray(T, dtype=np.float64).reshape(n).view(np.int64)
+    head[:, 3] = np.asarray(samples, dtype=np.int64).reshape(n)
+    return np.concatenate([head, np.asarray(cells, dtype=np.int64).reshape(n, -1)], axis=1)
+
+
+def sealed(carry: dict[str, np.ndarray], cell: Cell, samples: int) -> dict[str, np.ndarray]:
+    """``carry`` (:func:`stamped`) sealed by the shard's writer: its :data:`ID` entry with the cell,
+    the cell's stored checksum and the digest."""
+    out = {k: v for k, v in carry.items() if k not in _IDENTITY_NAMES}
+    out[ID] = _identity(carry.get(ID_TRAJECTORY, 0), carry.get(ID_T, np.nan), samples, cell_block([cell]))[0]
+    out[ID][0] = digest(out)
+    return out
+
+
+def sealed_stack(cells: list[Cell], arrays: dict[str, np.ndarray], samples: list[int]) -> dict[str, np.ndarray]:
+    """:func:`sealed` of stacked carries (cells computed together: arrays with a leading cell axis)."""
+    n = len(cells)
+    out = {k: v for k, v in arrays.items() if k not in _IDENTITY_NAMES}
+    out[ID] = _identity(arrays.get(ID_TRAJECTORY, np.zeros(n)), arrays.get(ID_T, np.full(n, np.nan)), samples,
+                        cell_block(cells))  # fmt: skip
+    out[ID][:, 0] = _row_digests(out, n)
+    return out
+
+
+def _row_digests(stacked: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """:func:`digest` of each row of stacked carries (digest slots 0), bitwise the same: each row's
+    bytes laid out once for all rows and hashed row by row (no per-array Python work per row)."""
+    pieces = []
+    for name in sorted(stacked):
+        if name in RUN_DEPENDENT:
+            continue
+        a = np.ascontiguousarray(stacked[name])
+        head = name.encode() + a.dtype.str.encode() + str(a.shape[1:] or (1,)).encode()
+        pieces.append(np.broadcast_to(np.frombuffer(head, np.uint8), (n, len(head))))
+        pieces.append(a.reshape(n, -1).view(np.uint8))
+    rows = np.concatenate(pieces, axis=1) if pieces else np.zeros((n, 0), np.uint8)
+    return np.array([_hash63(row.tobytes()) for row in rows], dtype=np.int64)
+
+
+def problem(cell: Cell, carry: dict[str, np.ndarray], trajectory: int | None = None,
+            T: float | None = None, samples: int | None = None) -> str | None:  # fmt: skip
+    """Why ``carry`` is not ``cell``'s (None: it is): no identity recorded, arrays other than those
+    it was sealed with, another cell or trajectory, another T or other stored samples.
+    ``trajectory``/``T``/``samples``: what it must record (None: not checked)."""
+    ident = carry.get(ID)
+    if ident is None:
+        return "no identity"
+    ident = np.asarray(ident)
+    if ident.dtype != np.int64 or ident.shape != (4 + len(cell),) or int(ident[0]) != digest(carry):
+        return "damaged"
+    if tuple(int(i) for i in ident[4:]) != tuple(cell):
+        return "another cell's"
+    if trajectory is not None and int(ident[1]) != trajectory:
+        return "another trajectory's"
+    if (T is not None and float(ident[2:3].view(np.float64)[0]) != float(T)) or (
+        samples is not None and int(ident[3]) != int(samples)
+    ):
+        return "stale"
+    return None
+
+
+def usable(carry: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The trajectory's arrays of a checked carry (its identity left out)."""
+    return {k: v for k, v in carry.items() if k not in _IDENTITY_NAMES}
+
+
+def unusable_carries(ref) -> list[Cell]:
+    """Finished cells whose kept carry is not theirs or not intact (``geosweep verify``): an
+    unreadable object, another cell's, one not written with the cell's stored checksum or at the
+    store's T, changed arrays, or no identity (an older geosweep). Cells without a carry are fine."""
+    from geosweep.kernels.status import Status
+
+    group = open_unconsolidated(ref, "r")
+    T = float(group.attrs["T"])
+    status, done = np.asarray(group["status"][...]), np.asarray(group["done"][...])
+    checksum = np.asarray(group["checksum"][...])
+    ok = [tuple(int(i) for i in c) for c in np.argwhere((done == 1) & (status >= int(Status.OK)))]
+    bad: list[Cell] = []
+    for index, members in group_by_shard(ok, sweep_shards(group)).items():
+        stored = read_shard(ref, index)
+        if stored is None:
+            bad.extend(members)
+            continue
+        bad.extend(c for c in members if c in stored and problem(c, stored[c], None, T, int(checksum[c])) is not None)
+    return sorted(bad)
+
+
+def drop_carries(ref, cells: list[Cell]) -> None:
+    """Drop the kept carries of ``cells`` (an unreadable object: removed whole)."""
+    group = open_unconsolidated(ref, "r")
+    for index, members in group_by_shard(cells, sweep_shards(group)).items():
+        if read_shard(ref, index) is None:
+            drop_shard(ref, index)
+        else:
+            save_shard(ref, index, dict.fromkeys(members))
 
 
 # ---------------------------------------------------------------------------------------
@@ -350,6 +561,7 @@ def prepare(plan, ref, log=None, recompute: bool = False):
     if old == asked or not _only_T_differs(pin_first_steps(old, old), new):
         return plan  # the same sweep, or one the usual identity check judges
     if new == old:  # an extension that was interrupted: resume it with the store's (pinned) spec
+        consolidate(ref)  # (killed before its metadata was consolidated: readers read each array's own)
         return make_plan({**typed(new), **keep})
     T1, T2 = float(old["T"]), float(new["T"])
     if T2 < T1:
@@ -366,60 +578,156 @@ def prepare(plan, ref, log=None, recompute: bool = False):
 
 
 def _grow_store(plan, ref, old: dict[str, Any], log, recompute: bool) -> None:
+    """Grow the store to ``plan``'s T in crash-safe phases, each idempotent: (1) the target is
+    recorded (:data:`EXTENDING_ATTR`; writing it drops the consolidated metadata, so no reader sees
+    stale shapes), (2) the finished cells' carries are checked against the stored checksums and the
+    foreign, stale or damaged ones dropped (``recompute``: every one dropped unread), (3) the arrays
+    resized, (4) the finished cells' flags cleared, (5) the spec attributes switched and the marker
+    removed in one write, (6) the metadata consolidated. A run killed anywhere is finished by the
+    same extension; any other run is refused until then (:func:`geosweep.sweeps.grow.interrupted`)."""
     from geosweep.kernels.status import Status
 
-    group = ref.open_group("r")
+    group = open_unconsolidated(ref, "r")
+    attrs = dict(group.attrs)
+    T1, T2 = float(old["T"]), plan.spec.T
+    pending = attrs.get(EXTENDING_ATTR)
+    if pending is not None and (not isinstance(pending, dict) or pending.get("spec_hash") != plan.spec.spec_hash):
+        raise ExtendError(interrupted(ref.url, attrs) or f"store {ref.url}: an unfinished extension")
     status = np.asarray(group["status"][...])
     shards = sweep_shards(group)
     # finished cells, ok or failed: a failed one continues too (nothing to integrate; its arrays
     # take the longer layout exactly as a run to the new T stores them, and it keeps its status)
     ok = [tuple(int(i) for i in c) for c in np.argwhere(status >= int(Status.OK))]
-    carried = _carried(ref, ok, shards)
-    missing = [c for c in ok if c not in carried]
-    T1, T2 = float(old["T"]), plan.spec.T
-    if missing and not recompute:
-        raise ExtendError(
-            f"store {ref.url}: {len(missing)} of {len(ok)} finished cells have no final carry (written "
-            "without carries, or by an older geosweep): they cannot be continued to the new T; "
-            "rerun with --recompute to compute them again from t = 0"
-        )
-    if missing:  # a warning also when the run logs nothing else (--quiet)
-        logging.getLogger("geosweep").warning(
-            f"store {ref.url}: {len(missing)} finished cells have no final carry: computed again from t = 0"
-        )
+    survey = None
+    marker = {"spec_hash": plan.spec.spec_hash, "from": T1, "to": T2, "carries_checked": False}
+    if pending is None:
+        if not recompute:
+            survey = _survey(ref, plan, group, ok, shards, T1)
+            _refuse_missing(ref, survey, len(ok))
+        open_unconsolidated(ref, "r+").attrs[EXTENDING_ATTR] = marker
+        crashpoint.reached("extend.marked")
+    if not (pending or {}).get("carries_checked"):
+        if recompute:
+            _drop_all(ref, ok, shards)
+        else:
+            _drop_unusable(ref, survey or _survey(ref, plan, group, ok, shards, T1), len(ok))
+        crashpoint.reached("extend.dropped")
+        open_unconsolidated(ref, "r+").attrs[EXTENDING_ATTR] = {**marker, "carries_checked": True}
+        crashpoint.reached("extend.checked")
     with fence(ref):
         _resize(ref, plan)
-        g = ref.open_group("r+")
-        done = np.asarray(g["done"][...]).copy()
-        checksum = np.asarray(g["checksum"][...]).copy()
-        for c in ok:  # continued by the run that follows (from the carry, or again from t = 0)
-            done[c], checksum[c] = 0, 0  # (no checksum: not taken for a finished cell that lost its flag)
-        g["checksum"][...] = checksum
-        g["done"][...] = done
-        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        g.attrs.update(
-            {
-                "spec": plan.spec.canonical_json(),
-                "spec_hash": plan.spec.spec_hash,
-                "T": plan.spec.T,
-                "runs": [
-                    *g.attrs.get("runs", []),
-                    {"extension": {"from": T1, "to": T2, "when": when}, "cells": len(ok)},
-                ],
-                "history": "\n".join(
-                    x for x in (g.attrs.get("history", ""), f"{when} geosweep extend: T {T1:g} -> {T2:g}") if x
-                ),
-            }
-        )
+        crashpoint.reached("extend.resized")
+        _clear_flags(ref, ok)
+        crashpoint.reached("extend.cleared")
+        _switch(ref, plan, T1, T2, len(ok))
+        crashpoint.reached("extend.switched")
         consolidate(ref)
+    crashpoint.reached("extend.consolidated")
     log(f"store {ref.url}: T {T1:g} -> {T2:g}; {len(ok)} finished cells to continue")
 
 
-def _carried(ref, cells: list[Cell], shards: tuple[int, ...]) -> set[Cell]:
-    have: set[Cell] = set()
-    for index in group_by_shard(cells, shards):
-        have.update(carried_cells(ref, index))
-    return have
+@dataclass
+class _Survey:
+    """The finished cells' carries, checked: ``missing`` (no carry kept) and ``unusable``
+    (foreign, stale or damaged) cells, and the shards whose object cannot be read at all."""
+
+    missing: list[Cell] = field(default_factory=list)
+    unusable: dict[tuple[int, ...], list[Cell]] = field(default_factory=dict)
+    unreadable: set[tuple[int, ...]] = field(default_factory=set)
+
+    @property
+    def n_unusable(self) -> int:
+        return sum(len(v) for v in self.unusable.values())
+
+
+def _survey(ref, plan, group, ok: list[Cell], shards: tuple[int, ...], T1: float) -> _Survey:
+    """Check the carry of every finished cell of ``ok``: its own, continuing the stored samples
+    (the cell's stored ``checksum``) of the store's T ``T1`` (:func:`problem`)."""
+    out = _Survey()
+    if not ok:
+        return out
+    checksum = np.asarray(group["checksum"][...])
+    ident = identities(plan)
+    for index, members in group_by_shard(ok, shards).items():
+        stored = read_shard(ref, index)
+        if stored is None:
+            out.unreadable.add(index)
+            out.unusable[index] = list(members)
+            continue
+        for c in members:
+            carry = stored.get(c)
+            if carry is None:
+                out.missing.append(c)
+            elif problem(c, carry, ident(c), T1, int(checksum[c])) is not None:
+                out.unusable.setdefault(index, []).append(c)
+    return out
+
+
+def _refuse_missing(ref, survey: _Survey, n_ok: int) -> None:
+    if survey.missing:
+        raise ExtendError(
+            f"store {ref.url}: {len(survey.missing)} of {n_ok} finished cells have no final carry (written "
+            "without carries, or by an older geosweep): they cannot be continued to the new T; "
+            "rerun with --recompute to compute them again from t = 0"
+        )
+
+
+def _drop_unusable(ref, survey: _Survey, n_ok: int) -> None:
+    """Drop the foreign, stale or damaged carries (those cells are computed again from t = 0), with
+    one warning line naming how many; cells without a carry after an interrupted try are counted too."""
+    for index, cells in survey.unusable.items():
+        if index in survey.unreadable:
+            drop_shard(ref, index)
+        else:
+            save_shard(ref, index, dict.fromkeys(cells))
+    n = survey.n_unusable + len(survey.missing)
+    if n:  # a warning also when the run logs nothing else (--quiet)
+        logging.getLogger("geosweep").warning(
+            f"store {ref.url}: {n} of {n_ok} finished cells have a foreign, stale, damaged or no final carry "
+            "(one not written for this cell's stored samples): computed again from t = 0"
+        )
+
+
+def _drop_all(ref, ok: list[Cell], shards: tuple[int, ...]) -> None:
+    """``--recompute``: every finished cell computed again from t = 0, its carry not read (dropped)."""
+    for index in group_by_shard(ok, shards):
+        drop_shard(ref, index)
+    if ok:
+        logging.getLogger("geosweep").warning(
+            f"store {ref.url}: --recompute: {len(ok)} finished cells computed again from t = 0 (their carries unread)"
+        )
+
+
+def _clear_flags(ref, ok: list[Cell]) -> None:
+    """``done`` and ``checksum`` of the finished cells cleared: the run that follows continues them
+    (no checksum: none is taken for a finished cell that lost its flag)."""
+    g = ref.open_group("r+")
+    done = np.asarray(g["done"][...]).copy()
+    checksum = np.asarray(g["checksum"][...]).copy()
+    for c in ok:
+        done[c], checksum[c] = 0, 0
+    g["checksum"][...] = checksum
+    g["done"][...] = done
+
+
+def _switch(ref, plan, T1: float, T2: float, n_ok: int) -> None:
+    """The spec attributes to ``plan``'s, the extension recorded, the marker removed: one write."""
+    g = open_unconsolidated(ref, "r+")
+    attrs = dict(g.attrs)
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    attrs.update(
+        {
+            "spec": plan.spec.canonical_json(),
+            "spec_hash": plan.spec.spec_hash,
+            "T": plan.spec.T,
+            "runs": [*attrs.get("runs", []), {"extension": {"from": T1, "to": T2, "when": when}, "cells": n_ok}],
+            "history": "\n".join(
+                x for x in (attrs.get("history", ""), f"{when} geosweep extend: T {T1:g} -> {T2:g}") if x
+            ),
+        }
+    )
+    attrs.pop(EXTENDING_ATTR, None)
+    g.attrs.put(attrs)
 
 
 def _resize(ref, plan) -> None:
@@ -441,6 +749,7 @@ def _resize(ref, plan) -> None:
         shape = tuple(sizes.get(d, n) for d, n in zip(dims, old_shape))
         if shape != old_shape:
             arr.resize(shape)
+            crashpoint.reached("extend.resizing")
         if dims == ("time",) and name == "time":
             n0 = old_shape[0]
             if shape[0] > n0:

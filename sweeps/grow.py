@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from geosweep.kernels.status import Status
+from geosweep.sweeps import crashpoint
 from geosweep.sweeps.store.checks import (
     StoreMismatchError,
     differences,
@@ -52,6 +53,9 @@ if TYPE_CHECKING:
 
 #: group attribute naming the spec a grow in progress switches the store to (see module doc)
 GROWING_ATTR = "geosweep_growing"
+#: group attribute of an extension to a later T in progress (:mod:`geosweep.sweeps.extension`):
+#: ``{"spec_hash", "from", "to", "carries_checked"}``
+EXTENDING_ATTR = "geosweep_extending"
 #: spec fields that are sweep axes, with the store dimension each one is
 METHOD_FIELDS = {"integrators": "integrator", "h": "h", "tol": "tol"}
 
@@ -168,6 +172,26 @@ def grow_hint(attrs: dict, spec_json: str) -> str:
     )
 
 
+def interrupted(url: str, attrs: dict) -> str | None:
+    """The one line saying that a grow or an extension of the store at ``url`` (attributes ``attrs``)
+    was interrupted and how to finish it, or None when neither is pending."""
+    ext = attrs.get(EXTENDING_ATTR)
+    if ext is not None:
+        to = ext.get("to", "?") if isinstance(ext, dict) else "?"
+        return (
+            f"store {url}: an interrupted extension to T = {to} is unfinished (its arrays may be resized, "
+            f"its spec still the old one); rerun `geosweep extend {url} --T {to}` to finish it"
+        )
+    grow = attrs.get(GROWING_ATTR)
+    if grow is not None:
+        target = str(grow.get("spec_hash", "?"))[:12] if isinstance(grow, dict) else "?"
+        return (
+            f"store {url}: an interrupted grow to the spec with spec_hash {target}… is unfinished; "
+            f"rerun geosweep run --grow with that spec to finish it"
+        )
+    return None
+
+
 def _refuse(ref: StoreRef, name: str, problems: list[str]) -> StoreMismatchError:
     from geosweep.sweeps.compact import MAX_ITEMS, joined
 
@@ -208,10 +232,15 @@ def grow_store(plan: Plan, ref: StoreRef, attrs: dict, ds: Any, log=None) -> dic
     group = _open(ref, "r+")
     if pending is None:
         group.attrs[GROWING_ATTR] = {"spec_hash": spec.spec_hash, "from_spec_hash": attrs.get("spec_hash")}
+    crashpoint.reached("grow.marked")
     _resize(group, plan, ds)
+    crashpoint.reached("grow.resized")
     _rewrite_coords(group, plan, ds)
+    crashpoint.reached("grow.coords")
     _mark_new_fillers(group, plan, growth)
+    crashpoint.reached("grow.fillers")
     _switch_spec(group, plan, ds, growth)
+    crashpoint.reached("grow.switched")
     consolidate(ref)
     return growth.added
 
@@ -255,6 +284,7 @@ def _resize(group, plan: Plan, ds: Any) -> None:
         shape = plan.grid.shape + tuple(arr.shape[n:])
         if tuple(arr.shape) != shape:
             arr.resize(shape)
+            crashpoint.reached("grow.resizing")
 
 
 def _rewrite_coords(group, plan: Plan, ds: Any) -> None:

@@ -103,7 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
         "are computed; stored cells are kept as they are) and/or a larger T (finished cells continue, see extend)",
     )
     p.add_argument(
-        "--recompute", action="store_true", help="with --grow: cells without a kept carry run again from t = 0"
+        "--recompute",
+        action="store_true",
+        help="with --grow and a larger T: every finished cell runs again from t = 0 (no kept carry is read)",
     )
     p = command(
         "extend",
@@ -116,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("store")
     p.add_argument("--T", type=float, required=True, help="the new final time (a multiple of the store's dt_out)")
     p.add_argument(
-        "--recompute", action="store_true", help="cells without a kept carry run again from t = 0 (else: refused)"
+        "--recompute",
+        action="store_true",
+        help="every finished cell runs again from t = 0, no kept carry read (else: cells without one are refused)",
     )
     add_execution_options(p, "local Dask workers (default: all cores)")
     p.add_argument("--serial", action="store_true", help="run in this process, no Dask")

@@ -27,8 +27,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
+    from geosweep.sweeps.grow import interrupted
     from geosweep.sweeps.repair import missing_flags, repair_flags
+    from geosweep.sweeps.store import open_unconsolidated
 
+    if line := interrupted(ref.url, dict(open_unconsolidated(ref, "r").attrs)):  # its arrays and spec disagree
+        print(line)
+        return 1
     if missing := missing_flags(ref):
         print(f"{ref.url}: flag array(s) {', '.join(missing)} missing")
         if not args.repair:
@@ -38,9 +43,10 @@ def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
         print(f"rebuilt {', '.join(out['rebuilt'])}: {out['verified']} cell(s) verified, {out['rerun']} to recompute")
     found = verify(ref)
     bad = found["damaged"] + found["flags"]
+    carries_ok = _carries(ref, args)
     if not bad:
         print(f"{ref.url}: every finished cell matches its checksum")
-        return 0
+        return 0 if carries_ok or args.repair else 1
     print(f"{ref.url}: {len(found['damaged'])} damaged cell(s), {len(found['flags'])} unreadable flag(s)")
     from geosweep.sweeps.compact import MAX_ITEMS, capped
 
@@ -52,6 +58,25 @@ def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
         return 0
     print("run `geosweep verify STORE --repair`, then the sweep's command, to recompute them")
     return 1
+
+
+def _carries(ref, args: argparse.Namespace) -> bool:
+    """Check the finished cells' kept carries (:func:`geosweep.sweeps.extension.unusable_carries`): print
+    the unusable ones (``--repair``: dropped, so that ``extend`` computes those cells from t = 0)."""
+    from geosweep.sweeps.compact import MAX_ITEMS, capped
+    from geosweep.sweeps.extension import drop_carries, unusable_carries
+
+    bad = unusable_carries(ref)
+    if not bad:
+        return True
+    print(f"{ref.url}: {len(bad)} kept carr{'y' if len(bad) == 1 else 'ies'} foreign, stale or damaged "
+          "(extend computes those cells again from t = 0)")  # fmt: skip
+    for line in capped(_cell_labels(ref, bad[:MAX_ITEMS]), total=len(bad), indent="  "):
+        print(line)
+    if args.repair:
+        drop_carries(ref, bad)
+        print("dropped those carries")
+    return False
 
 
 def _cell_labels(ref, cells: list) -> list[str]:

@@ -12,11 +12,13 @@ import numpy as np
 
 from geosweep.kernels.status import Status
 from geosweep.sweeps.grid import Cell
+from geosweep.sweeps.grow import interrupted
 from geosweep.sweeps.lease import fence
 from geosweep.sweeps.repair import drop_undecodable
+from geosweep.sweeps.store.checks import StoreMismatchError
 from geosweep.sweeps.store.checksums import cell_checksum, shard_checksums
 from geosweep.sweeps.store.layout import SWEEP_FLAGS, shape_of, shard_region, sweep_shards
-from geosweep.sweeps.store.location import StoreRef, open_results
+from geosweep.sweeps.store.location import StoreRef, open_results, open_unconsolidated
 from geosweep.sweeps.store.shards import ArrayCache, read_blocks
 
 
@@ -24,11 +26,14 @@ def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, lis
     """Check every finished cell against its checksum, reading the store shard by shard.
 
     Returns ``{"damaged": cells whose values or checksum cannot be read or do not match,
-    "flags": cells whose ``done`` flag could not be read}``; ``value_names`` are the stored
+    "flags": cells whose ``done`` flag could not be read}``; raises :class:`StoreMismatchError`
+    (one line) for a store an interrupted grow or extension left half-way; ``value_names`` are the stored
     variables (default: every variable with the store's sweep dims, except the run flags).
     A shard's variables are read concurrently and its cells checked at once
     (:func:`shard_checksums`); a shard with an unreadable object is checked cell by cell.
     """
+    if line := interrupted(ref.url, dict(open_unconsolidated(ref, "r").attrs)):  # arrays and spec disagree
+        raise StoreMismatchError(line)
     group = ref.open_group("r")
     shape = tuple(group["status"].shape)
     if value_names is None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from geosweep.kernels.status import Status
-from geosweep.sweeps.grow import GROWING_ATTR, grow_hint, grow_store
+from geosweep.sweeps.grow import EXTENDING_ATTR, GROWING_ATTR, grow_hint, grow_store, interrupted
 from geosweep.sweeps.lease import LeaseLost, StoreBusyError, fence
 from geosweep.sweeps.repair import repair_flags
 from geosweep.sweeps.store.checks import (
@@ -73,6 +73,8 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) ->
             remove_store(ref)
         else:
             check_format(ref.url, attrs)
+            if EXTENDING_ATTR in attrs:  # finished by `geosweep extend` (sweeps.extension), refused to any other run
+                raise StoreMismatchError(interrupted(ref.url, attrs) or "")
             if GROWING_ATTR in attrs or (grow and attrs.get("spec_hash") != plan.spec.spec_hash):
                 grow_store(plan, ref, attrs, ds, log)  # refused (StoreMismatchError) unless it only adds values
                 return False

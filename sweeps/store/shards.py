@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -179,7 +180,11 @@ def _stacks_fit(group, parts: list[tuple[Any, np.ndarray]], names: set[str] | No
 
 
 def write_shard(
-    group, outputs: dict[Cell, CellOutput], rows: dict[str, int] | None = None, together: list | None = None
+    group,
+    outputs: dict[Cell, CellOutput],
+    rows: dict[str, int] | None = None,
+    together: list | None = None,
+    before_flags: Callable[[dict[Cell, int]], None] = lambda checksums: None,
 ) -> list[Cell]:
     """Write computed cells of ONE shard: every value variable, then the flags and checksums,
     then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
@@ -194,6 +199,9 @@ def write_shard(
     ``together``: cells computed together (:mod:`geosweep.sweeps.together`), as ``(batch, rows)``
     pairs — a :class:`~geosweep.sweeps.together.CellBatch` and the rows of it in this shard — whose
     stacked values are written as they are (the same bytes and checksums as one output per cell).
+
+    ``before_flags(checksums)``: called with the checksum of each cell written once its values are
+    stored and before its flags are (the engine saves the cells' final carries there).
     """
     parts = list(together or [])
     if parts:
@@ -269,6 +277,7 @@ def write_shard(
         set_blocks(values, region)
     now = time.time()
     checksums = sums.result()
+    before_flags(checksums)
     flags = {  # each flag of every written cell, as the flag array's dtype takes it
         "status": np.array(statuses, dtype=np.int8),
         "wall_time": np.array(
