@@ -109,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             from geosweep.flows.plugins import load_plugins
 
             try:
+                _check_numba_env()  # before a plugin or a command imports Numba
                 for name in load_plugins(args.imports):
                     LOG.debug(f"plugin loaded: {name}")
                 return _dispatch(args)
@@ -126,6 +127,14 @@ def main(argv: list[str] | None = None) -> int:
                 return interrupts.exit_code
     _exit_now(interrupts.exit_code)
     return interrupts.exit_code
+
+
+def _check_numba_env() -> None:
+    """Refuse (one line, exit 2) a Numba threading environment that would fail inside the run."""
+    from geosweep.kernels.numba_env import numba_env_problem
+
+    if problem := numba_env_problem():
+        raise OptionsError(problem)
 
 
 def _exit_now(code: int) -> None:
