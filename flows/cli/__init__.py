@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -105,27 +106,61 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--cluster cannot be combined with --address or --serial")
     with Interrupts(restore=argv is not None) as interrupts:
         try:
-            configure(args.log_level, args.quiet)
-            from geosweep.flows.plugins import load_plugins
-
-            try:
-                _check_numba_env()  # before a plugin or a command imports Numba
-                for name in load_plugins(args.imports):
-                    LOG.debug(f"plugin loaded: {name}")
-                return _dispatch(args)
-            except Exception as e:
-                if (code := exit_code(e)) is None:
-                    raise
-                LOG.error(str(e))
-                return code
-        except KeyboardInterrupt:
-            interrupts.caught()  # a second signal no longer cuts the shutdown short
-            logging.disable(logging.CRITICAL)  # no shutdown noise from Dask or Prefect after the one line
-            print(f"geosweep: {Interrupts.MESSAGE}", file=sys.stderr, flush=True)
+            code = _command(args)
+        except BaseException as e:
+            # a signal may surface as another exception: wrapped by Prefect or pydantic (a
+            # PydanticSerializationError of a KeyboardInterrupt), or as a failed flow run
+            if interrupts.signum is None and not _interrupted(e):
+                raise
+            code = None
+        if code is None or interrupts.signum is not None:
+            code = _say_interrupted(interrupts)
             if argv is not None:  # called in-process (not the console script): logging back on
                 logging.disable(logging.NOTSET)
-                return interrupts.exit_code
-    _exit_now(interrupts.exit_code)
+                logging.raiseExceptions = True
+                return code
+    if argv is None:
+        _exit_now(code, interrupts)
+    return code
+
+
+def _command(args: argparse.Namespace) -> int:
+    """The command's exit code; a refusal is its one line and its code from :data:`EXIT_CODES`."""
+    configure(args.log_level, args.quiet)
+    from geosweep.flows.plugins import load_plugins
+
+    try:
+        _check_numba_env()  # before a plugin or a command imports Numba
+        for name in load_plugins(args.imports):
+            LOG.debug(f"plugin loaded: {name}")
+        return _dispatch(args)
+    except Exception as e:
+        if (code := exit_code(e)) is None:
+            raise
+        LOG.error(str(e))
+        return code
+
+
+def _interrupted(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is, wraps or was raised while handling a ``KeyboardInterrupt`` or a signal
+    exception (Prefect's ``TerminationSignal`` has the signal number in ``signal``)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, KeyboardInterrupt) or getattr(exc, "signal", None) in (signal.SIGINT, signal.SIGTERM):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _say_interrupted(interrupts: Interrupts) -> int:
+    """The one line of an interrupted command (nothing logged after it); its exit code, 130 or 143."""
+    interrupts.caught()  # a second signal no longer cuts the shutdown short
+    logging.disable(logging.CRITICAL)  # no shutdown noise from Dask or Prefect after the one line
+    logging.raiseExceptions = False  # nor from Prefect's log worker, whose server stops meanwhile
+    if not interrupts.said:
+        interrupts.said = True
+        print(f"geosweep: {Interrupts.MESSAGE}", file=sys.stderr, flush=True)
     return interrupts.exit_code
 
 
@@ -137,10 +172,12 @@ def _check_numba_env() -> None:
         raise OptionsError(problem)
 
 
-def _exit_now(code: int) -> None:
+def _exit_now(code: int, interrupts: Interrupts) -> None:
     """Leave without waiting for worker threads still inside a cell (a Numba kernel cannot be
-    interrupted; the cell is not marked done and reruns on resume). Exit handlers (e.g. stopping
-    Prefect's temporary server) still run."""
+    interrupted; the cell is not marked done and reruns on resume), and without the interpreter's
+    finalisation, which restores the default signal handlers while it frees the heap (a signal in
+    that ~0.5 s killed the command without its line). Exit handlers (e.g. stopping Prefect's
+    temporary server) still run; a signal meanwhile (ignored: they finish) ends in the one line."""
     import atexit
 
     sys.stdout.flush()
@@ -151,4 +188,8 @@ def _exit_now(code: int) -> None:
         if (fn := getattr(sys.modules.get(module), name, None)) is not None:
             atexit.unregister(fn)
     atexit._run_exitfuncs()
+    if interrupts.signum is not None:
+        code = _say_interrupted(interrupts)
+    sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(code)
