@@ -172,6 +172,20 @@ def _check_numba_env() -> None:
         raise OptionsError(problem)
 
 
+def _run_threading_exits() -> None:
+    """What the interpreter runs first at exit, before the exit handlers, without joining threads: the
+    callbacks of ``threading._register_atexit`` (Prefect's services drain there, e.g. the log worker
+    sends its last records while Prefect's temporary server, stopped by an exit handler, still answers)."""
+    import threading
+
+    calls = getattr(threading, "_threading_atexits", None)
+    while calls:
+        try:
+            calls.pop()()
+        except Exception:  # noqa: BLE001 - as at the interpreter's exit: one failing callback stops no other
+            pass
+
+
 def _exit_now(code: int, interrupts: Interrupts) -> None:
     """Leave without waiting for worker threads still inside a cell (a Numba kernel cannot be
     interrupted; the cell is not marked done and reruns on resume), and without the interpreter's
@@ -187,6 +201,7 @@ def _exit_now(code: int, interrupts: Interrupts) -> None:
     for module, name in waits:
         if (fn := getattr(sys.modules.get(module), name, None)) is not None:
             atexit.unregister(fn)
+    _run_threading_exits()
     atexit._run_exitfuncs()
     if interrupts.signum is not None:
         code = _say_interrupted(interrupts)

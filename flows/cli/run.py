@@ -15,7 +15,7 @@ from geosweep.flows.cli.common import (
     _execution,
     _how_to_open,
 )
-from geosweep.flows.cli.exits import OptionsError
+from geosweep.flows.cli.exits import OptionsError, refusal_names
 from geosweep.flows.entry import pause
 from geosweep.flows.output import LOG, progress_reporter
 
@@ -93,8 +93,9 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 import xarray  # noqa: F401
 
                 server.join()
-            # no worker answered, or one cannot see the store: geosweep's one line, not Prefect's records
-            stack.enter_context(RunFailureFilter("WorkersUnresponsive", "NoWorkerConnected", "StoreNotVisible"))
+            # a refusal (the store busy or of another spec, no worker answered, one cannot see the store …):
+            # geosweep's one line, not Prefect's records and tracebacks before it
+            stack.enter_context(RunFailureFilter(*refusal_names()))
             try:
                 out = sweep_flow(
                     plan,
