@@ -224,7 +224,7 @@ def test_workers_must_be_at_least_one(workers, capsys):
 
 
 def _tbb_loads() -> bool:
-    from geosweep.kernels.numba_env import _loadable
+    from geosweep.sweeps.numba_env import _loadable
 
     return _loadable("tbb")
 

@@ -78,7 +78,9 @@ def test_a_busy_store_on_the_prefect_path_is_one_line_without_prefects_traceback
     server): exit 3 and the one line, last; no Prefect record of the failure or traceback before it
     (before: the task's and flow's logged StoreBusyError tracebacks), no error after it."""
     spec = tmp_path / "s.toml"
-    spec.write_text('name = "busy"\nsystem = "spring_pendula"\nintegrators = ["rk4"]\nh = [0.01]\nT = 0.2\ndt_out = 0.1\n')
+    spec.write_text('name = "busy"\nsystem = "spring_pendula"\nintegrators = ["rk4"]\nh = [0.01]\nT = 0.2\n')
+    with open(spec, "a") as f:
+        f.write("dt_out = 0.1\n")
     store = tmp_path / "s.zarr"
     assert run_sweep(str(spec), store, serial=True).complete
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}

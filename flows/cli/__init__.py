@@ -166,7 +166,7 @@ def _say_interrupted(interrupts: Interrupts) -> int:
 
 def _check_numba_env() -> None:
     """Refuse (one line, exit 2) a Numba threading environment that would fail inside the run."""
-    from geosweep.kernels.numba_env import numba_env_problem
+    from geosweep.sweeps.numba_env import numba_env_problem
 
     if problem := numba_env_problem():
         raise OptionsError(problem)

@@ -88,12 +88,12 @@ class StoreRef:
 
 
 #: folders a store keeps beside its zarr arrays (geosweep.sweeps.checkpoints, geosweep.sweeps.extension)
-SIDE_FOLDERS = ("_checkpoints", "_carries")
+_SIDE_FOLDERS = ("_checkpoints", "_carries")
 
 
 def _side_folder_problem(path: Path) -> str | None:
     """A file where the store keeps a folder of its own (a run would fail at its first checkpoint)."""
-    for name in SIDE_FOLDERS:
+    for name in _SIDE_FOLDERS:
         side = path / name
         if (side.exists() or side.is_symlink()) and not side.is_dir():
             return f"store {path} is damaged: {side} is a file, not the folder of its {name[1:]}; move it away"
