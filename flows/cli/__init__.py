@@ -172,18 +172,16 @@ def _check_numba_env() -> None:
         raise OptionsError(problem)
 
 
-def _run_threading_exits() -> None:
-    """What the interpreter runs first at exit, before the exit handlers, without joining threads: the
+def _shutdown_threads() -> None:
+    """What the interpreter does first at exit, before the exit handlers: ``threading._shutdown``, the
     callbacks of ``threading._register_atexit`` (Prefect's services drain there, e.g. the log worker
-    sends its last records while Prefect's temporary server, stopped by an exit handler, still answers)."""
+    sends its last records while Prefect's temporary server, stopped by an exit handler, still answers)
+    and the join of every non-daemon thread."""
     import threading
 
-    calls = getattr(threading, "_threading_atexits", None)
-    while calls:
-        try:
-            calls.pop()()
-        except Exception:  # noqa: BLE001 - as at the interpreter's exit: one failing callback stops no other
-            pass
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
 
 
 def _exit_now(code: int, interrupts: Interrupts) -> None:
@@ -196,12 +194,16 @@ def _exit_now(code: int, interrupts: Interrupts) -> None:
 
     sys.stdout.flush()
     sys.stderr.flush()
-    # distributed's exit handlers join the worker threads, i.e. wait for their cells to finish
-    waits = (("distributed._concurrent_futures_thread", "_python_exit"), ("distributed.deploy.spec", "close_clusters"))
-    for module, name in waits:
-        if (fn := getattr(sys.modules.get(module), name, None)) is not None:
-            atexit.unregister(fn)
-    _run_threading_exits()
+    if interrupts.signum is None:  # a completed command: as the interpreter's exit
+        _shutdown_threads()
+    else:  # distributed's exit handlers join the worker threads, i.e. wait for their cells to finish
+        waits = (
+            ("distributed._concurrent_futures_thread", "_python_exit"),
+            ("distributed.deploy.spec", "close_clusters"),
+        )
+        for module, name in waits:
+            if (fn := getattr(sys.modules.get(module), name, None)) is not None:
+                atexit.unregister(fn)
     atexit._run_exitfuncs()
     if interrupts.signum is not None:
         code = _say_interrupted(interrupts)
