@@ -14,6 +14,7 @@ schedule (default ``0 2 * * *`` UTC); ``serve_nightly`` serves it in this proces
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,20 @@ EXTENDED_STORE = "extended.zarr"
 NIGHTS_DIR = "extended.nights"
 
 
+def extend_by_problem(extend_by: float | None) -> str | None:
+    """Why ``extend_by`` (ΔT, the spec's time unit) cannot grow a nightly store, or None: it must be a
+    finite number > 0 (``None``: a dated store each night)."""
+    if extend_by is None or (isinstance(extend_by, int | float) and math.isfinite(extend_by) and extend_by > 0):
+        return None
+    return f"--extend-by {extend_by!r}: must be a finite duration > 0 (in the spec's time unit)"
+
+
+def night_summary_name(T: float) -> str:
+    """The folder of the summaries kept at ``T``: ``T<repr>.zarr``, the shortest text that reads back as
+    exactly ``T`` (two distinct T never share a name; ``T0.5.zarr``, ``T100000.5.zarr``, ``T1e+16.zarr``)."""
+    return f"T{float(T)!r}.zarr"
+
+
 def _join(root: str, *parts: str) -> str:
     return "/".join([root.rstrip("/"), *parts]) if "://" in root else os.path.join(root, *parts)
 
@@ -137,7 +152,7 @@ def extending_night(plan, store_root: str, extend_by: float, storage_options: di
         prev = sorted(_night_summaries(nights, storage_options), key=lambda kv: kv[0])
         log(f"extending nightly: store {store} unfinished at T = {T:g}: resumed")
         return make_plan(grown_spec(ref, T)), store, (prev[-1][1] if prev else None)
-    previous = _join(nights, f"T{T:g}.zarr")
+    previous = _join(nights, night_summary_name(T))
     names = [n for n, v in ds.data_vars.items() if set(v.dims) == set(ds["done"].dims)]
     summaries = ds[names].load()
     for v in summaries.variables.values():
@@ -155,7 +170,18 @@ def _night_summaries(nights: str, storage_options: dict | None) -> list[tuple[fl
         names = [str(p).rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(root, detail=False)]
     except FileNotFoundError:
         return []
-    return [(float(n[1:-5]), _join(nights, n)) for n in names if n.startswith("T") and n.endswith(".zarr")]
+    # new names (repr, exact) and those written as T{T:g} before both read as their T
+    return [(T, _join(nights, n)) for n in names if (T := _summary_T(n)) is not None]
+
+
+def _summary_T(name: str) -> float | None:
+    """The T of a night summary's folder name ``T<number>.zarr``, or None for any other name."""
+    if not (name.startswith("T") and name.endswith(".zarr")):
+        return None
+    try:
+        return float(name[1:-5])
+    except ValueError:
+        return None
 
 
 @task(name="nightly-report", cache_policy=NO_CACHE)
@@ -220,6 +246,8 @@ def nightly_flow(
     # a reference (env:NAME, @file) is resolved here, in the flow's process; the subflow records it redacted
     so = StorageOptions.of(storage_options)
     storage_options = so.options if so is not None else None
+    if problem := extend_by_problem(extend_by):  # a deployment's parameters can be edited after serve checked them
+        raise ValueError(problem)
     plan = make_plan(spec)  # the run's only validation and model build
     logger = get_run_logger()
     if extend_by:

@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from geosweep.flows.entry import MESSAGE
+
 LOG = logging.getLogger("geosweep")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 #: object stores whose first path component is a bucket (or container) that must exist
@@ -170,10 +172,11 @@ class Interrupts:
     callback such as distributed's, a finalizer: "Exception ignored") is raised again at once,
     and every later signal raises again, until the caller calls :meth:`caught` where it handles it."""
 
-    MESSAGE = "interrupted; rerun the same command to resume"
+    MESSAGE = MESSAGE
 
     def __init__(self, restore: bool = True) -> None:
         self.signum: int | None = None
+        self.said = False  # the one line was printed
         self.restore = restore
         self._previous: dict[int, Any] = {}
         self._previous_hook: Callable[[Any], None] | None = None

@@ -26,6 +26,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_progress_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 
+from geosweep.flows.entry import pause
 from geosweep.flows.output import quiet_distributed
 from geosweep.sweeps.credentials import StorageOptions, resolve
 from geosweep.sweeps.engine import Progress, run_sweep
@@ -154,6 +155,7 @@ def sweep_flow(
     :class:`~geosweep.sweeps.credentials.StorageOptions`: resolved here, in the flow's process, and
     recorded by Prefect as the reference or redacted, never with a secret value.
     """
+    pause("flow-start")  # a test hook: a signal while Prefect's flow engine runs the flow
     storage_options = StorageOptions.of(storage_options)
     planned = plan_sweep(plan)
     execution = Execution(address=address, n_workers=n_workers, slice_seconds=slice_seconds, processes=processes)

@@ -26,8 +26,13 @@ _here = pathlib.Path(__file__).resolve().parent
 if not (_here / "kernels").is_dir() and (_here.parent / "kernels" / "__init__.py").is_file():
     __path__.append(str(_here.parent))  # noqa: F821 - the package's own search path
 
-# Before the heavy imports below: a worker process of ``geosweep run --processes`` (a multiprocessing
-# child, which imports this package first) ignores SIGINT at once (geosweep.flows.output: stdlib only).
+# Before the heavy imports below (stdlib only): the ``geosweep`` command's own process turns a signal into
+# its one line from here on (geosweep.flows.entry); a worker process of ``geosweep run --processes`` (a
+# multiprocessing child, which imports this package first) ignores SIGINT at once (geosweep.flows.output).
+from geosweep.flows import entry as _entry  # noqa: E402, I001
+
+_entry.install()
+_entry.pause("import")  # a test hook: a signal during the imports
 from geosweep.flows import output as _output  # noqa: E402, F401, I001
 from geosweep.analysis import accessor as _accessor  # noqa: E402, F401 - registers ds.geosweep
 

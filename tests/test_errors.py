@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.plan import make_plan
 
 REPO = Path(__file__).resolve().parent.parent
 SPEC = """name = "errs"
@@ -220,3 +221,66 @@ def test_workers_must_be_at_least_one(workers, capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "argument --workers: must be" in err and "Traceback" not in err
+
+
+def _tbb_loads() -> bool:
+    from geosweep.sweeps.numba_env import _loadable
+
+    return _loadable("tbb")
+
+
+#: Numba's threading settings that fail inside Numba (its import, or its layer's start in a cell)
+NUMBA_ENV = [
+    pytest.param({"NUMBA_THREADING_LAYER": "tbb"}, "NUMBA_THREADING_LAYER='tbb'", "cannot be loaded", id="tbb"),
+    pytest.param({"NUMBA_THREADING_LAYER": "bogus"}, "NUMBA_THREADING_LAYER='bogus'", "workqueue", id="bogus"),
+    pytest.param({"NUMBA_NUM_THREADS": "0"}, "NUMBA_NUM_THREADS='0'", ">= 1", id="zero-threads"),
+]
+
+
+@pytest.mark.parametrize("env,name,reason", NUMBA_ENV)
+def test_a_bad_numba_threading_environment_is_refused_before_the_store(tmp_path, spec, monkeypatch, env, name, reason):
+    """An unknown or unloadable threading layer, or no threads: one line naming the variable, exit 2,
+    no store and no lease (before: Numba's traceback, after the store was created)."""
+    if env.get("NUMBA_THREADING_LAYER") == "tbb" and _tbb_loads():
+        pytest.skip("Intel TBB loads here")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    # threads inside the cell: the threading layer starts in the run (what an unloadable one fails)
+    spec.write_text(SPEC.replace('"spring_pendula"', '"lj_sphere"') + "[params]\nlevel = 1\n")
+    p, _ = geosweep("run", spec.name, "--store", "s.zarr", "--serial", "--threads-per-cell", "2", cwd=tmp_path)
+    assert_one_line(p, name, reason)
+    assert not (tmp_path / "s.zarr").exists() and not list(tmp_path.glob("s.zarr*"))
+
+
+def test_a_file_where_the_store_keeps_its_checkpoints_is_refused(tmp_path, spec):
+    """A file named ``_checkpoints`` in a store (or ``_carries``): one line naming it, exit 2, the
+    store unchanged (before: FileExistsError from the first checkpoint a cell saved)."""
+    from geosweep.sweeps.store import StoreRef, ensure_store
+
+    spec.write_text(SPEC.replace("T = 0.2", "T = 0.4") + "checkpoint_every = 0.1\n")
+    store = tmp_path / "s.zarr"
+    assert ensure_store(make_plan(str(spec)), StoreRef.of(store))  # a new store, no cell run yet
+    for name in ("_checkpoints", "_carries"):
+        (store / name).write_text("not a folder")
+        p, _ = geosweep("run", spec.name, "--store", "s.zarr", "--serial", cwd=tmp_path)
+        assert_one_line(p, str(store / name), "is a file", "damaged")
+        assert (store / name).read_text() == "not a folder"
+        (store / name).unlink()
+    p, _ = geosweep("run", spec.name, "--store", "s.zarr", "--serial", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+
+
+def test_serve_refuses_an_extend_by_that_is_not_a_positive_duration(tmp_path, spec):
+    """``--extend-by`` 0 (before: silently a dated nightly), negative or not finite (before: accepted
+    until the night ran): one line naming the option, exit 2, before the Prefect server is looked for
+    (no PREFECT_API_URL here: that refusal would come next)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")} | {"PREFECT_HOME": str(tmp_path)}
+    for value in ("0", "-1", "nan", "inf"):
+        p = subprocess.run(
+            [sys.executable, "-m", "geosweep.flows.cli", "serve", str(spec), "--store-root", str(tmp_path / "r"),
+             "--extend-by", value],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        line = assert_one_line(p, f"--extend-by {float(value)!r}: must be a finite duration > 0")
+        assert "PREFECT_API_URL" not in line
+    assert not (tmp_path / "r").exists()

@@ -71,3 +71,24 @@ def test_stale_lease_is_taken_over(tmp_path):
             raise AssertionError("a fresh lease must refuse a second writer")
     finally:
         fresh.release()
+
+
+def test_a_busy_store_on_the_prefect_path_is_one_line_without_prefects_traceback(tmp_path):
+    """Another run holds the store's lease and this run goes through the Prefect flow (its temporary
+    server): exit 3 and the one line, last; no Prefect record of the failure or traceback before it
+    (before: the task's and flow's logged StoreBusyError tracebacks), no error after it."""
+    spec = tmp_path / "s.toml"
+    spec.write_text('name = "busy"\nsystem = "spring_pendula"\nintegrators = ["rk4"]\nh = [0.01]\nT = 0.2\n')
+    with open(spec, "a") as f:
+        f.write("dt_out = 0.1\n")
+    store = tmp_path / "s.zarr"
+    assert run_sweep(str(spec), store, serial=True).complete
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    cmd = [sys.executable, "-m", "geosweep.flows.cli", "run", str(spec), "--store", str(store)]
+    with Lease(StoreRef.of(store)):
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 3, p.stderr[-3000:]
+    assert lines[-1].startswith(f"geosweep: store {store} is being written by another run"), p.stderr[-3000:]
+    before = "\n".join(lines[:-1])
+    assert "Traceback" not in p.stderr and "StoreBusyError" not in before and "Failed" not in before, p.stderr

@@ -326,3 +326,22 @@ def test_a_killed_night_is_marked_crashed_and_a_rerun_resumes(server, tmp_path):
     assert (night.parent / f"{night.name}.lease").exists()  # the dead run's lease is still there
     res = run_sweep(str(spec), night, n_workers=2)  # the rerun: takes the dead run's lease over
     assert res.complete and res.resumed >= 1 and res.skipped + res.ran == res.total
+
+
+def test_night_summaries_of_distinct_T_never_share_a_name_and_old_names_still_read(tmp_path):
+    """An extending nightly keeps each night's summaries as ``extended.nights/T<T>.zarr``: named by the
+    shortest text that reads back as exactly T (``T{T:g}`` before: 6 digits, 100000 and 100000.5 shared
+    ``T100000.zarr``, 1234567 and 1234568 ``T1.23457e+06.zarr``); folders written under the old names,
+    and new ones, are read back at their T, other names ignored."""
+    from geosweep.flows.deployments import _night_summaries, night_summary_name
+
+    Ts = [0.5, 1.0, 1e5, 1e5 + 0.5, 1234567.0, 1234568.0, 1e16, 1e16 + 2.0, 0.1 + 0.2, 0.3]
+    names = [night_summary_name(T) for T in Ts]
+    assert len(set(names)) == len(Ts)
+    assert night_summary_name(0.5) == "T0.5.zarr"  # the names of earlier nights at such T are unchanged
+    nights = tmp_path / "extended.nights"
+    for name in [*names, "T2e+06.zarr", "Tabc.zarr", "notes.txt"]:  # T2e+06: a T{T:g} name of before
+        (nights / name).mkdir(parents=True)
+    found = dict(_night_summaries(str(nights), None))
+    assert sorted(found) == sorted([*Ts, 2e6])
+    assert all(found[T] == str(nights / night_summary_name(T)) for T in Ts)

@@ -5,6 +5,7 @@ an ``--address`` cluster is named within a bounded time."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -305,3 +306,116 @@ def test_a_bad_worker_timeout_is_refused_in_one_line(tmp_path, monkeypatch, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"geosweep: GEOSWEEP_WORKER_TIMEOUT={value!r}: must be a number of seconds > 0"]
     assert not (tmp_path / "s.zarr").exists()
+
+
+#: two short cells: the run computes them in the driver (no Dask cluster), in ~1 s
+SHORT = """name = "sig-short"
+system = "spring_pendula"
+integrators = ["explicit_vi", "rk4"]
+h = [0.01]
+T = 0.2
+dt_out = 0.1
+"""
+LINE = "geosweep: interrupted; rerun the same command to resume"
+
+
+def _signalled(tmp_path, args: list[str], sig: int, when, env: dict | None = None) -> tuple[int, str]:
+    """``geosweep ARGS`` in a process group of its own, ``sig`` sent to the group once ``when(lines, t)``
+    is true (``lines``: its output so far, ``t``: seconds since it started): (exit code, output)."""
+    env = {k: v for k, v in (env or os.environ).items() if k != "PREFECT_API_URL"}
+    proc = subprocess.Popen(
+        [*_cmd(), *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    threading.Thread(target=_read_into, args=(proc, lines), daemon=True).start()
+    t0 = time.monotonic()
+    try:
+        while not when(lines, time.monotonic() - t0):
+            if proc.poll() is not None:  # ended before the instant came
+                break
+            assert time.monotonic() - t0 < 240, "".join(lines)[-3000:]
+            time.sleep(0.005)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        code = proc.wait(120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    time.sleep(0.2)  # the reader's last lines
+    return code, "".join(lines)
+
+
+def _paused(point: str):
+    return lambda lines, t: any(f"geosweep-test: paused at {point}" in line for line in lines)
+
+
+def _assert_interrupted(code: int, out: str, sig: int) -> None:
+    assert code == 128 + sig, out[-3000:]
+    assert out.strip().splitlines()[-1] == LINE, out[-3000:]
+    assert "Traceback" not in out and "Error" not in out and "Exception ignored" not in out, out[-3000:]
+
+
+def _rerun_equals_a_direct_run(tmp_path, store: str) -> None:
+    """The same command again (in the driver, no Prefect) completes the store, equal to a direct run."""
+    from geosweep.sweeps.engine import run_sweep
+    from tests.sweep_util import assert_stores_bitwise_equal
+
+    p = subprocess.run([*_cmd(), "run", "short.toml", "--store", store, "--no-prefect"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert p.returncode == 0 and "cells complete: 2/2" in p.stdout, p.stderr[-3000:]
+    assert run_sweep(str(tmp_path / "short.toml"), tmp_path / "direct.zarr", serial=True).complete
+    assert_stores_bitwise_equal(str(tmp_path / store), str(tmp_path / "direct.zarr"))
+
+
+#: instants of a run: (test-hook point or None, Prefect path, signal); "import": while geosweep's modules
+#: import (the first instruction of the command on), "prefect-start": while Prefect's temporary server
+#: starts, "flow-start": inside Prefect's flow engine, "tail": after the last in-driver cell, before the
+#: run's record. SIGINT/SIGTERM alternate over them; Prefect's flow start (~20 s) runs once
+INSTANTS = [
+    ("import", False, signal.SIGINT),
+    ("import", False, signal.SIGTERM),
+    ("prefect-start", True, signal.SIGINT),
+    ("flow-start", True, signal.SIGTERM),
+    ("tail", False, signal.SIGTERM),
+    ("tail", False, signal.SIGINT),
+]
+
+
+@pytest.mark.parametrize("point,prefect,sig", INSTANTS, ids=[f"{p}-{signal.Signals(s).name}" for p, _, s in INSTANTS])
+def test_a_signal_at_a_named_instant_is_the_one_line_and_the_rerun_completes(tmp_path, point, prefect, sig):
+    """A signal to the whole group (a terminal's Ctrl-C, or SIGTERM) at each instant the command stops at
+    (``GEOSWEEP_TEST_PAUSE``): the one line, exit 130/143, no traceback; the rerun completes the store,
+    bitwise equal to a direct run (a run stopped before its record is resumed cleanly)."""
+    (tmp_path / "short.toml").write_text(SHORT)
+    args = ["run", "short.toml", "--store", "s.zarr", *([] if prefect else ["--no-prefect"])]
+    code, out = _signalled(tmp_path, args, sig, _paused(point), {**os.environ, "GEOSWEEP_TEST_PAUSE": point})
+    assert f"geosweep-test: paused at {point}" in out, out[-3000:]
+    _assert_interrupted(code, out, sig)
+    _rerun_equals_a_direct_run(tmp_path, "s.zarr")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_command_imports_is_the_one_line(tmp_path, sig):
+    """0.3 s after the start (importing geosweep takes seconds): before, SIGINT printed a
+    KeyboardInterrupt traceback and SIGTERM killed the command without a line."""
+    (tmp_path / "short.toml").write_text(SHORT)
+    code, out = _signalled(tmp_path, ["run", "short.toml", "--store", "s.zarr", "--no-prefect"], sig,
+                           lambda lines, t: t > 0.3)  # fmt: skip
+    _assert_interrupted(code, out, sig)
+    assert not (tmp_path / "s.zarr").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_after_the_last_line_of_a_run_is_never_a_silent_death(tmp_path, sig):
+    """The signal as soon as an in-driver run printed its results (the command is leaving): before, the
+    interpreter's finalisation (~0.5 s, the default handlers back) died with -15/-2 and no line; now the
+    command has either left with 0 or says the one line with 130/143. Three runs."""
+    (tmp_path / "short.toml").write_text(SHORT)
+    for i in range(3):
+        args = ["run", "short.toml", "--store", f"s{i}.zarr", "--no-prefect"]
+        code, out = _signalled(tmp_path, args, sig, lambda lines, t: any("results:" in line for line in lines))
+        assert code in (0, 128 + sig), (code, out[-3000:])
+        assert code == 0 or out.strip().splitlines()[-1] == LINE, out[-3000:]
+        assert "Traceback" not in out
+        assert "cells complete: 2/2" in out

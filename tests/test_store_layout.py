@@ -185,3 +185,34 @@ def test_a_format2_store_converts_to_the_new_layout_bitwise(tmp_path, new_store)
     assert verify(StoreRef.of(target)) == {"damaged": [], "flags": []}
     res = run_sweep(SPEC, target, serial=True)  # the same spec: nothing left to run
     assert res.complete and res.ran == 0 and res.skipped == 16
+
+
+def test_the_converter_works_from_a_fresh_process_and_refuses_in_one_line(tmp_path):
+    """``python -m geosweep.sweeps.convert`` in a new process (no family registered yet: before,
+    ``KeyError: 'pendulum_chain'``) converts the shipped format-2 store bitwise; a missing source, a plain
+    file, a zarr store that is no geosweep store or an existing target: one line, exit 2, nothing written."""
+    import subprocess
+    import sys
+
+    old = _format2_store(tmp_path)
+
+    def convert(src, dst) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "geosweep.sweeps.convert", str(src), str(dst)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+    p = convert(old, tmp_path / "new.zarr")
+    assert p.returncode == 0 and p.stderr == "", p.stderr[-3000:]
+    assert_stores_bitwise_equal(str(tmp_path / "new.zarr"), str(old))
+    (tmp_path / "plain").write_text("x")
+    zarr.open_group(str(tmp_path / "other.zarr"), mode="w")
+    for src, dst, words in [
+        (tmp_path / "missing.zarr", tmp_path / "a.zarr", "not a store"),
+        (tmp_path / "plain", tmp_path / "b.zarr", "is a file"),
+        (tmp_path / "other.zarr", tmp_path / "c.zarr", "not a geosweep store"),
+        (old, tmp_path / "new.zarr", "already exists"),
+    ]:
+        p = convert(src, dst)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1 and words in lines[0], p.stderr[-3000:]
+        assert lines[0].startswith("geosweep: ") and p.stdout == ""
+        assert dst.name == "new.zarr" or not dst.exists()

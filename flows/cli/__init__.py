@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -105,41 +106,107 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--cluster cannot be combined with --address or --serial")
     with Interrupts(restore=argv is not None) as interrupts:
         try:
-            configure(args.log_level, args.quiet)
-            from geosweep.flows.plugins import load_plugins
-
-            try:
-                for name in load_plugins(args.imports):
-                    LOG.debug(f"plugin loaded: {name}")
-                return _dispatch(args)
-            except Exception as e:
-                if (code := exit_code(e)) is None:
-                    raise
-                LOG.error(str(e))
-                return code
-        except KeyboardInterrupt:
-            interrupts.caught()  # a second signal no longer cuts the shutdown short
-            logging.disable(logging.CRITICAL)  # no shutdown noise from Dask or Prefect after the one line
-            print(f"geosweep: {Interrupts.MESSAGE}", file=sys.stderr, flush=True)
+            code = _command(args)
+        except BaseException as e:
+            # a signal may surface as another exception: wrapped by Prefect or pydantic (a
+            # PydanticSerializationError of a KeyboardInterrupt), or as a failed flow run
+            if interrupts.signum is None and not _interrupted(e):
+                raise
+            code = None
+        if code is None or interrupts.signum is not None:
+            code = _say_interrupted(interrupts)
             if argv is not None:  # called in-process (not the console script): logging back on
                 logging.disable(logging.NOTSET)
-                return interrupts.exit_code
-    _exit_now(interrupts.exit_code)
+                logging.raiseExceptions = True
+                return code
+    if argv is None:
+        _exit_now(code, interrupts)
+    return code
+
+
+def _command(args: argparse.Namespace) -> int:
+    """The command's exit code; a refusal is its one line and its code from :data:`EXIT_CODES`."""
+    configure(args.log_level, args.quiet)
+    from geosweep.flows.plugins import load_plugins
+
+    try:
+        _check_numba_env()  # before a plugin or a command imports Numba
+        for name in load_plugins(args.imports):
+            LOG.debug(f"plugin loaded: {name}")
+        return _dispatch(args)
+    except Exception as e:
+        if (code := exit_code(e)) is None:
+            raise
+        LOG.error(str(e))
+        return code
+
+
+def _interrupted(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is, wraps or was raised while handling a ``KeyboardInterrupt`` or a signal
+    exception (Prefect's ``TerminationSignal`` has the signal number in ``signal``)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, KeyboardInterrupt) or getattr(exc, "signal", None) in (signal.SIGINT, signal.SIGTERM):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def _say_interrupted(interrupts: Interrupts) -> int:
+    """The one line of an interrupted command (nothing logged after it); its exit code, 130 or 143."""
+    interrupts.caught()  # a second signal no longer cuts the shutdown short
+    logging.disable(logging.CRITICAL)  # no shutdown noise from Dask or Prefect after the one line
+    logging.raiseExceptions = False  # nor from Prefect's log worker, whose server stops meanwhile
+    if not interrupts.said:
+        interrupts.said = True
+        print(f"geosweep: {Interrupts.MESSAGE}", file=sys.stderr, flush=True)
     return interrupts.exit_code
 
 
-def _exit_now(code: int) -> None:
+def _check_numba_env() -> None:
+    """Refuse (one line, exit 2) a Numba threading environment that would fail inside the run."""
+    from geosweep.sweeps.numba_env import numba_env_problem
+
+    if problem := numba_env_problem():
+        raise OptionsError(problem)
+
+
+def _shutdown_threads() -> None:
+    """What the interpreter does first at exit, before the exit handlers: ``threading._shutdown``, the
+    callbacks of ``threading._register_atexit`` (Prefect's services drain there, e.g. the log worker
+    sends its last records while Prefect's temporary server, stopped by an exit handler, still answers)
+    and the join of every non-daemon thread."""
+    import threading
+
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+
+
+def _exit_now(code: int, interrupts: Interrupts) -> None:
     """Leave without waiting for worker threads still inside a cell (a Numba kernel cannot be
-    interrupted; the cell is not marked done and reruns on resume). Exit handlers (e.g. stopping
-    Prefect's temporary server) still run."""
+    interrupted; the cell is not marked done and reruns on resume), and without the interpreter's
+    finalisation, which restores the default signal handlers while it frees the heap (a signal in
+    that ~0.5 s killed the command without its line). Exit handlers (e.g. stopping Prefect's
+    temporary server) still run; a signal meanwhile (ignored: they finish) ends in the one line."""
     import atexit
 
     sys.stdout.flush()
     sys.stderr.flush()
-    # distributed's exit handlers join the worker threads, i.e. wait for their cells to finish
-    waits = (("distributed._concurrent_futures_thread", "_python_exit"), ("distributed.deploy.spec", "close_clusters"))
-    for module, name in waits:
-        if (fn := getattr(sys.modules.get(module), name, None)) is not None:
-            atexit.unregister(fn)
+    if interrupts.signum is None:  # a completed command: as the interpreter's exit
+        _shutdown_threads()
+    else:  # distributed's exit handlers join the worker threads, i.e. wait for their cells to finish
+        waits = (
+            ("distributed._concurrent_futures_thread", "_python_exit"),
+            ("distributed.deploy.spec", "close_clusters"),
+        )
+        for module, name in waits:
+            if (fn := getattr(sys.modules.get(module), name, None)) is not None:
+                atexit.unregister(fn)
     atexit._run_exitfuncs()
+    if interrupts.signum is not None:
+        code = _say_interrupted(interrupts)
+    sys.stdout.flush()
+    sys.stderr.flush()
     os._exit(code)

@@ -59,3 +59,16 @@ def exit_code(exc: BaseException) -> int | None:
         if isinstance(exc, _class(path)):
             return code
     return None
+
+
+def refusal_names() -> tuple[str, ...]:
+    """The class names of every refusal (a row's class and its subclasses, those loaded): a flow run that
+    raises one is reported in its one line only (``geosweep.flows.output.RunFailureFilter``)."""
+    names: list[str] = []
+    todo = [_class(path) for path, _ in EXIT_CODES]
+    while todo:
+        cls = todo.pop()
+        if cls.__name__ not in names:
+            names.append(cls.__name__)
+            todo.extend(cls.__subclasses__())
+    return tuple(sorted(names))

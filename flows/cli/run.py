@@ -15,7 +15,8 @@ from geosweep.flows.cli.common import (
     _execution,
     _how_to_open,
 )
-from geosweep.flows.cli.exits import OptionsError
+from geosweep.flows.cli.exits import OptionsError, refusal_names
+from geosweep.flows.entry import pause
 from geosweep.flows.output import LOG, progress_reporter
 
 
@@ -44,6 +45,7 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     # a cold Numba cache: only the spec's family compiles, here, while Prefect's server boots in its process
     cold = firstrun.prepare(spec_path, wait=False)
     server = firstrun.start_prefect_server() if on_prefect else None
+    pause("prefect-start")  # a test hook: a signal while Prefect's server starts
     firstrun.finish()
     plan = make_plan(spec_path)  # validated and models built, once; a bad spec is refused before anything starts
     if args.threads_per_cell is not None:  # travels with the plan, through the Prefect flow too
@@ -91,8 +93,9 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
                 import xarray  # noqa: F401
 
                 server.join()
-            # no worker answered, or one cannot see the store: geosweep's one line, not Prefect's records
-            stack.enter_context(RunFailureFilter("WorkersUnresponsive", "NoWorkerConnected", "StoreNotVisible"))
+            # a refusal (the store busy or of another spec, no worker answered, one cannot see the store …):
+            # geosweep's one line, not Prefect's records and tracebacks before it
+            stack.enter_context(RunFailureFilter(*refusal_names()))
             try:
                 out = sweep_flow(
                     plan,

@@ -67,27 +67,7 @@ class StoreRef:
             return None
         path = Path(self.url)
         if path.exists() or path.is_symlink():
-            if not path.is_dir():
-                return f"store path {path} is a file, not a zarr store (a directory); choose another --store"
-            root = path / "zarr.json"
-            if not root.exists():
-                # zarr writes an object under a temporary ``*.partial`` name, then renames it: a run killed while
-                # writing the root metadata leaves one behind (the next creation removes it)
-                if any(not p.name.endswith(PARTIAL_SUFFIX) for p in path.iterdir()):
-                    return f"{path} is a non-empty directory that is not a zarr store; choose another --store"
-            else:
-                try:
-                    with open(root, "rb") as f:
-                        meta = json.loads(f.read(64 * 2**20))
-                    if not isinstance(meta, dict) or meta.get("node_type") != "group":
-                        raise ValueError("not the metadata of a zarr group")
-                except (OSError, ValueError) as e:
-                    return f"store {path} is damaged: its zarr.json cannot be read ({type(e).__name__}: {e})"[:300]
-            if write and not os.access(path, os.W_OK | os.X_OK):
-                return f"store {path} is read-only (no write permission, or a read-only file system)"
-            if write and not os.access(path.parent, os.W_OK | os.X_OK):
-                return f"store {path}: its folder {path.parent} is read-only (the run's lease lives beside the store)"
-            return None
+            return _existing_problem(path, write)
         parent = path.parent
         while not (parent.exists() or parent.is_symlink()) and parent != parent.parent:
             parent = parent.parent
@@ -105,6 +85,46 @@ class StoreRef:
             return True
         except Exception:  # noqa: BLE001 - any failure to open means "no store here"
             return False
+
+
+#: folders a store keeps beside its zarr arrays (geosweep.sweeps.checkpoints, geosweep.sweeps.extension)
+_SIDE_FOLDERS = ("_checkpoints", "_carries")
+
+
+def _side_folder_problem(path: Path) -> str | None:
+    """A file where the store keeps a folder of its own (a run would fail at its first checkpoint)."""
+    for name in _SIDE_FOLDERS:
+        side = path / name
+        if (side.exists() or side.is_symlink()) and not side.is_dir():
+            return f"store {path} is damaged: {side} is a file, not the folder of its {name[1:]}; move it away"
+    return None
+
+
+def _existing_problem(path: Path, write: bool) -> str | None:
+    """:meth:`StoreRef.problem` of a local path that exists."""
+    if not path.is_dir():
+        return f"store path {path} is a file, not a zarr store (a directory); choose another --store"
+    root = path / "zarr.json"
+    if not root.exists():
+        # zarr writes an object under a temporary ``*.partial`` name, then renames it: a run killed while
+        # writing the root metadata leaves one behind (the next creation removes it)
+        if any(not p.name.endswith(PARTIAL_SUFFIX) for p in path.iterdir()):
+            return f"{path} is a non-empty directory that is not a zarr store; choose another --store"
+    else:
+        try:
+            with open(root, "rb") as f:
+                meta = json.loads(f.read(64 * 2**20))
+            if not isinstance(meta, dict) or meta.get("node_type") != "group":
+                raise ValueError("not the metadata of a zarr group")
+        except (OSError, ValueError) as e:
+            return f"store {path} is damaged: its zarr.json cannot be read ({type(e).__name__}: {e})"[:300]
+    if problem := _side_folder_problem(path):
+        return problem
+    if write and not os.access(path, os.W_OK | os.X_OK):
+        return f"store {path} is read-only (no write permission, or a read-only file system)"
+    if write and not os.access(path.parent, os.W_OK | os.X_OK):
+        return f"store {path}: its folder {path.parent} is read-only (the run's lease lives beside the store)"
+    return None
 
 
 def _git_revision() -> str:
