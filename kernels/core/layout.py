@@ -18,7 +18,7 @@ C_N_CHECK = 6  # length of the state prefix that is snapshotted and checked for 
 C_HAS_ENERGY = 7  # 1 if observation column 0 is the total energy
 C_N_STEPS = 8  # fixed step: total steps (>= n_out·stride; samples stop at n_out)
 C_HOLD = 9  # adaptive with dense output: 1 = stop before the step clipped to T (the driver sets 2 when it stops there)
-C_START_ORDER = 10  # adaptive: order p of the method when its step answers the starting-step modes (S_MODE); 0: it does not
+C_START_ORDER = 10  # adaptive: the method's order when its step answers the starting-step modes (S_MODE); else 0
 N_ICTL = 11
 
 # ---- fctl: float control

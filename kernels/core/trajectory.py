@@ -93,7 +93,8 @@ class Trajectory:
     ``T``/``dt_out``: final time and output interval (``n_out = round(T/dt_out)``); ``h`` must
     divide ``dt_out``. ``snap_every``: output intervals between snapshots (0: t = 0 and T only).
     ``blowup``: relative energy guard (≤ 0 disables). Adaptive controls: ``tol``, ``h0`` (≤ 0:
-    the driver's starting-step rule, independent of T), ``theta``, ``exponent``, ``fac_min``, ``fac_max``, ``h_min``, ``max_steps``.
+    the driver's starting-step rule, independent of T), ``theta``, ``exponent``, ``fac_min``,
+    ``fac_max``, ``h_min``, ``max_steps``.
     """
 
     def __init__(

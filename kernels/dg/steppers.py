@@ -30,7 +30,16 @@ import numpy as np
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.driver import compile_driver
-from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, MODE_RATE, MODE_STEP, S_ERR, S_FAIL_VALUE, S_MODE
+from geosweep.kernels.core.layout import (
+    I_EVALS,
+    I_ITERS,
+    I_ITERS_MAX,
+    MODE_RATE,
+    MODE_STEP,
+    S_ERR,
+    S_FAIL_VALUE,
+    S_MODE,
+)
 from geosweep.kernels.core.observables import Observable
 from geosweep.kernels.core.signatures import contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec, Trajectory

@@ -380,7 +380,7 @@ def _slgi(name: str, order: int, doc: str) -> IntegratorDef:
 
 
 _ADAPT = tuple(p for p in ADAPTIVE_PARAMS if p.name != "h0") + (
-    Param("h0", float, 0.0, "s", "first trial step; ≤ 0: the starting-step rule from f(y0), tol and the order (independent of T)"),
+    Param("h0", float, 0.0, "s", "first trial step; ≤ 0: the rule from f(y0), tol and the order (not T)"),
 )
 
 
