@@ -72,7 +72,8 @@ _HOMES: dict[str, str] = {
     ),
     **dict.fromkeys(
         ("FLAG_LAYOUT", "LAYOUT_COORDS", "METHOD_AXES", "cf_units", "fill_value", "name_clash", "state_layout_clash")
-        + ("stored_names", "template", "write_template"),
+        + ("FIRST_STEP_ATTR", "FIRST_STEP_RULE", "integrator_options_attr", "stored_names", "template")
+        + ("write_template",),
         "schema",
     ),
     **dict.fromkeys(("ArrayCache", "CellOutput", "read_blocks", "set_blocks", "stored_value", "write_shard"), "shards"),
@@ -162,11 +163,14 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: _Package.__getatt
         remove_store,
     )
     from geosweep.sweeps.store.schema import (
+        FIRST_STEP_ATTR,
+        FIRST_STEP_RULE,
         FLAG_LAYOUT,
         LAYOUT_COORDS,
         METHOD_AXES,
         cf_units,
         fill_value,
+        integrator_options_attr,
         name_clash,
         state_layout_clash,
         stored_names,

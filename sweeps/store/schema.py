@@ -90,6 +90,14 @@ def fill_value(dtype: str):
 
 #: coordinates the store adds besides the sweep axes and the per-cell dims (see :func:`template`)
 LAYOUT_COORDS = ("integrator_family", "integrator_order", "integrator_adaptive", "time", "snapshot", "snapshot_time")
+#: store attribute naming the rule of the adaptive methods' default first trial step (``h0`` ≤ 0):
+#: absent in a store written before that rule (its default was T/100, so extending it pins ``h0``)
+FIRST_STEP_ATTR = "geosweep_first_step"
+#: :data:`FIRST_STEP_ATTR` of a store whose default first step is the driver's starting-step rule
+#: (:func:`geosweep.kernels.core.driver.starting_step`), independent of T
+FIRST_STEP_RULE = "starting_step"
+
+
 #: the method axes of every grid (:class:`geosweep.sweeps.grid.Grid`)
 METHOD_AXES = ("integrator", "h", "tol")
 
@@ -256,7 +264,6 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
             continue
         meta = {"units": p.units, "long_name": p.doc, "fixed_parameter": 1}
         coords[p.name] = xr.Variable((), _coord_values([value], p.kind)[0], meta)
-    options = {name: grid.options(name) for name in spec.integrators}
     prov = provenance()
     attrs = {
         "title": f"geosweep results: {spec.name}",
@@ -267,7 +274,8 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         "system_doc": sysdef.doc,
         "spec": spec.canonical_json(),
         "spec_hash": spec.spec_hash,
-        "integrator_options": json.dumps(options, sort_keys=True),
+        "integrator_options": integrator_options_attr(plan),
+        FIRST_STEP_ATTR: FIRST_STEP_RULE,
         "T": spec.T,
         "dt_out": spec.dt_out,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -284,6 +292,11 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
 
 #: Stored type of a parameter coordinate, by the parameter's declared kind (``str``: fixed-width text).
 _COORD_DTYPES: dict[type | None, type] = {bool: np.bool_, int: np.int64, float: np.float64, str: np.str_}
+
+
+def integrator_options_attr(plan: Plan) -> str:
+    """The store's ``integrator_options`` attribute: every integrator's options as its cells run them."""
+    return json.dumps({name: plan.grid.options(name) for name in plan.spec.integrators}, sort_keys=True)
 
 
 def _coord_values(values, kind: type | None) -> np.ndarray:
