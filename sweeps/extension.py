@@ -343,9 +343,10 @@ def _only_T_differs(old: dict[str, Any], new: dict[str, Any]) -> bool:
 def prepare(plan, ref, log=None, recompute: bool = False):
     """Before a run with ``grow``: when ``plan``'s spec is the store's with a larger T, grow the
     store to it (arrays resized, finished cells to be continued from their carries, the spec and
-    the extension recorded) and return the plan to run (a store older than the starting-step rule: first steps pinned); a larger T with
-    values appended to sweep axes grows the axes first (:mod:`geosweep.sweeps.grow`); otherwise
-    return ``plan`` unchanged (the usual identity check follows). Call under the store's lease.
+    the extension recorded) and return the plan to run (a store older than the starting-step
+    rule: first steps pinned); a larger T with values appended to sweep axes grows the axes first
+    (:mod:`geosweep.sweeps.grow`); otherwise return ``plan`` unchanged (the usual identity check
+    follows). Call under the store's lease.
 
     Raises :class:`ExtendError` for a smaller T, a spec whose cells cannot be continued, or
     finished cells without a carry (unless ``recompute``: they are computed again from t = 0).

@@ -17,6 +17,7 @@ from geosweep import sweeps
 from geosweep.kernels.registry import INTEGRATORS, load_builtins
 from geosweep.kernels.vocabulary import RUN_DEPENDENT
 from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.extension import typed
 from geosweep.sweeps.plan import make_plan
 from geosweep.sweeps.store import FIRST_STEP_ATTR, StoreRef, consolidate, integrator_options_attr
 from tests.sweep_util import assert_stores_bitwise_equal
@@ -142,18 +143,20 @@ def test_a_store_from_before_the_rule_extends_exactly_with_h0_pinned(tmp_path):
 
 def test_integrator_options_attribute_agrees_with_the_spec(tmp_path):
     """Created, extended and grown: the attribute is the options the stored spec's cells run with."""
-    spec = {"name": "attrs", **SMALL["ts2"], "integrators": ["rkmk45"], "integrator_options": {"rkmk45": {"h0": 0.01}}}
+    spec = {"name": "attrs", **SMALL["ts2"], "integrators": ["rkmk4", "rkmk45"]}
+    spec["integrator_options"] = {"rkmk45": {"h0": 0.01}}
     store = tmp_path / "a.zarr"
 
     def check() -> None:
         attrs = zarr.open_group(str(store), mode="r").attrs
         assert json.loads(attrs["integrator_options"]) == json.loads(
-            integrator_options_attr(make_plan(json.loads(attrs["spec"])))
+            integrator_options_attr(make_plan(typed(json.loads(attrs["spec"]))))
         )
 
     run_sweep(spec, store, serial=True)
     check()
     sweeps.extend(store, T=2 * spec["T"], serial=True)
     check()
-    run_sweep({**spec, "T": 2 * spec["T"], "integrators": ["rkmk45", "dopri5_ambient"]}, store, serial=True, grow=True)
+    more = ["rkmk4", "rkmk45", "dopri5_ambient"]
+    run_sweep({**spec, "T": 3 * spec["T"], "integrators": more}, store, serial=True, grow=True)
     check()
