@@ -42,7 +42,8 @@ warnings.filterwarnings("ignore", message=".*_checkpoints is not recognized as a
 _HOMES: dict[str, str] = {
     **dict.fromkeys(
         ("FORMAT_VERSION", "READ_FORMATS", "StoreFormatError", "StoreMismatchError", "check_format")
-        + ("differences", "mismatch_message", "readable_format", "spec_attr_intact", "spec_value"),
+        + ("differences", "mismatch_message", "readable_format", "spec_attr_intact", "spec_value")
+        + ("FIRST_STEP_ATTR", "FIRST_STEP_RULE", "integrator_options_attr"),
         "checks",
     ),
     **dict.fromkeys(
@@ -72,8 +73,7 @@ _HOMES: dict[str, str] = {
     ),
     **dict.fromkeys(
         ("FLAG_LAYOUT", "LAYOUT_COORDS", "METHOD_AXES", "cf_units", "fill_value", "name_clash", "state_layout_clash")
-        + ("FIRST_STEP_ATTR", "FIRST_STEP_RULE", "integrator_options_attr", "stored_names", "template")
-        + ("write_template",),
+        + ("stored_names", "template", "write_template"),
         "schema",
     ),
     **dict.fromkeys(("ArrayCache", "CellOutput", "read_blocks", "set_blocks", "stored_value", "write_shard"), "shards"),
@@ -108,12 +108,15 @@ sys.modules[__name__].__class__ = _Package
 
 if TYPE_CHECKING:  # the names as mypy sees them (at run time: _Package.__getattr__)
     from geosweep.sweeps.store.checks import (
+        FIRST_STEP_ATTR,
+        FIRST_STEP_RULE,
         FORMAT_VERSION,
         READ_FORMATS,
         StoreFormatError,
         StoreMismatchError,
         check_format,
         differences,
+        integrator_options_attr,
         mismatch_message,
         readable_format,
         spec_attr_intact,
@@ -163,14 +166,11 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: _Package.__getatt
         remove_store,
     )
     from geosweep.sweeps.store.schema import (
-        FIRST_STEP_ATTR,
-        FIRST_STEP_RULE,
         FLAG_LAYOUT,
         LAYOUT_COORDS,
         METHOD_AXES,
         cf_units,
         fill_value,
-        integrator_options_attr,
         name_clash,
         state_layout_clash,
         stored_names,

@@ -9,7 +9,6 @@ passes before any store exists (a system parameter named like a stored variable)
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from geosweep.kernels.status import STATUS_MEANINGS
-from geosweep.sweeps.store.checks import FORMAT_VERSION
+from geosweep.sweeps.store.checks import FIRST_STEP_ATTR, FIRST_STEP_RULE, FORMAT_VERSION, integrator_options_attr
 from geosweep.sweeps.store.layout import SWEEP_FLAGS, cell_chunks, shard_shape
 from geosweep.sweeps.store.location import provenance
 
@@ -90,14 +89,6 @@ def fill_value(dtype: str):
 
 #: coordinates the store adds besides the sweep axes and the per-cell dims (see :func:`template`)
 LAYOUT_COORDS = ("integrator_family", "integrator_order", "integrator_adaptive", "time", "snapshot", "snapshot_time")
-#: store attribute naming the rule of the adaptive methods' default first trial step (``h0`` ≤ 0):
-#: absent in a store written before that rule (its default was T/100, so extending it pins ``h0``)
-FIRST_STEP_ATTR = "geosweep_first_step"
-#: :data:`FIRST_STEP_ATTR` of a store whose default first step is the driver's starting-step rule
-#: (:func:`geosweep.kernels.core.driver.starting_step`), independent of T
-FIRST_STEP_RULE = "starting_step"
-
-
 #: the method axes of every grid (:class:`geosweep.sweeps.grid.Grid`)
 METHOD_AXES = ("integrator", "h", "tol")
 
@@ -292,11 +283,6 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
 
 #: Stored type of a parameter coordinate, by the parameter's declared kind (``str``: fixed-width text).
 _COORD_DTYPES: dict[type | None, type] = {bool: np.bool_, int: np.int64, float: np.float64, str: np.str_}
-
-
-def integrator_options_attr(plan: Plan) -> str:
-    """The store's ``integrator_options`` attribute: every integrator's options as its cells run them."""
-    return json.dumps({name: plan.grid.options(name) for name in plan.spec.integrators}, sort_keys=True)
 
 
 def _coord_values(values, kind: type | None) -> np.ndarray:
