@@ -84,7 +84,8 @@ def test_extend_equals_a_direct_run_of_the_users_spec(tmp_path, family):
 
 @pytest.mark.parametrize("family", sorted(SMALL))
 def test_grow_along_axes_and_T_equals_a_direct_run(tmp_path, family):
-    """``run --grow``: integrators appended (and a tolerance, a step size) with a longer T."""
+    """``run --grow``: integrators appended (and a tolerance, or a step size where no method is
+    adaptive) with a longer T."""
     spec = _spec(family)
     methods = spec["integrators"]
     adaptive = [n for n in methods if INTEGRATORS[n].adaptive]
@@ -93,9 +94,10 @@ def test_grow_along_axes_and_T_equals_a_direct_run(tmp_path, family):
     store = tmp_path / "a.zarr"
     run_sweep(small, store, serial=True)
     big = {**spec, "integrators": first + [n for n in methods if n not in first], "T": 2 * spec["T"]}
-    big["h"] = [*spec["h"], spec["h"][0] / 2]
     if adaptive:
         big["tol"] = [*spec["tol"], spec["tol"][0] / 10]
+    else:
+        big["h"] = [*spec["h"], spec["h"][0] / 2]
     res = run_sweep(big, store, serial=True, grow=True)
     assert res.complete and 0 < res.resumed < res.ran
     _assert_same_as_direct(store, big, tmp_path)
