@@ -20,8 +20,11 @@ depends on T:
   arrays in an object of its own (:func:`geosweep.sweeps.store.cell_chunks`), so the objects of the
   earlier rows are not rewritten (a last step longer than ``dt_out`` changes earlier rows, and
   their object is rewritten);
-* the adaptive controller's default first step is T/100: the grown spec pins ``h0`` to the value
-  the store used (T₁/100), so the store's spec still describes its results;
+* the adaptive controller's default first step (``h0`` ≤ 0) comes from the initial state, the
+  tolerance and the order, not from T (:func:`geosweep.kernels.core.driver.starting_step`), so the
+  grown spec is the store's spec with the new T and nothing else. A store written before that rule
+  (no :data:`geosweep.sweeps.store.FIRST_STEP_ATTR`) started from T₁/100: its grown spec pins
+  ``h0`` to that value, so the store's spec still describes its results;
 * snapshots: with ``snapshot_dt`` unset (states at t = 0 and T only) the state at T moves to the
   new T; with a ``snapshot_dt`` the snapshots up to T₁ stay.
 
@@ -65,7 +68,16 @@ from geosweep.sweeps.checkpoints import _fs, _put
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.grow import EXTENDING_ATTR, interrupted
 from geosweep.sweeps.lease import fence
-from geosweep.sweeps.store import StoreRef, consolidate, ensure_store, group_by_shard, open_unconsolidated, sweep_shards
+from geosweep.sweeps.store import (
+    FIRST_STEP_ATTR,
+    StoreRef,
+    consolidate,
+    ensure_store,
+    group_by_shard,
+    integrator_options_attr,
+    open_unconsolidated,
+    sweep_shards,
+)
 from geosweep.sweeps.store.layout import cell_block
 
 DIRNAME = "_carries"
@@ -456,17 +468,27 @@ def stored_spec(ref) -> dict[str, Any]:
     return json.loads(text)
 
 
+def legacy_first_steps(ref) -> bool:
+    """True for a store written before the T-independent starting-step rule: its adaptive cells
+    without an explicit ``h0`` started from T/100 (:data:`geosweep.sweeps.store.FIRST_STEP_ATTR` absent)."""
+    return FIRST_STEP_ATTR not in ref.open_group("r").attrs
+
+
 def _effective_h0(spec: dict[str, Any], name: str) -> float:
     h0 = float(spec.get("integrator_options", {}).get(name, {}).get("h0", 0.0))
     return h0 if h0 > 0 else float(spec["T"]) / 100.0
 
 
-def pin_first_steps(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """``new`` with ``h0`` set, for each adaptive integrator that takes it, to the first step the
-    store used (the default h0 is T/100: a longer T would change it), unless ``new`` sets one."""
+def pin_first_steps(old: dict[str, Any], new: dict[str, Any], legacy: bool = True) -> dict[str, Any]:
+    """``new`` (a copy) with, when ``legacy`` (a store whose default first step was T/100: a longer
+    T would change it), ``h0`` set for each adaptive integrator that takes it to the first step the
+    store used, unless ``new`` sets one. Not ``legacy``: ``new`` as it is (the default first step
+    does not depend on T)."""
     from geosweep.kernels.registry import INTEGRATORS
 
     new = json.loads(json.dumps(new))
+    if not legacy:
+        return new
     for name in new.get("integrators", []):
         idef = INTEGRATORS.get(name)
         if idef is None or not idef.adaptive or not any(p.name == "h0" for p in idef.params):
@@ -490,9 +512,10 @@ def stored_first_steps(old: dict[str, Any], new: dict[str, Any]) -> dict[str, An
 
 
 def grown_spec(ref, T: float) -> dict[str, Any]:
-    """The store's spec with final time ``T`` (and the first steps pinned, :func:`pin_first_steps`)."""
+    """The store's spec with final time ``T`` (a store older than the starting-step rule: its first
+    steps pinned, :func:`pin_first_steps`)."""
     old = stored_spec(ref)
-    return typed(pin_first_steps(old, {**old, "T": float(T)}))
+    return typed(pin_first_steps(old, {**old, "T": float(T)}, legacy_first_steps(ref)))
 
 
 def typed(spec: dict[str, Any]) -> dict[str, Any]:
@@ -532,9 +555,10 @@ def _only_T_differs(old: dict[str, Any], new: dict[str, Any]) -> bool:
 def prepare(plan, ref, log=None, recompute: bool = False):
     """Before a run with ``grow``: when ``plan``'s spec is the store's with a larger T, grow the
     store to it (arrays resized, finished cells to be continued from their carries, the spec and
-    the extension recorded) and return the plan to run (first steps pinned); a larger T with
-    values appended to sweep axes grows the axes first (:mod:`geosweep.sweeps.grow`); otherwise
-    return ``plan`` unchanged (the usual identity check follows). Call under the store's lease.
+    the extension recorded) and return the plan to run (a store older than the starting-step
+    rule: first steps pinned); a larger T with values appended to sweep axes grows the axes first
+    (:mod:`geosweep.sweeps.grow`); otherwise return ``plan`` unchanged (the usual identity check
+    follows). Call under the store's lease.
 
     Raises :class:`ExtendError` for a smaller T, a spec whose cells cannot be continued, or
     finished cells without a carry (unless ``recompute``: they are computed again from t = 0).
@@ -545,20 +569,21 @@ def prepare(plan, ref, log=None, recompute: bool = False):
     if not ref.exists():
         return plan
     old = stored_spec(ref)
+    legacy = legacy_first_steps(ref)
     keep = {k: v for k, v in plan.spec.model_dump(mode="json").items() if k in _NOT_IDENTITY and v is not None}
     given = json.loads(plan.spec.canonical_json())
     asked = stored_first_steps(old, given)
     if asked != given:  # the store was extended before: its first steps are pinned, the user's spec does not say
         plan = make_plan({**typed(asked), **keep})
-    new = pin_first_steps(old, asked)
-    if float(asked.get("T", 0.0)) > float(old["T"]) and not _only_T_differs(pin_first_steps(old, old), new):
+    new = pin_first_steps(old, asked, legacy)
+    if float(asked.get("T", 0.0)) > float(old["T"]) and not _only_T_differs(pin_first_steps(old, old, legacy), new):
         # a larger T and more: values appended to sweep axes (anything else is refused there, the
         # field named). The axes grow first, at the store's T (geosweep.sweeps.grow: the new cells are
         # not run yet), then the time axis below; the new cells run from t = 0 to the new T.
         ensure_store(make_plan({**typed({**asked, "T": old["T"]}), **keep}), ref, log, grow=True)
         old = stored_spec(ref)
-        new = pin_first_steps(old, asked)
-    if old == asked or not _only_T_differs(pin_first_steps(old, old), new):
+        new = pin_first_steps(old, asked, legacy)
+    if old == asked or not _only_T_differs(pin_first_steps(old, old, legacy), new):
         return plan  # the same sweep, or one the usual identity check judges
     if new == old:  # an extension that was interrupted: resume it with the store's (pinned) spec
         consolidate(ref)  # (killed before its metadata was consolidated: readers read each array's own)
@@ -719,6 +744,7 @@ def _switch(ref, plan, T1: float, T2: float, n_ok: int) -> None:
         {
             "spec": plan.spec.canonical_json(),
             "spec_hash": plan.spec.spec_hash,
+            "integrator_options": integrator_options_attr(plan),
             "T": plan.spec.T,
             "runs": [*attrs.get("runs", []), {"extension": {"from": T1, "to": T2, "when": when}, "cells": n_ok}],
             "history": "\n".join(

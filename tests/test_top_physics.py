@@ -158,8 +158,8 @@ def test_adaptive_pair_on_B(ref):
     assert max(cas) <= 5e-13
     amb = run(TOP, "lp_dopri5_ambient", RunRequest(T=1.0, dt_out=0.05, tol=1e-8), {"blowup": 0.0})
     assert amb.values["max_cas_gamma"] >= 1e-8
-    # the default first trial step is min(T/100, 0.5 rad / max|Ω(0)|): T/100 = 0.6 s would turn
-    # the body by 90 rad, outside the exact dexp⁻¹, and stop the run as non-finite
+    # a long run from the default first trial step (the starting-step rule, not T/100 = 0.6 s,
+    # which would turn the body by 90 rad, outside the exact dexp⁻¹)
     long = run(TOP, "lp_rkmk45", RunRequest(T=60.0, dt_out=0.5, tol=1e-6), {"blowup": 0.0})
     assert long.status == 0 and long.values["max_cas_gamma"] <= 5e-13
 

@@ -115,7 +115,7 @@ def integrate(
     blowup: float = 0.0,
     steps_per_segment: int | None = None,
 ) -> ChainRun:
-    """Run one trajectory. ``h0 <= 0`` means ``T/100``; ``exponent`` is the controller α;
+    """Run one trajectory. ``h0 <= 0`` means the driver's starting-step rule; ``exponent`` is the controller α;
     ``ambient_rhs`` (``"dense"`` reference formula or ``"fast"`` O(N) path) for AMBIENT kinds;
     ``blowup`` the relative energy guard (0: off); ``steps_per_segment`` runs the driver in
     segments of that many accepted steps (bitwise the same result)."""

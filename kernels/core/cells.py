@@ -127,7 +127,7 @@ REFERENCE_PARAMS: tuple[Param, ...] = (
 ADAPTIVE_PARAMS: tuple[Param, ...] = (
     Param("theta", float, 0.85, "1", "controller safety factor θ", gt=0.0, le=1.0),
     Param("exponent", float, 0.25, "1", "controller exponent α (001: 1/5; its code: 1/4)", gt=0.0, le=1.0),
-    Param("h0", float, 0.0, "time", "first trial step; ≤ 0 means T/100"),
+    Param("h0", float, 0.0, "time", "first trial step; ≤ 0: the rule from f(y0), tol and the order (not T)"),
 )
 
 

@@ -6,6 +6,11 @@ controller of 001 eq. (33), ``h ← θ (tol/e)^α h`` after every trial step (fa
 [fac_min, fac_max]; ``e = 0`` gives fac_max), accept iff ``e < tol``, last step clipped to hit
 ``T = n_out·dt_out``; samples come from the method's dense output (so the step sequence does
 not depend on the output grid) or, without one, steps are clipped to hit every sample time.
+The first trial step is ``fctl[F_H]`` when positive, else the starting-step rule of Hairer,
+Nørsett & Wanner (I, §II.4) in the controller's own norm (:func:`starting_step`), which depends
+on the initial state, ``tol`` and the order and not on ``T`` (its three evaluations of the
+vector field count in ``info[I_EVALS]``); a stepper that declares no starting-step order starts
+from ``dt_out``.
 
 Every accepted step is observed; the observation columns feed the running summaries declared
 by ``red`` (max, mean, max deviation from the initial value, first/last time positive) and,
@@ -64,6 +69,7 @@ from geosweep.kernels.core.layout import (
     C_N_OUT,
     C_N_STEPS,
     C_SNAP_EVERY,
+    C_START_ORDER,
     C_STRIDE,
     F_ALPHA,
     F_BLOWUP,
@@ -82,6 +88,9 @@ from geosweep.kernels.core.layout import (
     I_NSNAP,
     I_REJECTED,
     I_STATUS,
+    MODE_EULER,
+    MODE_RATE,
+    MODE_STEP,
     R_DEV,
     R_DEVNORM3,
     R_MAX,
@@ -90,8 +99,10 @@ from geosweep.kernels.core.layout import (
     S_ERR,
     S_FAIL_INDEX,
     S_FAIL_VALUE,
+    S_MODE,
 )
 from geosweep.kernels.core.signatures import contract_types
+from geosweep.kernels.linalg import norm
 from geosweep.kernels.status import Status
 
 _OK = int(Status.OK)
@@ -250,6 +261,57 @@ def _fail(info, acc, status, step_no, index, value):
     return status
 
 
+@kjit
+def _ask(step, mode, cb, meth, h, S, Sn, p, work, iwork, info, sio):
+    """``step`` in one of the starting-step modes (:mod:`~geosweep.kernels.core.layout` ``MODE_*``)."""
+    sio[S_MODE] = mode
+    sio[S_ERR] = 0.0
+    st = step(cb, meth, h, S, Sn, p, work, iwork, info, sio)
+    sio[S_MODE] = MODE_STEP
+    return st
+
+
+@kjit
+def starting_step(step, cb, meth, order, tol, S, Sn, p, work, iwork, info, sio):
+    """The first trial step of an adaptive run from state ``S`` (HNW I, §II.4, restated).
+
+    The controller accepts ``‖e‖₂ < tol`` (absolute), so every scale is ``tol`` and every norm the
+    2-norm of the coordinates the step's error estimate uses (the step's ``MODE_RATE``):
+    ``d0 = ‖y0‖/tol``, ``d1 = ‖f(y0)‖/tol``; a trial ``h' = 0.01·d0/d1`` (``1e-6`` when either is
+    below ``1e-5``), one explicit Euler (or exponential) step ``y1`` of size ``h'``,
+    ``d2 = ‖f(y1) − f(y0)‖/(tol·h')``; then ``h1 = (0.01/max(d1, d2))^(1/(order+1))``
+    (``max(1e-6, 1e-3·h')`` when that max is ≤ 1e-15) and the step ``min(100·h', h1)``, in the
+    time units of the system. Uses ``Sn`` as scratch; three evaluations of f, counted by the step.
+    A non-finite or failed trial falls back to ``h'`` (a failed ``f(y0)``: ``1e-6``; the first
+    step then reports the failure).
+    """
+    n = S.shape[0]
+    f0 = np.zeros(n)
+    f1 = np.zeros(n)
+    if _ask(step, MODE_RATE, cb, meth, 0.0, S, f0, p, work, iwork, info, sio) != _OK:
+        return 1e-6
+    d0 = sio[S_ERR] / tol
+    d1 = norm(f0) / tol
+    if not (np.isfinite(d0) and np.isfinite(d1)):
+        return 1e-6
+    htry = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    if _ask(step, MODE_EULER, cb, meth, htry, S, Sn, p, work, iwork, info, sio) != _OK:
+        return htry
+    if _ask(step, MODE_RATE, cb, meth, 0.0, Sn, f1, p, work, iwork, info, sio) != _OK:
+        return htry
+    for i in range(n):
+        f1[i] -= f0[i]
+    d2 = norm(f1) / (tol * htry)
+    dmax = max(d1, d2)
+    if not np.isfinite(dmax):
+        return htry
+    if dmax <= 1e-15:
+        h1 = max(1e-6, htry * 1e-3)
+    else:
+        h1 = (0.01 / dmax) ** (1.0 / (order + 1.0))
+    return min(100.0 * htry, h1)
+
+
 def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop, t_stop,
           S, Sn, Sd, p, work, iwork, red, acc, info, sio, obs, obs2, out, env, snaps):  # fmt: skip
     """Advance the trajectory in ``S`` until ``info[I_K] == k_stop`` accepted steps, the time
@@ -289,7 +351,10 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop, t_stop,
         _init_reductions(obs, red, acc)
         h0 = fctl[F_H]
         if adaptive and not h0 > 0.0:
-            h0 = T / 100.0
+            if ictl[C_START_ORDER] > 0:
+                h0 = starting_step(step, cb, meth, ictl[C_START_ORDER], fctl[F_TOL], S, Sn, p, work, iwork, info, sio)
+            else:
+                h0 = dt_out
         acc[A_H] = h0
         _put_sample(out, 0, obs, h0)
         _env_reset(acc, red)

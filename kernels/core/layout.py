@@ -18,10 +18,11 @@ C_N_CHECK = 6  # length of the state prefix that is snapshotted and checked for 
 C_HAS_ENERGY = 7  # 1 if observation column 0 is the total energy
 C_N_STEPS = 8  # fixed step: total steps (>= n_out·stride; samples stop at n_out)
 C_HOLD = 9  # adaptive with dense output: 1 = stop before the step clipped to T (the driver sets 2 when it stops there)
-N_ICTL = 10
+C_START_ORDER = 10  # adaptive: the method's order when its step answers the starting-step modes (S_MODE); else 0
+N_ICTL = 11
 
 # ---- fctl: float control
-F_H = 0  # fixed step h; adaptive: first trial step (<= 0: T/100)
+F_H = 0  # fixed step h; adaptive: first trial step (<= 0: the starting-step rule of the driver)
 F_TOL = 1  # adaptive: tolerance on the error estimate
 F_THETA = 2  # controller safety factor θ
 F_ALPHA = 3  # controller exponent α: h ← θ (tol/e)^α h
@@ -69,7 +70,13 @@ N_ACC_FIXED = A_OBS
 S_FAIL_INDEX = 0  # the step writes the offending body here on failure (as a float)
 S_FAIL_VALUE = 1  # … and the offending value
 S_ERR = 2  # adaptive: the step's error estimate
+S_MODE = 3  # what the driver asks of ``step`` (MODE_*); 0 except during the starting-step rule
 N_SIO = 4
+
+# ---- step modes (sio[S_MODE]) of a stepper that declares a starting-step order (C_START_ORDER)
+MODE_STEP = 0  # one step of the method (the only mode of every other call)
+MODE_RATE = 1  # Sn ← the vector field f(S) in the coordinates of the error estimate, zero-padded; sio[S_ERR] ← ‖y‖₂
+MODE_EULER = 2  # Sn ← the state after one explicit Euler step of size h (Lie methods: one exponential action)
 
 # ---- reductions over every accepted step (codes in ``red``)
 R_NONE = 0  # sampled only

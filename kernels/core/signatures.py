@@ -8,7 +8,9 @@ tuple of them). All arrays are C-contiguous float64 (``F1``/``F2``) or int64 (``
         one step of size h from state S into Sn (S is not modified except for caches that are a
         pure function of S); adds its cost to info[I_EVALS/I_ITERS/…]; on failure returns a
         non-zero Status code with the offending body and value in sio; adaptive methods write
-        their error estimate to sio[S_ERR].
+        their error estimate to sio[S_ERR]. A stepper declaring ``StepperSpec.start_order`` also
+        answers ``sio[S_MODE]`` (layout ``MODE_RATE``: the vector field at S into Sn, ``MODE_EULER``:
+        one explicit Euler step): the driver's starting-step rule, before the first step only.
     observe(cb, meth, S, p, work, full, obs)
         the observation vector of state S (column 0: total energy when the family has one).
         Columns with a reduction must be computed identically whether ``full`` is True or not;

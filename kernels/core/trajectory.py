@@ -43,7 +43,10 @@ class StepperSpec:
     ``dense`` the family's compiled functions; ``cb`` its callbacks; ``meth`` the method record
     (float64); ``p`` the model's parameter vector; ``obs_names`` name the observation columns
     and ``red`` their reductions; ``n_check`` is the length of the state prefix that is
-    snapshotted and checked for finiteness.
+    snapshotted and checked for finiteness. ``start_order``: the order of an adaptive method
+    whose ``step`` answers the driver's starting-step modes (``layout.MODE_RATE``/``MODE_EULER``):
+    its default first trial step is the driver's rule (:func:`geosweep.kernels.core.driver.starting_step`);
+    0: ``dt_out``.
     """
 
     drive: Any
@@ -61,6 +64,7 @@ class StepperSpec:
     red: np.ndarray
     has_energy: bool = True
     has_dense: bool = False
+    start_order: int = 0
     extra: dict = field(default_factory=dict)
     #: Numba threads the driver call runs on (:mod:`geosweep.kernels.core.threads`; 1: this thread only)
     threads: int = 1
@@ -89,7 +93,8 @@ class Trajectory:
     ``T``/``dt_out``: final time and output interval (``n_out = round(T/dt_out)``); ``h`` must
     divide ``dt_out``. ``snap_every``: output intervals between snapshots (0: t = 0 and T only).
     ``blowup``: relative energy guard (≤ 0 disables). Adaptive controls: ``tol``, ``h0`` (≤ 0:
-    T/100), ``theta``, ``exponent``, ``fac_min``, ``fac_max``, ``h_min``, ``max_steps``.
+    the driver's starting-step rule, independent of T), ``theta``, ``exponent``, ``fac_min``,
+    ``fac_max``, ``h_min``, ``max_steps``.
     """
 
     def __init__(
@@ -153,6 +158,7 @@ class Trajectory:
             ic[L.C_N_CHECK] = stepper.n_check
             ic[L.C_HAS_ENERGY] = int(stepper.has_energy)
             ic[L.C_N_STEPS] = n_out * stride if n_steps is None else int(n_steps)
+            ic[L.C_START_ORDER] = int(stepper.start_order) if adaptive else 0
             self.ictl = np.array(ic, dtype=np.int64)
             fc = [0.0] * L.N_FCTL
             fc[L.F_H] = float(h0 if adaptive else h_fixed)

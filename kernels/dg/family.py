@@ -172,10 +172,6 @@ def start(model: SkewSystem, integrator: str, request: RunRequest, options: dict
     adaptive = integrator == "dopri5_skew"
     if adaptive != request.adaptive:
         raise ValueError(f"{integrator} needs a request with {'tol' if adaptive else 'h'}")
-    if adaptive and not float(options.get("h0", 0.0)) > 0.0:
-        # the shared default T/100 can overflow a first trial step of a long run (an inf error
-        # estimate fails the cell); start from at most one output interval instead
-        options = {**options, "h0": min(request.T / 100.0, request.dt_out)}
     stepper = _stepper(model, integrator, options)
     x0 = np.array(dla.initial_state(model) if integrator in dla.METHODS else model.x0)
     reduce_angles(stepper.p, len(model.periodic), x0)  # the periodic entries in (−π, π] from the start
@@ -312,7 +308,7 @@ INTEGRATORS = (
     IntegratorDef(
         "dopri5_skew", "dg", 5,
         "Variable-step DOPRI5(4) on ẋ = S(x)∇H(x) with the shared controller and dense output; sweep axis tol; "
-        "h0 ≤ 0 starts from min(T/100, dt_out).",
+        "h0 ≤ 0 starts from the driver's starting-step rule.",
         params=ADAPTIVE_PARAMS + (BLOWUP,), adaptive=True,
     ),
 )  # fmt: skip

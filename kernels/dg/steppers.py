@@ -33,7 +33,16 @@ import numpy as np
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.driver import compile_driver
-from geosweep.kernels.core.layout import I_EVALS, I_ITERS, I_ITERS_MAX, S_ERR, S_FAIL_VALUE
+from geosweep.kernels.core.layout import (
+    I_EVALS,
+    I_ITERS,
+    I_ITERS_MAX,
+    MODE_RATE,
+    MODE_STEP,
+    S_ERR,
+    S_FAIL_VALUE,
+    S_MODE,
+)
 from geosweep.kernels.core.observables import Observable
 from geosweep.kernels.core.signatures import contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec, Trajectory
@@ -445,6 +454,30 @@ def _rk_step(cb, p, meth, nu, o, h, x, xn, work, info, sio):
     return _OK
 
 
+@kjit
+def _start_mode(cb, p, mode, nu, o, h, x, xn, work, info, sio):
+    """The driver's starting-step modes on ẋ = S(x)∇H(x) (the error estimate's coordinates are
+    x): ``MODE_RATE`` writes the field into ``xn`` and ``‖x‖₂`` into ``sio[S_ERR]``,
+    ``MODE_EULER`` writes ``x + h·S(x)∇H(x)``. One evaluation each."""
+    n = x.shape[0]
+    g = work[o + nu : o + nu + n]
+    Smat = view2(work, o + 8 * nu, n, n)
+    _field(cb, p, x, Smat, g, xn)
+    info[I_EVALS] += 1
+    if mode == MODE_RATE:
+        s = 0.0
+        for i in range(n):
+            s += x[i] * x[i]
+        sio[S_ERR] = np.sqrt(s)
+    else:
+        for i in range(n):
+            xn[i] = x[i] + h * xn[i]
+    for i in range(n):
+        if not np.isfinite(xn[i]):
+            return _NONFINITE
+    return _OK
+
+
 @kjit(_STEP_SIG)
 def dg_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     n = int(p[P_N])
@@ -454,6 +487,12 @@ def dg_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     x = S[:n]
     xn = Sn[:n]
     o = 7 * n + 8 + int(p[P_NINV])  # past the stages and the observe scratch
+    mode = int(sio[S_MODE])
+    if mode != MODE_STEP:
+        st = _start_mode(cb, pp, mode, n + k, o, h, x, xn, work, info, sio)
+        if st == _OK and mode != MODE_RATE and m > 0:
+            reduce_angles(p, m, xn)
+        return st
     if int(meth[M_KIND]) == K_DG:
         ks = k if int(meth[M_DG]) != MIDPOINT else 0
         st = _dg_step(cb, pp, meth, ks, k, o, h, x, xn, work, iwork, info, sio)
@@ -563,4 +602,5 @@ def make_stepper(
         obs_names=observables.obs_names(declared),
         red=observables.reductions(declared),
         has_dense=kind == K_DOPRI5,
+        start_order=5 if kind == K_DOPRI5 else 0,
     )

@@ -37,7 +37,7 @@ from numba import carray, types
 
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core.driver import compile_driver
-from geosweep.kernels.core.layout import I_EVALS, S_ERR, S_FAIL_VALUE
+from geosweep.kernels.core.layout import I_EVALS, MODE_EULER, MODE_RATE, MODE_STEP, S_ERR, S_FAIL_VALUE, S_MODE
 from geosweep.kernels.core.observables import Observable, obs_names, reductions
 from geosweep.kernels.core.signatures import F2, contract_types
 from geosweep.kernels.core.trajectory import Reductions, StepperSpec
@@ -415,6 +415,40 @@ def _ambient_step(ffield, p, wc, A, b, bhat, fsal, have_k1, want_err, y, h, kraw
     return _OK, err, nev
 
 
+@kjit
+def _start_mode(fmap, ffield, act, ambient, mode, pp, wc, h, S, Sn, n, info, sio):
+    """The driver's starting-step modes: ``MODE_RATE`` writes the algebra element f(y) (RKMK, CF:
+    their error is measured in the algebra or on y with steps ``h·f``) or the ambient field F(y)
+    into ``Sn[:6N]`` (the rest 0) and ``‖y‖₂`` into ``sio[S_ERR]``; ``MODE_EULER`` writes
+    ``exp(h f(y))·y`` (ambient: ``y + h F(y)``) with no first-stage cache. One evaluation each."""
+    n6 = 6 * n
+    y = view2(S, 0, n, 6)
+    for i in range(Sn.shape[0]):
+        Sn[i] = 0.0
+    out = view2(Sn, 0, n, 6)
+    field = view2(Sn, n6, n, 6) if mode == MODE_EULER else out  # the rate (Euler: in the unused cache)
+    info[I_EVALS] += 1
+    bad = (ffield(y, pp, wc, field) if ambient else fmap(y, pp, wc, field)) != 0
+    if bad or not _finite(field):
+        return _NONFINITE
+    if mode == MODE_RATE:
+        s = 0.0
+        for e in range(n6):
+            s += S[e] * S[e]
+        sio[S_ERR] = np.sqrt(s)
+        return _OK
+    for r in range(n):
+        for c in range(6):
+            field[r, c] *= h
+    if ambient:
+        _add(y, field, out)
+    else:
+        act(field, y, out)
+    for e in range(n6, Sn.shape[0]):
+        Sn[e] = 0.0
+    return _OK if _finite(out) else _NONFINITE
+
+
 # ---- the contract functions ---------------------------------------------------------------
 @kjit(_STEP_SIG)
 def lie_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
@@ -424,6 +458,9 @@ def lie_step(cb, meth, h, S, Sn, p, work, iwork, info, sio):
     pp = p[P_HEAD:]
     wc = work[0:nwc]
     kind = int(meth[M_KIND])
+    mode = int(sio[S_MODE])
+    if mode != MODE_STEP:
+        return _start_mode(fmap, ffield, act, kind == AMBIENT, mode, pp, wc, h, S, Sn, n, info, sio)
     s = int(meth[M_S])
     fsal = meth[M_FSAL] != 0.0
     adaptive = meth[M_ADAPTIVE] != 0.0
@@ -602,6 +639,7 @@ def make_stepper(
         obs_names=OBS_NAMES,
         red=red,
         has_dense=method.P is not None,
+        start_order=method.order if adaptive else 0,
     )
 
 

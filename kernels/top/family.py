@@ -266,11 +266,6 @@ def start(model: TopModel, integrator: str, request: RunRequest, options: dict) 
     if integrator in LP:
         options = LIE.options(integrator, options)
     sp = stepper(model, integrator, adaptive, options)
-    if adaptive and float(options.get("h0", 0.0)) <= 0.0:
-        # T/100 would turn the body by tens of radians in the first trial step, past the domain
-        # of the exact dexp⁻¹ (|A| < 2π): the driver would reject such trials (non-finite) and cut
-        # h, but a first step of half a radian costs no rejections and keeps runs comparable
-        options = {**options, "h0": min(request.T / 100.0, 0.5 / float(np.abs(model.Omega0).max() or 1.0))}
     return start_trajectory(sp, initial_state(model, integrator), request, options)
 
 
@@ -385,7 +380,7 @@ def _slgi(name: str, order: int, doc: str) -> IntegratorDef:
 
 
 _ADAPT = tuple(p for p in ADAPTIVE_PARAMS if p.name != "h0") + (
-    Param("h0", float, 0.0, "s", "first trial step; ≤ 0 means min(T/100, 0.5 rad / max|Ω(0)|)"),
+    Param("h0", float, 0.0, "s", "first trial step; ≤ 0: the rule from f(y0), tol and the order (not T)"),
 )
 
 

@@ -42,7 +42,8 @@ warnings.filterwarnings("ignore", message=".*_checkpoints is not recognized as a
 _HOMES: dict[str, str] = {
     **dict.fromkeys(
         ("FORMAT_VERSION", "READ_FORMATS", "StoreFormatError", "StoreMismatchError", "check_format")
-        + ("differences", "mismatch_message", "readable_format", "spec_attr_intact", "spec_value"),
+        + ("differences", "mismatch_message", "readable_format", "spec_attr_intact", "spec_value")
+        + ("FIRST_STEP_ATTR", "FIRST_STEP_RULE", "integrator_options_attr"),
         "checks",
     ),
     **dict.fromkeys(
@@ -95,12 +96,15 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # the names as mypy sees them (at run time: __getattr__ above)
     from geosweep.sweeps.store.checks import (
+        FIRST_STEP_ATTR,
+        FIRST_STEP_RULE,
         FORMAT_VERSION,
         READ_FORMATS,
         StoreFormatError,
         StoreMismatchError,
         check_format,
         differences,
+        integrator_options_attr,
         mismatch_message,
         readable_format,
         spec_attr_intact,

@@ -24,6 +24,19 @@ FORMAT_VERSION = 3
 READ_FORMATS = (2, 3)
 
 
+#: store attribute naming the rule of the adaptive methods' default first trial step (``h0`` ≤ 0):
+#: absent in a store written before that rule (its default was T/100, so extending it pins ``h0``)
+FIRST_STEP_ATTR = "geosweep_first_step"
+#: :data:`FIRST_STEP_ATTR` of a store whose default first step is the driver's starting-step rule
+#: (:func:`geosweep.kernels.core.driver.starting_step`), independent of T
+FIRST_STEP_RULE = "starting_step"
+
+
+def integrator_options_attr(plan: Any) -> str:
+    """The store's ``integrator_options`` attribute: every integrator's options as its cells run them."""
+    return json.dumps({name: plan.grid.options(name) for name in plan.spec.integrators}, sort_keys=True)
+
+
 class StoreMismatchError(ValueError):
     """The store exists but was created for a different spec."""
 

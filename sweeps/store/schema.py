@@ -9,7 +9,6 @@ passes before any store exists (a system parameter named like a stored variable)
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from geosweep.kernels.status import STATUS_MEANINGS
-from geosweep.sweeps.store.checks import FORMAT_VERSION
+from geosweep.sweeps.store.checks import FIRST_STEP_ATTR, FIRST_STEP_RULE, FORMAT_VERSION, integrator_options_attr
 from geosweep.sweeps.store.layout import SWEEP_FLAGS, cell_chunks, shard_shape
 from geosweep.sweeps.store.location import provenance
 
@@ -256,7 +255,6 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
             continue
         meta = {"units": p.units, "long_name": p.doc, "fixed_parameter": 1}
         coords[p.name] = xr.Variable((), _coord_values([value], p.kind)[0], meta)
-    options = {name: grid.options(name) for name in spec.integrators}
     prov = provenance()
     attrs = {
         "title": f"geosweep results: {spec.name}",
@@ -267,7 +265,8 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         "system_doc": sysdef.doc,
         "spec": spec.canonical_json(),
         "spec_hash": spec.spec_hash,
-        "integrator_options": json.dumps(options, sort_keys=True),
+        "integrator_options": integrator_options_attr(plan),
+        FIRST_STEP_ATTR: FIRST_STEP_RULE,
         "T": spec.T,
         "dt_out": spec.dt_out,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
