@@ -25,6 +25,21 @@ def chain_ensemble(name: str, seeds: int, T: float = 0.1, dt_out: float | None =
     }
 
 
+def chain_pair(name: str, T: float = 0.5) -> dict:
+    """A small chain sweep of like cells that ``extend`` continues: a fixed-step (``rkmk4``) and an
+    adaptive dense-output (``rkmk45``) method, two values of g (one stacked group per method)."""
+    return {
+        "name": name,
+        "system": "pendulum_chain",
+        "integrators": ["rkmk4", "rkmk45"],
+        "h": [0.01],
+        "tol": [1e-6],
+        "T": T,
+        "dt_out": 0.05,
+        "params": {"N": [2], "g": [9.81, 9.5]},
+    }
+
+
 def assert_stores_bitwise_equal(a: str, b: str) -> None:
     """Every physics variable of two stores identical bit for bit (NaN == NaN)."""
     da, db = xr.open_zarr(a), xr.open_zarr(b)

@@ -20,19 +20,10 @@ from geosweep.flows.cli import main
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.extension import DIRNAME, carried_cells, typed
 from geosweep.sweeps.store import StoreRef
-from tests.sweep_util import assert_stores_bitwise_equal
+from tests.sweep_util import assert_stores_bitwise_equal, chain_pair
 
 #: fixed-step and adaptive dense-output cells; two values of g make like cells (one stacked group)
-SPEC = {
-    "name": "carry-identity",
-    "system": "pendulum_chain",
-    "integrators": ["rkmk4", "rkmk45"],
-    "h": [0.01],
-    "tol": [1e-6],
-    "T": 0.5,
-    "dt_out": 0.05,
-    "params": {"N": [2], "g": [9.81, 9.5]},
-}
+SPEC = chain_pair("carry-identity")
 T2 = 1.0
 
 

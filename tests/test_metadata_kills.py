@@ -26,18 +26,9 @@ from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.extension import typed
 from geosweep.sweeps.store import StoreMismatchError, StoreRef, verify
 from tests.proc_util import geosweep
-from tests.sweep_util import assert_stores_bitwise_equal
+from tests.sweep_util import assert_stores_bitwise_equal, chain_pair
 
-SPEC = {
-    "name": "metadata-kills",
-    "system": "pendulum_chain",
-    "integrators": ["rkmk4", "rkmk45"],
-    "h": [0.01],
-    "tol": [1e-6],
-    "T": 0.5,
-    "dt_out": 0.05,
-    "params": {"N": [2], "g": [9.81, 9.5]},
-}
+SPEC = chain_pair("metadata-kills")
 T2 = 1.0
 GROWN = {**SPEC, "params": {"N": [2], "g": [9.81, 9.5, 9.0]}}
 
