@@ -67,6 +67,7 @@ def all_finite(a):
 #: (‖Δ_k‖ > STALL_RATIO·‖Δ_{k−1}‖) within STALL_FLOOR·scale has reached its round-off floor
 STALL_RATIO = 0.5
 STALL_FLOOR = 1e3
+_EPS = np.finfo(np.float64).eps
 
 
 @kjit(inline="always")
@@ -87,6 +88,20 @@ def newton_converged(dx, dx_prev, it, scale, min_stall_it, inclusive):
     if inclusive:
         return dx >= STALL_RATIO * dx_prev
     return dx > STALL_RATIO * dx_prev
+
+
+@kjit(inline="always")
+def newton_at_round_off(dx, dx_prev, scale, xs, fraction):
+    """The stricter stop of a solve whose residual accumulates (the discrete gradients' multiplier
+    forms): after :func:`newton_converged` accepted iteration ``dx`` at ``scale``, stop once the
+    solve was accepted as stalled (``dx > scale``), the updates stopped contracting (their
+    round-off floor, ``dx > STALL_RATIO·dx_prev``), or the error left after the last update,
+    ``dx²/dx_prev`` under linear contraction, is at most ``fraction·ε·xs`` (``xs``: the state's
+    scale, e.g. max(1, ‖x‖∞)). A residual of the tolerance's size left each step in one direction
+    adds up over a long run; one at this level stays below the steps' own rounding."""
+    if dx > scale or dx > STALL_RATIO * dx_prev:
+        return True
+    return dx * dx <= fraction * _EPS * xs * dx_prev
 
 
 # ---- products whose rounding does not depend on the machine ---------------------------------------

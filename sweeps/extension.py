@@ -56,7 +56,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,7 +213,7 @@ def _unpacked(flat: dict[str, np.ndarray]) -> dict[Cell, dict[str, np.ndarray]]:
 def save_shard(
     ref,
     index: tuple[int, ...],
-    carries: dict[Cell, dict[str, np.ndarray] | None],
+    carries: Mapping[Cell, dict[str, np.ndarray] | None],
     stacked: Sequence[tuple[list[Cell], dict[str, np.ndarray]]] = (),
 ) -> None:
     """Replace the carries of ``carries``' cells in shard ``index`` (None: drop the cell's carry);
@@ -349,7 +349,7 @@ def digest(carry: dict[str, np.ndarray]) -> int:
     return _hash63(*parts)
 
 
-def stamped(carry: dict[str, np.ndarray], trajectory: int, T: float) -> dict[str, np.ndarray]:
+def stamped(carry: dict[str, np.ndarray], trajectory: int, T: float) -> dict[str, Any]:
     """``carry`` with the trajectory's identity and the run's T recorded (by the cell's computation)."""
     return {**carry, ID_TRAJECTORY: np.int64(trajectory), ID_T: np.float64(T)}
 

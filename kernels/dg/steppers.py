@@ -17,8 +17,8 @@ amplifies by 1/h); otherwise the step fails with status NONCONVERGED and the las
 z' − z = hJ∇̄H + hΣλ_α c_α(z̄), c_α(z̄)·∇̄H = 0 from the explicit-midpoint predictor and the
 model's multipliers, with the Newton matrix of both row blocks (finite-difference Hessian and
 ∂c_α) at the predictor's midpoint, and they iterate past the tolerance until what is left is
-round-off (:func:`_at_round_off`): their energy error per step is ∇̄H·G, so a residual at the
-tolerance would accumulate in one direction. ``f_evals`` counts ∇H and H evaluations.
+round-off (:func:`~geosweep.kernels.linalg.newton_at_round_off`): their energy error per step is
+∇̄H·G, so a residual at the tolerance would accumulate in one direction. ``f_evals`` counts ∇H and H evaluations.
 
 Observation columns: energy H, then (if the model has them) the constraint residual (max over
 every step) and each Casimir (max deviation from its initial value).
@@ -58,7 +58,7 @@ from geosweep.kernels.dg.gradients import (
     lu_solve,
 )
 from geosweep.kernels.dg.model import CB_TYPE, SkewSystem, reduce_angles, with_angles
-from geosweep.kernels.linalg import STALL_RATIO, newton_converged
+from geosweep.kernels.linalg import newton_at_round_off, newton_converged
 from geosweep.kernels.status import Status
 
 _OK = int(Status.OK)
@@ -76,11 +76,8 @@ _O_TAB = M_HEAD + 2 * S_MAX  # DOPRI5: A (7·7), b (7), b̂ (7), P (7·4)
 P_N, P_K, P_NINV, P_NPER = 0, 1, 2, 3
 P_HEAD = 4
 _EPS = np.finfo(np.float64).eps
-#: a solve that stops contracting from its third iteration on (‖Δ_k‖ > STALL_RATIO·‖Δ_{k−1}‖)
-#: below STALL_FLOOR·tol·scale has reached its round-off floor and is accepted
-#: (:func:`geosweep.kernels.linalg.newton_converged`)
-
-#: multiplier forms: the error a solve may leave, in units of ε·max(1, ‖x'‖∞) (:func:`_at_round_off`)
+#: multiplier forms: the error a solve may leave, in units of ε·max(1, ‖x'‖∞)
+#: (:func:`geosweep.kernels.linalg.newton_at_round_off`)
 RESIDUAL_FRACTION = 1e-3
 
 #: integrator name → (kind, discrete-gradient kind)
@@ -316,19 +313,6 @@ def _jacobian(cb, p, h, x, f0, Smat, D, g, y, t, Jac):
 
 
 @kjit
-def _at_round_off(dx, dx_prev, sc, xs):
-    """Whether a multiplier-form solve that met its tolerance (or stalled) may stop: once it was
-    accepted as stalled above ``sc``, the updates stopped contracting (their round-off floor), or
-    the error left after the last update, ‖Δ‖²/‖Δ_prev‖ under linear contraction, is below
-    RESIDUAL_FRACTION·ε·max(1, ‖x'‖∞) (``xs``). Each step's energy error is ∇̄H·G at the accepted
-    iterate, so what is left adds up step after step in one direction: N·f·ε, against the √N·ε of
-    the steps' rounding, stays below it for N ≤ 1/f² steps."""
-    if dx > sc or dx > STALL_RATIO * dx_prev:
-        return True
-    return dx * dx <= RESIDUAL_FRACTION * _EPS * xs * dx_prev
-
-
-@kjit
 def _dg_step(cb, p, meth, k, nk, o, h, x, xn, work, piv, info, sio):
     """One discrete-gradient step; ``nk`` the model's multipliers (work layout), ``o`` the start of
     the solver buffers in ``work``; ``k`` the multipliers this step uses."""
@@ -395,7 +379,8 @@ def _dg_step(cb, p, meth, k, nk, o, h, x, xn, work, piv, info, sio):
         dx = _norm_inf(G, n)
         xs = max(1.0, _norm_inf(xn, n))
         sc = tol * xs
-        if newton_converged(dx, dx_prev, it, sc, 3, False) and (k == 0 or _at_round_off(dx, dx_prev, sc, xs)):
+        stop = newton_converged(dx, dx_prev, it, sc, 3, False)
+        if stop and (k == 0 or newton_at_round_off(dx, dx_prev, sc, xs, RESIDUAL_FRACTION)):
             ok = True
             break
         dx_prev = dx
