@@ -66,11 +66,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if module in ONE_WORKER_MODULES and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(module))
     # on xdist workers (they collect; each the same order): the Slurm tests first, ~10 min on one
-    # worker, while the other worker takes the rest (last, that worker ran alone for minutes)
+    # worker, then the other one-worker groups, while the other worker takes the rest; a group shuffled
+    # to the end ran alone for minutes at the end
     yield
     if hasattr(config, "workerinput"):
-        chosen = set(map(id, slurm))
-        items[:] = [item for item in items if id(item) in chosen] + [item for item in items if id(item) not in chosen]
+        items[:] = sorted(items, key=_group_rank)
+
+
+def _group_rank(item: pytest.Item) -> int:
+    """0 for the Slurm group, 1 for another ``xdist_group``, 2 for the rest (a stable sort keeps the shuffle)."""
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return 2
+    return 0 if marker.args and marker.args[0] == "slurm" else 1
 
 
 @contextlib.contextmanager

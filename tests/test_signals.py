@@ -380,9 +380,15 @@ INSTANTS = [
     ("tail", False, signal.SIGTERM),
     ("tail", False, signal.SIGINT),
 ]
+#: CI runs each instant once (SIGTERM during the imports is also test_a_signal_while_the_command_imports…)
+SLOW_INSTANTS = {("import", signal.SIGTERM), ("tail", signal.SIGINT)}
+INSTANT_PARAMS = [
+    pytest.param(p, pf, s, id=f"{p}-{signal.Signals(s).name}", marks=[pytest.mark.slow] * ((p, s) in SLOW_INSTANTS))
+    for p, pf, s in INSTANTS
+]
 
 
-@pytest.mark.parametrize("point,prefect,sig", INSTANTS, ids=[f"{p}-{signal.Signals(s).name}" for p, _, s in INSTANTS])
+@pytest.mark.parametrize("point,prefect,sig", INSTANT_PARAMS)
 def test_a_signal_at_a_named_instant_is_the_one_line_and_the_rerun_completes(tmp_path, point, prefect, sig):
     """A signal to the whole group (a terminal's Ctrl-C, or SIGTERM) at each instant the command stops at
     (``GEOSWEEP_TEST_PAUSE``): the one line, exit 130/143, no traceback; the rerun completes the store,
