@@ -21,6 +21,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import tomllib
@@ -236,6 +237,8 @@ class _TemporaryServer(threading.Thread):
         super().__init__(name="geosweep-prefect-start", daemon=True)
         self.proc: subprocess.Popen | None = None
         self.url = ""
+        self.log: Path | None = None
+        self._reported = False
         self._spawn()
         os.environ["PREFECT_API_URL"] = f"{self.url}/api"
         os.environ.setdefault("PREFECT_UI_URL", "")  # no UI on this server: no "View at" link to nowhere
@@ -256,9 +259,25 @@ class _TemporaryServer(threading.Thread):
         cmd = [sys.executable, *SAFE_PATH, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
                "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
                "--log-level", "error", "--lifespan", "on"]  # fmt: skip
-        # its own session: a terminal's Ctrl-C reaches only geosweep, which stops the server itself
-        self.proc = subprocess.Popen(cmd, env=env, **DETACHED)
-        LOG.debug(f"Prefect temporary server starting on {self.url}")
+        # its own session: a terminal's Ctrl-C reaches only geosweep, which stops the server itself. Its
+        # output goes to a file, shown only if it dies: the server logs the sqlite retries of its own
+        # event consumer ("database is locked" while another run uses the same Prefect database) as
+        # tracebacks, which are not the run's errors
+        fd, name = tempfile.mkstemp(prefix="geosweep-prefect-server-", suffix=".log")
+        self.log = Path(name)
+        with os.fdopen(fd, "wb") as out:
+            self.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, **DETACHED)
+        LOG.debug(f"Prefect temporary server starting on {self.url}, its log in {self.log}")
+
+    def _report_death(self) -> None:
+        """Name the server's exit and the end of its log (a server that died is the flow's error)."""
+        proc = self.proc
+        if proc is None or proc.poll() is None or self.log is None or self._reported:
+            return
+        self._reported = True
+        tail = self.log.read_text(errors="replace").strip().splitlines()[-20:] if self.log.exists() else []
+        LOG.warning(f"Prefect's temporary server exited ({proc.returncode}); its log ({self.log}) ends:\n"
+                    + "\n".join(tail))  # fmt: skip
 
     def run(self) -> None:
         import urllib.request
@@ -272,6 +291,7 @@ class _TemporaryServer(threading.Thread):
             except OSError:
                 pass
             time.sleep(0.1)
+        self._report_death()
         LOG.debug("Prefect temporary server did not answer; the flow reports it")
 
     def stop(self) -> None:
@@ -283,6 +303,12 @@ class _TemporaryServer(threading.Thread):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        elif proc is not None:
+            self.proc = proc
+            self._report_death()
+            self.proc = None
+        if self.log is not None and not self._reported:  # kept when it died: the warning names it
+            self.log.unlink(missing_ok=True)
 
 
 def start_prefect_server() -> threading.Thread | None:
