@@ -8,10 +8,13 @@ No ``fastmath``: reassociation would break reversibility and bitwise reproducibi
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import json
 import os
+import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,21 +27,127 @@ warnings.filterwarnings("ignore", category=NumbaExperimentalFeatureWarning)
 
 JIT_OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
 
-#: the file, in each cache directory of the kernels, naming the kernels' sources its entries were compiled from
+#: the file, in the first cache directory of the kernels, naming for each source module the sources its
+#: cache entries were compiled from (JSON: module path → fingerprint of its dependency closure)
 SOURCE_MARK = "geosweep-kernels-source.sha1"
+#: the import prefix of the modules under the kernels' root (``geosweep.kernels.s2.stepper`` is ``s2/stepper.py``)
+PACKAGE = "geosweep.kernels"
+
+
+def _file_digests(root: Path) -> dict[str, str]:
+    """Relative path of every ``*.py`` under ``root`` → SHA-1 of its contents."""
+    return {p.relative_to(root).as_posix(): hashlib.sha1(p.read_bytes()).hexdigest() for p in root.rglob("*.py")}
+
+
+def _digest(files: dict[str, str], rels: Iterable[str]) -> str:
+    """SHA-1 over the relative paths and content digests of ``rels`` (sorted)."""
+    return hashlib.sha1("".join(f"{rel}\0{files[rel]}\0" for rel in sorted(rels)).encode()).hexdigest()
 
 
 def source_fingerprint(root: Path) -> str:
     """SHA-1 of every ``*.py`` under ``root`` (relative paths and contents, sorted)."""
-    digest = hashlib.sha1()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    files = _file_digests(root)
+    return _digest(files, files)
+
+
+def _module_names(root: Path) -> dict[str, str]:
+    """Dotted name relative to ``root`` (``s2.stepper``, ``s2`` for its ``__init__``) → relative path."""
+    out = {}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        parts = rel.parts[:-1] if rel.name == "__init__.py" else (*rel.parts[:-1], rel.stem)
+        out[".".join(parts)] = rel.as_posix()
+    return out
+
+
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+\S+[ \t]+import\b|import[ \t])")
+
+
+def _import_statements(text: str) -> ast.Module:
+    """The import statements of a module's source (at any depth), parsed without the rest: parsing and
+    walking whole modules costs ~10× more."""
+    lines, out, i = text.splitlines(), [], 0
+    while i < len(lines):
+        if _IMPORT_LINE.match(lines[i]):
+            stmt = lines[i].strip()
+            while (stmt.count("(") > stmt.count(")") or stmt.endswith("\\")) and i + 1 < len(lines):
+                i += 1
+                stmt = stmt.rstrip("\\") + " " + lines[i].strip()
+            out.append(stmt.split("#", 1)[0] if "(" not in stmt else stmt)
+        i += 1
+    try:
+        return ast.parse("\n".join(out))
+    except SyntaxError:  # an import line inside a string: parse the whole module instead
+        return ast.parse(text)
+
+
+def _imported(tree: ast.AST, package: str, names: dict[str, str]) -> set[str]:
+    """The modules under the root that a module (in ``package``, dotted) imports: absolute imports with or
+    without the :data:`PACKAGE` prefix, and relative ones; ``from x import y`` is module ``x.y`` if that
+    is a module, else ``x``."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bases = [a.name for a in node.names]
+            subs: list[str] = []
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                up = package.split(".") if package else []
+                up = up[: len(up) - node.level + 1] if node.level > 1 else up
+                bases = [".".join([*up, *([node.module] if node.module else [])])]
+            else:
+                bases = [node.module or ""]
+            subs = [a.name for a in node.names]
+        else:
+            continue
+        for base in bases:
+            base = base[len(PACKAGE) + 1 :] if base.startswith(PACKAGE + ".") else "" if base == PACKAGE else base
+            hits = [f"{base}.{s}" if base else s for s in subs]
+            found.update(h for h in hits if h in names)
+            if base in names and not any(h in names for h in hits):
+                found.add(base)
+    return found
+
+
+def import_graph(root: Path) -> dict[str, set[str]]:
+    """Relative path of each module under ``root`` → the relative paths of the modules it imports."""
+    names = _module_names(root)
+    graph = {}
+    for name, rel in names.items():
+        package = name if rel.endswith("__init__.py") else name.rpartition(".")[0]
+        tree = _import_statements((root / rel).read_text(encoding="utf-8"))
+        graph[rel] = {names[m] for m in _imported(tree, package, names)} - {rel}
+    return graph
+
+
+def _reach(start: str, graph: dict[str, set[str]]) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def closure_fingerprints(root: Path, files: dict[str, str] | None = None) -> dict[str, str]:
+    """Relative path of each module → SHA-1 of the sources its compiled kernels may hold: the module
+    and what it imports, directly or not.
+
+    Numba resolves a callee named as a global when it compiles the caller and keys the cache entry on
+    the caller's own file and bytecode only, so a callee's edit reaches its callers through the
+    importers of its module. Functions passed as arguments or captured by a factory's closure are in
+    Numba's own cache key (tests/test_cache_fingerprint.py checks both), and the shared driver calls
+    the families' functions through first-class function types, so it holds no family's code."""
+    graph = import_graph(root)
+    files = _file_digests(root) if files is None else files
+    return {rel: _digest(files, _reach(rel, graph)) for rel in graph}
 
 
 def cache_dirs(root: Path) -> list[Path]:
     """Where Numba keeps the compiled kernels of the sources under ``root``: each package's
-    ``__pycache__``, or its directory under ``NUMBA_CACHE_DIR`` when that is set."""
+    ``__pycache__``, or its directory under ``NUMBA_CACHE_DIR`` when that is set (one per package
+    directory, in sorted order of the directories)."""
     from numba.core import config
     from numba.core.caching import _CacheLocator
 
@@ -48,29 +157,48 @@ def cache_dirs(root: Path) -> list[Path]:
     return [d / "__pycache__" for d in packages]
 
 
-def drop_stale_cache(root: Path, dirs: list[Path]) -> int:
-    """Delete the compiled kernels in ``dirs`` unless they were compiled from the sources now under
-    ``root``; returns the files deleted.
-
-    Numba checks a cached function against its own file only: after an edit of a function in
-    another file that it calls (a ``git pull``, an editable install), it would load the old callee
-    compiled in. The fingerprint of all the kernels' sources, kept beside the cache, catches that.
-    A read-only cache is left alone."""
-    mark = dirs[0] / SOURCE_MARK if dirs else None
-    if mark is None:
-        return 0
-    now = source_fingerprint(root)
+def _read_mark(mark: Path) -> dict:
+    """``{"tree": fingerprint of every source, "modules": {path: closure fingerprint}}``, or ``{}``."""
     try:
-        if mark.exists() and mark.read_text().strip() == now:
-            return 0
+        data = json.loads(mark.read_text())
+    except (OSError, ValueError):
+        return {}  # none yet, or the whole-tree fingerprint of before: every entry is of unknown sources
+    return data if isinstance(data, dict) and isinstance(data.get("modules"), dict) else {}
+
+
+def drop_stale_cache(root: Path, dirs: list[Path]) -> int:
+    """Delete the compiled kernels in ``dirs`` (the cache directories of the package directories under
+    ``root``, as :func:`cache_dirs` orders them) of each module whose dependency closure changed since
+    they were compiled; returns the files deleted.
+
+    Numba checks a cached function against its own file only: after an edit of a function in another
+    file that it calls (a ``git pull``, an editable install), it would load the old callee compiled
+    in. The fingerprints of :func:`closure_fingerprints`, kept beside the cache, catch that; an edit of
+    one family's module recompiles that family and what shares code with it, not every family. A
+    read-only cache is left alone."""
+    if not dirs:
+        return 0
+    mark = dirs[0] / SOURCE_MARK
+    files = _file_digests(root)
+    tree = _digest(files, files)
+    try:
+        before = _read_mark(mark)
+        if before.get("tree") == tree:
+            return 0  # the import graph is parsed only when a source changed
+        now = closure_fingerprints(root, files)
+        stale = {rel for rel, digest in now.items() if before.get("modules", {}).get(rel) != digest}
+        packages = sorted({p.parent for p in root.rglob("*.py")})
         gone = 0
-        for d in dirs:
-            for f in [*d.glob("*.nbi"), *d.glob("*.nbc")]:
-                f.unlink(missing_ok=True)
-                gone += 1
+        for package, d in zip(packages, dirs, strict=False):
+            for rel in stale:
+                path = root / rel
+                if path.parent == package:
+                    for f in [*d.glob(f"{path.stem}.*.nbi"), *d.glob(f"{path.stem}.*.nbc")]:
+                        f.unlink(missing_ok=True)
+                        gone += 1
         mark.parent.mkdir(parents=True, exist_ok=True)
         tmp = mark.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(now + "\n")
+        tmp.write_text(json.dumps({"tree": tree, "modules": now}, indent=0, sort_keys=True) + "\n")
         tmp.replace(mark)
         return gone
     except OSError:
