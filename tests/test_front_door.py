@@ -1,0 +1,250 @@
+"""The front door (issue 51 item 1): ``geosweep.system``/``systems``/``integrators``/``integrate``/``run``/
+``extend``/``open``/``verify`` and the one ``Solution`` type.
+
+The key check: every value ``geosweep.integrate`` returns — and every variable of its ``to_dataset()`` —
+is bitwise what a real sweep store (``run_sweep(..., serial=True)``) of the same spec holds, for every
+built-in system × every integrator that runs on it (tiny runs: two output intervals)."""
+
+from __future__ import annotations
+
+import doctest
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+import geosweep
+from geosweep.kernels.registry import SYSTEMS, integrators_for, load_builtins
+from geosweep.kernels.status import Status
+from geosweep.kernels.vocabulary import RUN_DEPENDENT
+from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.spec import SpecError, parse_spec
+
+load_builtins()
+
+#: every built-in system's time grid here: two output intervals of two steps (adaptive: tol)
+T, DT_OUT, H, TOL = 0.02, 0.01, 0.005, 1e-6
+PAIRS = [(s.name, i.name) for s in SYSTEMS.values() for i in integrators_for(s)]
+_STORES: dict[str, tuple[str, set[str]]] = {}
+
+
+def _sweep_of(system: str, tmp_path_factory) -> tuple[str, set[str]]:
+    """A real store of ``system`` × every integrator that runs on its default model (made once per system),
+    and the names of those integrators."""
+    if system not in _STORES:
+        model = geosweep.system(system).model
+        names = [i.name for i in integrators_for(SYSTEMS[system]) if not i.applicable(model)]
+        adaptive = [n for n in names if geosweep.integrators().loc[n, "adaptive"]]
+        spec: dict = {"name": f"fd-{system}", "system": system, "integrators": names, "T": T, "dt_out": DT_OUT}
+        spec["snapshot_dt"] = DT_OUT
+        if len(adaptive) < len(names):
+            spec["h"] = [H]
+        if adaptive:
+            spec["tol"] = [TOL]
+        store = str(tmp_path_factory.mktemp("fd") / f"{system}.zarr")
+        assert run_sweep(spec, store, serial=True).complete
+        _STORES[system] = store, set(names)
+    return _STORES[system]
+
+
+def _bitwise(a: np.ndarray, b: np.ndarray) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize(("system", "integrator"), PAIRS)
+def test_integrate_is_bitwise_a_sweep_cell(system, integrator, tmp_path_factory):
+    store, runnable = _sweep_of(system, tmp_path_factory)
+    step = {"tol": TOL} if geosweep.integrators().loc[integrator, "adaptive"] else {"h": H}
+    if integrator not in runnable:  # refused as the spec refuses it, naming the field
+        with pytest.raises(SpecError, match=r"integrators\[0\]"):
+            geosweep.integrate(system, integrator, T=T, dt_out=DT_OUT, snapshot_dt=DT_OUT, **step)
+        return
+    sol = geosweep.integrate(system, integrator, T=T, dt_out=DT_OUT, snapshot_dt=DT_OUT, **step)
+    ds = xr.open_zarr(store)
+    at = {"integrator": integrator, **{k: v for k, v in step.items()}}
+    cell = ds.sel(at).isel({d: 0 for d in ("h", "tol") if d in ds.dims and d not in at}).load()
+    assert isinstance(sol.status, Status) and int(sol.status) == int(cell.status)
+    for name, value in sol.values.items():  # the values themselves, by store name
+        assert _bitwise(np.asarray(value, dtype=cell[name].dtype), cell[name].values), name
+    mine = sol.to_dataset()
+    assert set(mine.data_vars) == set(cell.data_vars)
+    for name in mine.data_vars:  # the layout: dtype, dims, padding, checksum and flags
+        if name in RUN_DEPENDENT:
+            continue
+        assert mine[name].dims == cell[name].dims, name
+        assert _bitwise(mine[name].values, cell[name].values), name
+    for name in set(mine.coords) & set(cell.coords):
+        assert np.array_equal(mine[name].values, cell[name].values), name
+
+
+def test_integrate_refuses_as_a_spec_does():
+    with pytest.raises(SpecError, match=r"^invalid sweep spec .*: h: needs at least one step size"):
+        geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05)
+    with pytest.raises(SpecError, match=r"integrator_options\.lp_rkmk4\.blowup: must be >= 0"):
+        geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01, blowup=-1.0)
+    with pytest.raises(SpecError, match=r"h\[0\]: dt_out = 0.05 is not a multiple of h = 0.03"):
+        geosweep.integrate("heavy_top", "lp_rkmk4", T=0.15, dt_out=0.05, h=0.03)
+
+
+def test_one_blowup_default_for_every_family():
+    """The spec's energy guard (blowup = 0.5) in every family: a step far too long stops the run with
+    energy_blowup in the (S²)ⁿ, heavy top, (TS²)ᴺ and SE(3) families alike (the kernels' own s2 ``integrate``
+    defaulted to no guard), and ``blowup=0`` (guard off) lets each run on to another end."""
+    cases = [("double_pendulum", "rk4", 0.5, 50.0), ("heavy_top", "lp_rk4_ambient", 0.05, 5.0)]
+    cases += [("pendulum_chain", "rk4_ambient", 0.5, 50.0), ("so3_pendulum", "v1", 0.5, 50.0)]
+    for system, integrator, h, T_end in cases:
+        sol = geosweep.integrate(system, integrator, T=T_end, dt_out=h, h=h)
+        assert sol.status == Status.ENERGY_BLOWUP, (system, integrator, sol.status)
+
+        off = geosweep.integrate(system, integrator, T=T_end, dt_out=h, h=h, blowup=0.0)
+        assert off.status != Status.ENERGY_BLOWUP, (system, integrator)
+
+
+def test_system_validates_as_a_spec():
+    top = geosweep.system("heavy_top", M=10.0)
+    assert top.family == "top" and top.model is not None and top.kwargs["M"] == 10.0
+    spec = {"name": "x", "system": "heavy_top", "integrators": ["lp_rkmk4"], "h": [0.01], "T": 0.1, "dt_out": 0.05}
+    for params, field in (({"mass": 1.0}, "params.mass"), ({"M": "heavy"}, "params.M"), ({"M": [1.0, 2.0]}, "params.M")):
+        with pytest.raises(SpecError) as got:
+            geosweep.system("heavy_top", **params)
+        line = str(got.value)
+        assert "\n" not in line and line.startswith(f"invalid system 'heavy_top': {field}: "), line
+        if not isinstance(params.get("M"), list):  # the spec's own reason, word for word
+            with pytest.raises(SpecError) as as_spec:
+                parse_spec({**spec, "params": params})
+            assert line.split(f"{field}: ", 1)[1] == str(as_spec.value).split(f"{field}: ", 1)[1]
+    with pytest.raises(SpecError, match=r"^invalid system 'no_such': system: unknown system 'no_such'"):
+        geosweep.system("no_such")
+    # a System carries its parameters into the cell: the same values as a spec with those params
+    sol = geosweep.integrate(top, "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01)
+    assert float(sol.to_dataset()["M"]) == 10.0 and sol.spec.params == {"M": 10.0}
+
+
+def _dispatchers() -> dict[int, int]:
+    """Every Numba dispatcher of the loaded geosweep modules → its number of compiled signatures."""
+    from numba.core.dispatcher import Dispatcher
+
+    out = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("geosweep.") or module is None:
+            continue
+        for value in vars(module).values():
+            if isinstance(value, Dispatcher):
+                out[id(value)] = len(value.overloads)
+    return out
+
+
+def test_listing_compiles_nothing():
+    before = _dispatchers()
+    assert before  # the families' kernels are loaded
+    table = geosweep.systems()
+    assert set(table.index) == set(SYSTEMS) and {"family", "parameters", "integrators"} <= set(table.columns)
+    assert "M = 15.0 [kg]" in table.loc["heavy_top", "parameters"]
+    every = geosweep.integrators()
+    assert {"order", "adaptive", "options", "preserves", "family"} <= set(every.columns)
+    top = geosweep.integrators("heavy_top")
+    assert set(top.index) == {i.name for i in integrators_for(SYSTEMS["heavy_top"])}
+    assert top.loc["lp_rkmk45", "adaptive"] and not top.loc["lp_rkmk4", "adaptive"]
+    assert top.loc["lp_rkmk4", "order"] == 4 and "blowup = 0.5" in top.loc["lp_rkmk4", "options"]
+    assert _dispatchers() == before
+
+
+@pytest.mark.parametrize(("system", "integrator", "step"), [
+    ("heavy_top", "lp_rkmk4", {"h": 0.01}),  # fixed step
+    ("pendulum_chain", "rkmk45", {"tol": 1e-8}),  # adaptive with dense output: the carry before the last step
+    ("nh_quartic", "dg_itoh_abe", {"h": 0.01}),
+    ("rigid_body_lp", "dopri5_skew", {"tol": 1e-8}),  # adaptive, discrete-gradient family
+])  # fmt: skip
+def test_continue_to_is_a_direct_run(system, integrator, step, tmp_path):
+    sol = geosweep.integrate(system, integrator, T=0.3, dt_out=0.1, **step)
+    direct = geosweep.integrate(system, integrator, T=0.7, dt_out=0.1, **step)
+    longer = sol.continue_to(0.5).continue_to(0.7)
+    # resumable in another process: the checkpoint saved to a file, loaded, continued
+    path = tmp_path / "sol.npz"
+    np.savez(path, **sol.checkpoint())
+    with np.load(path) as saved:
+        again = geosweep.Solution.from_checkpoint(dict(saved)).continue_to(0.7)
+    for other in (longer, again):
+        assert set(other.values) == set(direct.values)
+        for name, value in direct.values.items():
+            if name not in RUN_DEPENDENT:
+                assert _bitwise(other[name], value), name
+    assert sol.T == 0.3 and sol.samples.sizes["time"] == 4  # unchanged
+    with pytest.raises(ValueError, match="before this run's T"):
+        sol.continue_to(0.2)
+
+
+def test_samples_and_snapshots_are_labelled():
+    sol = geosweep.integrate("pendulum_chain", "rkmk4", T=0.2, dt_out=0.1, h=0.01, snapshot_dt=0.1)
+    assert sol.samples["energy"].dims == ("time",)
+    assert np.allclose(sol.samples["time"].values, [0.0, 0.1, 0.2])
+    snaps = sol.snapshots
+    assert snaps.dims == ("snapshot", "body", "state") and np.allclose(snaps.snapshot_time, [0.0, 0.1, 0.2])
+    assert _bitwise(snaps.values, sol["snapshot_state"])
+    # the constraints of (TS²)ᴺ at round-off in every snapshot: |x_k| = 1, x_k·v_k = 0
+    x, v = snaps.values[..., :3], snaps.values[..., 3:6]
+    assert np.abs(np.linalg.norm(x, axis=-1) - 1).max() < 1e-13 and np.abs((x * v).sum(-1)).max() < 1e-12
+    with pytest.raises(KeyError, match="'nope' is not a stored name of this run"):
+        sol["nope"]
+
+
+def test_run_extend_open_verify(tmp_path):
+    from geosweep.sweeps import Execution
+    from geosweep.sweeps.store import StoreFormatError
+
+    spec = {"name": "fd-run", "system": "heavy_top", "integrators": ["lp_rkmk4"], "h": [0.01], "T": 0.1,
+            "dt_out": 0.05, "params": {"M": [10.0, 15.0]}}  # fmt: skip
+    store = str(tmp_path / "run.zarr")
+    assert geosweep.run(spec, store, execution=Execution(serial=True)).complete
+    assert geosweep.extend(store, T=0.2, serial=True).complete
+    ds = geosweep.open(store)
+    assert hasattr(ds, "geosweep") and ds.sizes["time"] == 5
+    # the extended store holds what integrate gives for a cell of the longer spec
+    sol = geosweep.integrate(geosweep.system("heavy_top", M=10.0), "lp_rkmk4", T=0.2, dt_out=0.05, h=0.01)
+    assert _bitwise(ds.energy.sel(M=10.0, integrator="lp_rkmk4", h=0.01).values, sol["energy"])
+    assert geosweep.verify(store).ok
+    # a damaged value: the one cell is named by its coordinates
+    arr = zarr.open_group(store, mode="r+")["E0"]
+    values = arr[...]
+    values[0, 0, 1] += 1.0
+    arr[...] = values
+    found = geosweep.verify(store)
+    assert not found.ok and found.damaged == [{"integrator": "lp_rkmk4", "h": 0.01, "M": 15.0}]
+    # a store of another format, or not a geosweep store, refused in one line
+    zarr.open_group(store, mode="r+").attrs["geosweep_format"] = 1
+    with pytest.raises(StoreFormatError, match="has store format 1") as got:
+        geosweep.open(store)
+    assert "\n" not in str(got.value)
+    other = str(tmp_path / "other.zarr")
+    zarr.open_group(other, mode="w").attrs["title"] = "not ours"
+    with pytest.raises(StoreFormatError, match="is not a geosweep store"):
+        geosweep.open(other)
+
+
+def test_front_door_loads_on_first_use():
+    code = (
+        "import sys, geosweep\n"
+        "assert 'geosweep.api' not in sys.modules and 'geosweep.sweeps.engine' not in sys.modules\n"
+        "assert callable(geosweep.integrate) and 'geosweep.api' in sys.modules\n"
+        "assert 'geosweep.sweeps.engine' not in sys.modules and 'distributed' not in sys.modules\n"
+        "assert geosweep.Solution.__module__ == 'geosweep.solution' and 'integrate' in dir(geosweep)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("module", ["geosweep.api", "geosweep.solution"])
+def test_docstring_examples_run(module):
+    import importlib
+
+    mod = importlib.import_module(module)
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+    public = [getattr(mod, n) for n in mod.__all__]
+    for obj in public:  # every public name documented with an example
+        assert obj.__doc__ and ">>>" in obj.__doc__, obj
