@@ -156,11 +156,14 @@ class Solution:
             "checksum": np.int64(cell_checksum(stored, int(self.status))),
             "done": np.int8(1),
         }
-        for name, value in {**stored, **flags}.items():
-            var = ds[name]
-            data = np.asarray(value, dtype=var.dtype).reshape(var.shape)
-            ds[name] = var.copy(data=data)
-        return ds.isel(dict.fromkeys(sweep, 0))
+        import xarray as xr
+
+        filled = {**stored, **flags}
+        data_vars = {}
+        for name, var in ds.data_vars.items():  # the template's variables, in its order, holding the cell
+            data_vars[name] = var.variable.copy(data=np.asarray(filled[name], dtype=var.dtype).reshape(var.shape))
+        cell = xr.Dataset(data_vars, coords=ds.coords, attrs=ds.attrs)
+        return cell.isel(dict.fromkeys(sweep, 0))
 
     @property
     def samples(self) -> xr.Dataset:
