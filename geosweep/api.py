@@ -102,7 +102,7 @@ def system(name: str, **params: Any) -> System:
     >>> geosweep.system("pendulum_chain", links=3)
     Traceback (most recent call last):
     ...
-    geosweep.sweeps.spec.SpecError: invalid system 'pendulum_chain': params.links: unknown parameter of pendulum_chain; known: [...]
+    geosweep.sweeps.spec.SpecError: invalid system 'pendulum_chain': params.links: unknown parameter ...; known: [...]
     """
     from geosweep.sweeps.spec import SpecError, parse_spec
 
@@ -114,7 +114,9 @@ def system(name: str, **params: Any) -> System:
     try:
         parse_spec(_probe_spec(name, params))
     except SpecError as e:  # the probe's own fields are valid: every problem is the system's or a parameter's
-        raise _spec_error([p for p in e.problems if p[0].startswith(("system", "params"))] or e.problems, what) from None
+        raise _spec_error(
+            [p for p in e.problems if p[0].startswith(("system", "params"))] or e.problems, what
+        ) from None
     sysdef = SYSTEMS[name]
     kwargs = {**{p.name: p.default for p in sysdef.params}, **params}
     try:
@@ -404,7 +406,7 @@ def verify(store: str | os.PathLike, storage_options: dict | None = None) -> Ver
         raise StoreFormatError(f"no geosweep store at {ref.url}")
     ds = open(ref.url, storage_options)
     found = verify_cells(ref)
-    dims = [d for d in ds["status"].dims]
+    dims = [str(d) for d in ds["status"].dims]
 
     def labels(cells: list[tuple[int, ...]]) -> list[dict[str, Any]]:
         return [{d: ds[d].values[i].item() for d, i in zip(dims, cell)} for cell in cells]

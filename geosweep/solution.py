@@ -39,6 +39,10 @@ def _store_ref() -> Any:
     return StoreRef("memory://geosweep-integrate", carries=True)
 
 
+def _own(carry: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return dict(carry) if carry is not None else None
+
+
 class Solution:
     """One cell's result: ``values`` (every stored value by store name, also ``sol[name]``),
     ``status`` (:class:`~geosweep.kernels.status.Status`; ``Status.OK`` when the run reached T),
@@ -70,7 +74,7 @@ class Solution:
         from geosweep.sweeps.engine import compute_cell
 
         r = compute_cell(
-            plan, plan.grid.first_cell, _store_ref(), None, done=False, saved_keys=set(), carry=carry, keep=False
+            plan, plan.grid.first_cell, _store_ref(), None, done=False, saved_keys=set(), carry=_own(carry), keep=False
         )
         return cls(plan, r[6], r[1], r[2], r[7])
 
@@ -108,7 +112,9 @@ class Solution:
         try:
             return self.values[name]
         except KeyError:
-            raise KeyError(f"{name!r} is not a stored name of this run; stored: {', '.join(sorted(self.values))}") from None
+            raise KeyError(
+                f"{name!r} is not a stored name of this run; stored: {', '.join(sorted(self.values))}"
+            ) from None
 
     def __contains__(self, name: object) -> bool:
         return name in self.values
@@ -228,4 +234,6 @@ class Solution:
         values = {k: (v[()] if v.ndim == 0 else v) for k, v in values.items()}
         own = (_SPEC_KEY, _STATUS_KEY, _WALL_KEY)
         carry = {k: np.asarray(saved[k]) for k in saved if k not in own and not k.startswith(_VALUE_PREFIX)}
-        return cls(plan, values, int(np.asarray(saved[_STATUS_KEY])), float(np.asarray(saved[_WALL_KEY])), carry or None)
+        return cls(
+            plan, values, int(np.asarray(saved[_STATUS_KEY])), float(np.asarray(saved[_WALL_KEY])), carry or None
+        )

@@ -111,7 +111,11 @@ def test_system_validates_as_a_spec():
     top = geosweep.system("heavy_top", M=10.0)
     assert top.family == "top" and top.model is not None and top.kwargs["M"] == 10.0
     spec = {"name": "x", "system": "heavy_top", "integrators": ["lp_rkmk4"], "h": [0.01], "T": 0.1, "dt_out": 0.05}
-    for params, field in (({"mass": 1.0}, "params.mass"), ({"M": "heavy"}, "params.M"), ({"M": [1.0, 2.0]}, "params.M")):
+    for params, field in (
+        ({"mass": 1.0}, "params.mass"),
+        ({"M": "heavy"}, "params.M"),
+        ({"M": [1.0, 2.0]}, "params.M"),
+    ):
         with pytest.raises(SpecError) as got:
             geosweep.system("heavy_top", **params)
         line = str(got.value)
