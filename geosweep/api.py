@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from geosweep.sweeps.plan import Plan
     from geosweep.sweeps.spec import SweepSpec
 
-__all__ = ["System", "extend", "integrate", "integrators", "open", "run", "system", "systems", "verify"]
+__all__ = ["System", "Verification", "extend", "integrate", "integrators", "open", "run", "system", "systems", "verify"]
 
 #: what a spec's system fields are called in a one-line error of :func:`system`
 _HEAD = "invalid sweep spec:"
@@ -373,7 +373,13 @@ def open(store: str | os.PathLike, storage_options: dict | None = None) -> xr.Da
 class Verification:
     """What :func:`verify` found: ``damaged`` cells (values or checksum unreadable or not matching),
     cells whose ``flags`` could not be read and finished cells whose kept ``carries`` are foreign,
-    stale or damaged (``extend`` recomputes those from t = 0), each as a dict of its coordinates."""
+    stale or damaged (``extend`` recomputes those from t = 0), each as a dict of its coordinates.
+
+    >>> import geosweep
+    >>> found = geosweep.api.Verification("s.zarr", damaged=[{"integrator": "rk4", "h": 0.01}], flags=[], carries=[])
+    >>> found.ok
+    False
+    """
 
     store: str
     damaged: list[dict[str, Any]]

@@ -65,6 +65,7 @@ class Solution:
         self.status = Status(int(status))
         self.wall_time = float(wall_time)
         self._carry = dict(carry) if carry is not None else None
+        self._dataset: xr.Dataset | None = None  # to_dataset(), built once
 
     @classmethod
     def compute(cls, plan: Plan, carry: Mapping[str, Any] | None = None) -> Solution:
@@ -141,6 +142,12 @@ class Solution:
         >>> int(ds.status), str(ds.integrator.values), ds.energy.dims
         (0, 'lp_rkmk4', ('time',))
         """
+        if self._dataset is None:
+            self._dataset = self._cell_dataset()
+        return self._dataset.copy()
+
+    def _cell_dataset(self) -> xr.Dataset:
+        """:meth:`to_dataset`, computed: the store's template of the one-cell plan, holding the cell."""
         from geosweep.sweeps.store import cell_checksum, stored_value, template
 
         ds, encoding = template(self.plan)
