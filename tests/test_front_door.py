@@ -342,3 +342,22 @@ def test_a_plugin_family_through_the_front_door(tmp_path):
         SYSTEMS.pop("oscillators", None)
         for name in ("symplectic_euler", "verlet"):
             INTEGRATORS.pop(name, None)
+
+
+def test_continue_to_is_what_extend_stores(tmp_path):
+    """``Solution.continue_to`` and ``geosweep extend`` continue a cell alike: a store run to T₁ and extended
+    to T₂ holds, value for value, what ``integrate(T₁).continue_to(T₂)`` returns — for a fixed-step method and
+    an adaptive one with dense output (whose carry is the state before its last, clipped step)."""
+    spec = {"name": "fd-ext", "system": "pendulum_chain", "integrators": ["rkmk4", "rkmk45"], "h": [0.01],
+            "tol": [1e-8], "T": 0.3, "dt_out": 0.1, "params": {"N": 3}}  # fmt: skip
+    store = str(tmp_path / "ext.zarr")
+    assert geosweep.run(spec, store, serial=True).complete
+    assert geosweep.extend(store, T=0.6, serial=True).complete
+    ds = geosweep.open(store).load()
+    chain = geosweep.system("pendulum_chain", N=3)
+    for integrator, step in (("rkmk4", {"h": 0.01}), ("rkmk45", {"tol": 1e-8})):
+        sol = geosweep.integrate(chain, integrator, T=0.3, dt_out=0.1, **step).continue_to(0.6)
+        cell = ds.sel(integrator=integrator, **step).isel({k: 0 for k in ("h", "tol") if k not in step})
+        for name, value in sol.values.items():
+            if name not in RUN_DEPENDENT:
+                assert _bitwise(np.asarray(value, dtype=cell[name].dtype), cell[name].values), (integrator, name)
