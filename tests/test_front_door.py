@@ -105,6 +105,13 @@ def test_one_blowup_default_for_every_family():
 
         off = geosweep.integrate(system, integrator, T=T_end, dt_out=h, h=h, blowup=0.0)
         assert off.status != Status.ENERGY_BLOWUP, (system, integrator)
+    # a failed run continues as `geosweep extend` continues a failed cell: nothing more is integrated, and its
+    # values take the longer layout exactly as a direct run to the later T stores them
+    failed = geosweep.integrate("double_pendulum", "rk4", T=25.0, dt_out=0.5, h=0.5)
+    assert failed.status == Status.ENERGY_BLOWUP
+    direct = geosweep.integrate("double_pendulum", "rk4", T=50.0, dt_out=0.5, h=0.5)
+    longer = failed.continue_to(50.0)
+    assert all(_bitwise(longer[n], v) for n, v in direct.values.items() if n not in RUN_DEPENDENT)
 
 
 def test_system_validates_as_a_spec():
