@@ -27,12 +27,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="geosweep-typecheck-") as tmp:
         pkg = Path(tmp) / "geosweep"
         pkg.mkdir()
-        for name in ("__init__.py", "py.typed"):
-            shutil.copy(ROOT / "geosweep" / name, pkg / name)
+        for path in (ROOT / "geosweep").iterdir():  # the package's own modules (the front door) and py.typed
+            if path.suffix in (".py", ".typed"):
+                shutil.copy(path, pkg / path.name)
         for dotted, folder in mapping.items():
             if dotted != "geosweep":
                 (pkg / dotted.split(".", 1)[1]).symlink_to(ROOT / folder, target_is_directory=True)
-        targets = [str(pkg / f) for f in files]
+        targets = [str(pkg / f.removeprefix("geosweep/")) for f in files]
         env = {**os.environ, "MYPYPATH": tmp}
         cmd = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--explicit-package-bases"]
         out = subprocess.run([*cmd, *targets], cwd=ROOT, env=env, capture_output=True, text=True)

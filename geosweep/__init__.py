@@ -41,4 +41,26 @@ try:
 except PackageNotFoundError:  # running from a source tree that was not installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__"]
+#: the front door (geosweep/api.py, geosweep/solution.py), imported on first use (PEP 562): ``import
+#: geosweep`` stays light, ``geosweep.integrate`` loads the sweep machinery when first called for
+_FRONT_DOOR = {
+    **dict.fromkeys(("system", "systems", "integrators", "integrate", "run", "extend", "open", "verify"), "api"),
+    "Solution": "solution",
+}
+
+
+def __getattr__(name: str):
+    if name in _FRONT_DOOR:
+        import importlib
+
+        value = getattr(importlib.import_module(f"geosweep.{_FRONT_DOOR[name]}"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'geosweep' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_FRONT_DOOR})
+
+
+__all__ = ["__version__", *_FRONT_DOOR]

@@ -213,6 +213,9 @@ class IntegratorDef:
     #: ``order_on(model) -> int``: the order on that model when it differs from ``order`` (e.g. a
     #: method that is order 2 on additively separable Hamiltonians and ``order`` otherwise)
     order_on: Callable[[Any], int] | None = None
+    #: what the method keeps exactly (to round-off, or up to a stated approximation), in words:
+    #: ``("symplectic", "|q_i| = 1")``; empty for a baseline that keeps nothing (``geosweep.integrators()``)
+    preserves: tuple[str, ...] = ()
 
     def serves(self, family: str) -> bool:
         return family == self.family or family in self.also

@@ -70,6 +70,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "geosweep validate sphere.toml"): "shell: the sweep commands",
     ("README.md", "import xarray as xr, geosweep"): "python: against the shortened sphere store",
     ("README.md", "geosweep report results/sphere-demo.zarr"): "shell: reports of the demo store",
+    ("README.md", "import geosweep\n"): "python: the front door, executed in a scratch directory",
     ("README.md", "from geosweep.kernels.systems.lj_sphere import lj_sphere"): "python: executed",
     ("README.md", "from geosweep.kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
     ("README.md", "from geosweep.kernels.chain.model import build_chain"): "python: executed, against cells alone",
@@ -380,6 +381,21 @@ def test_readme_analysis_block(ran, workspace, monkeypatch):
     table = eval(last.split("#")[0], ns)
     assert isinstance(table, pd.DataFrame) and table.shape == (3, 3)  # integrator × h
     assert table.notna().all().all()
+
+
+def test_readme_front_door_block(tmp_path, monkeypatch):
+    """The block's claims: the values in its comments, continue_to a direct run, the store grown and verified."""
+    import geosweep
+    from geosweep.kernels.status import Status
+
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    exec(block("README.md", "import geosweep\n"), ns)
+    sol = ns["sol"]
+    assert sol.status == Status.OK and sol["max_rel_energy_error"] < 1e-8 and sol["max_unit_error"] < 1e-14
+    direct = geosweep.integrate(ns["chain"], "rkmk45", T=2.0, dt_out=0.1, tol=1e-8)
+    assert ns["longer"]["energy"].tobytes() == direct["energy"].tobytes()
+    assert ns["ds"].sizes["time"] == 21 and int((ns["ds"].status == 0).sum()) == 2
 
 
 def test_readme_kernel_blocks():

@@ -420,6 +420,7 @@ LIE = LieAction(
     adaptive_params=ADAPTIVE_PARAMS,
     step_cost=_lie_step_cost,
     ambient_params=_AMB,
+    preserves=("|x_k| = 1", "x_k·v_k = 0"),
 )
 INTEGRATORS = LIE.integrators()
 _BY_NAME = {i.name: i for i in INTEGRATORS}

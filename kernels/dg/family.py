@@ -273,22 +273,22 @@ INTEGRATORS = (
     IntegratorDef(
         "dg_avf", "dg", 2,
         "Mean-value (AVF) discrete gradient with S(x̄) (004 eqs. (11), (14)); energy exact up to quadrature.",
-        params=(_S,) + _SOLVE, **_ON_CHAIN,
+        params=(_S,) + _SOLVE, preserves=("energy (up to quadrature)",), **_ON_CHAIN,
     ),
     IntegratorDef(
         "dg_gonzalez", "dg", 2,
         "Gonzalez midpoint discrete gradient with S(x̄) (004 eqs. (12), (14)); GONZALEZ-R on a reduced form, "
         "GONZALEZ-F (multipliers, eq. (15)) on a canonical one. Also runs pendulum_chain (ts2) on its (q, π) form.",
-        params=_SOLVE, **_ON_CHAIN,
+        params=_SOLVE, preserves=("energy",), **_ON_CHAIN,
     ),
     IntegratorDef(
         "dg_itoh_abe", "dg", 1, "Itoh–Abe coordinate-increment discrete gradient with S(x̄) (004 eq. (13)); "
         "order 1, and 2 on an additively separable H (gearbox, sleigh, Suslov, rolling disk, rigid body), where it "
-        "equals AVF.", params=_SOLVE, order_on=_itoh_abe_order, **_ON_CHAIN,
+        "equals AVF.", params=_SOLVE, order_on=_itoh_abe_order, preserves=("energy",), **_ON_CHAIN,
     ),
     IntegratorDef(
         "implicit_midpoint", "dg", 2, "Implicit midpoint rule on ẋ = S(x)∇H(x) (baseline; a discrete gradient "
-        "method when H is quadratic).", params=_SOLVE, **_ON_CHAIN,
+        "method when H is quadratic).", params=_SOLVE, preserves=("quadratic invariants",), **_ON_CHAIN,
     ),
     IntegratorDef(
         "si_dla", "dg", 2,

@@ -29,7 +29,8 @@ class LieAction:
     ``params`` are every integrator's options, ``adaptive_params`` the controller's (prepended
     for variable-step methods), ``ambient_params`` extra options of the ambient baselines;
     ``step_cost(model, method)`` is single-core seconds per step (``method.evals_per_step``
-    f-evaluations); ``unsupported`` maps a method this action cannot run to the reason.
+    f-evaluations); ``unsupported`` maps a method this action cannot run to the reason; ``preserves``
+    what its group methods keep (:attr:`IntegratorDef.preserves`).
     """
 
     family: str
@@ -41,6 +42,8 @@ class LieAction:
     step_cost: Callable[[Any, Method], float]
     ambient_params: tuple[Param, ...] = ()
     unsupported: Mapping[str, str] = field(default_factory=dict)
+    #: what every method of the action keeps to round-off (the manifold it moves on); the ambient baselines keep none
+    preserves: tuple[str, ...] = ()
 
     def methods(self, table: Mapping[str, Method] | None = None) -> dict[str, Method]:
         """Integrator name → method record, for every method this action supports."""
@@ -59,6 +62,7 @@ class LieAction:
             doc,
             params=params + (self.ambient_params if ambient else ()),
             adaptive=m.adaptive,
+            preserves=() if ambient else self.preserves,
         )
 
     def integrators(self, table: Mapping[str, Method] | None = None) -> tuple[IntegratorDef, ...]:

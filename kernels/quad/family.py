@@ -357,6 +357,7 @@ LIE = LieAction(
     params=_REF,
     adaptive_params=ADAPTIVE_PARAMS,
     step_cost=_step_cost,
+    preserves=("R_i ∈ SO(3)", "|q_i| = 1", "q_i·ω_i = 0"),
 )
 #: integrator name → the method record it runs
 METHODS = LIE.methods()

@@ -137,6 +137,10 @@ def _needs_diagonal(model: S2System) -> str | None:
     return None
 
 
+#: what the variational integrators keep (000): the symplectic form, the momentum map of a symmetry of V, |q_i| = 1
+_UNIT = ("|q_i| = 1",)
+_VI_KEEPS = ("symplectic", "momentum map J (symmetric V)", *_UNIT)
+
 INTEGRATORS = (
     IntegratorDef(
         "explicit_vi",
@@ -146,6 +150,7 @@ INTEGRATORS = (
         "momentum preserving, |q_i| = 1 to round-off.",
         params=(BLOWUP,),
         applicable=_needs_diagonal,
+        preserves=_VI_KEEPS,
     ),
     IntegratorDef(
         "implicit_vi",
@@ -159,9 +164,19 @@ INTEGRATORS = (
             BLOWUP,
         ),
         also=("ts2",),
+        preserves=_VI_KEEPS,
     ),
     IntegratorDef("rk2", "s2", 2, "Explicit midpoint on the ambient ODE in R⁶ⁿ (baseline).", params=(BLOWUP,)),
-    IntegratorDef("rk2_proj", "s2", 2, "Explicit midpoint, then q_i ← q_i/|q_i| (baseline).", params=(BLOWUP,)),
+    IntegratorDef(
+        "rk2_proj", "s2", 2, "Explicit midpoint, then q_i ← q_i/|q_i| (baseline).", params=(BLOWUP,), preserves=_UNIT
+    ),
     IntegratorDef("rk4", "s2", 4, "Classical RK4 on the ambient ODE in R⁶ⁿ (baseline).", params=(BLOWUP,)),
-    IntegratorDef("rk4_proj", "s2", 4, "Classical RK4, then q_i ← q_i/|q_i| each step (baseline).", params=(BLOWUP,)),
+    IntegratorDef(
+        "rk4_proj",
+        "s2",
+        4,
+        "Classical RK4, then q_i ← q_i/|q_i| each step (baseline).",
+        params=(BLOWUP,),
+        preserves=_UNIT,
+    ),
 )

@@ -376,7 +376,7 @@ _NEWTON = (
 
 
 def _slgi(name: str, order: int, doc: str) -> IntegratorDef:
-    return IntegratorDef(name, "top", order, doc, params=_NEWTON + _REF)
+    return IntegratorDef(name, "top", order, doc, params=_NEWTON + _REF, preserves=("symplectic", "R ∈ SO(3)"))
 
 
 _ADAPT = tuple(p for p in ADAPTIVE_PARAMS if p.name != "h0") + (
@@ -393,6 +393,7 @@ LIE = LieAction(
     params=_REF,
     adaptive_params=_ADAPT,
     step_cost=_lp_step_cost,
+    preserves=("Casimirs |Γ|², Γ·Π (coadjoint orbit)",),
 )
 #: the Lie–Poisson integrators and the method record each runs
 LP = LIE.methods()

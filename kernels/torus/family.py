@@ -109,6 +109,8 @@ FAMILY = FamilyDef(
 )
 
 _BLOWUP = BLOWUP
+#: what the second-order variational maps keep: the symplectic form, and P and L of invariant potentials
+_VI_KEEPS = ("symplectic", "P and L (invariant potentials)")
 
 INTEGRATORS = (
     IntegratorDef(
@@ -118,6 +120,7 @@ INTEGRATORS = (
         "Explicit rescaled-Rodrigues VI (paper (23) ≡ (21)): half-kick, drift with the exact increment "
         "Δα = 2h b/(1 + √(1 − h²|b|²)), half-kick; needs h²|b|² < 1 (else status domain).",
         params=(_BLOWUP,),
+        preserves=_VI_KEEPS,
     ),
     IntegratorDef(
         "v2_newmark",
@@ -126,6 +129,7 @@ INTEGRATORS = (
         "Truncated (Newmark-like) variant (paper (25)): Δα = h b; symplectic, reversible, conserves P and L "
         "of invariant potentials; no validity condition. Production default.",
         params=(_BLOWUP,),
+        preserves=_VI_KEEPS,
     ),
     IntegratorDef(
         "v1",
@@ -134,6 +138,7 @@ INTEGRATORS = (
         "First-order explicit map (paper (27), Campello φ = 1): symplectic-Euler kick then drift with "
         "Δα = h Ω_{k+1}; stored velocities are staggered by O(h).",
         params=(_BLOWUP,),
+        preserves=("symplectic",),
     ),
 )
 
