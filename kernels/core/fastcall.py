@@ -25,7 +25,6 @@ checks of :mod:`geosweep.kernels.core.views`, i.e. a bug) cannot cross the C wra
 
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any, cast
 
@@ -37,7 +36,9 @@ from numba.core.types.function_type import WrapperAddressProtocol
 from numba.experimental.function_type import _get_wrapper_address
 from numba.np.numpy_support import as_dtype
 
-CHECKED_ENV = "GEOSWEEP_CHECKED_CALLS"
+from geosweep import config
+
+CHECKED_ENV = config.CHECKED_CALLS.name
 
 
 class TypedFunction(WrapperAddressProtocol):
@@ -210,7 +211,7 @@ def binding(spec: Any) -> Binding | None:
     """The fast call of ``spec``'s driver (built once per stepper), or None: the stepper's
     functions or arrays do not have the compiled signature's types, the driver is not one of
     :func:`geosweep.kernels.core.driver.compile_driver`'s, or ``GEOSWEEP_CHECKED_CALLS`` is set."""
-    if os.environ.get(CHECKED_ENV, "") not in ("", "0"):
+    if config.CHECKED_CALLS.get():
         return None
     b = _BINDINGS.get(spec, None)
     if b is None:
