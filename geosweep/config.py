@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -348,6 +350,22 @@ def values(*names: str) -> dict[str, str]:
     if missing:
         raise ValueError(f"{', '.join(missing)}: no declared value")
     return {n: v for n, v in out.items() if v is not None}
+
+
+@contextmanager
+def without(names: tuple[str, ...] | None = None) -> Iterator[None]:
+    """:data:`EXPORTED` variables ``names`` (default: every one declared ``removed``) out of this process's
+    environment meanwhile (processes spawned meanwhile start without them), then back as they were."""
+    names = tuple(n for n, e in EXPORTED.items() if e.removed) if names is None else names
+    for name in names:
+        EXPORTED[name]  # noqa: B018 - KeyError: declare it first
+    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
+    try:
+        yield
+    finally:
+        for name in names:
+            os.environ.pop(name, None)  # a copy another library put there meanwhile, if any
+        os.environ.update(saved)
 
 
 def _cell(text: Any) -> str:

@@ -230,7 +230,9 @@ def fence(ref: StoreRef) -> Iterator[None]:
         yield
 
 
-_ACTIVE: set[str] = set()  # owners of the leases this process holds right now
+#: process-wide state: owners of the leases this process holds right now (a lease of this host whose
+#: process exists but is not among them was left by a dead run of this process: :func:`_dead_here`)
+_ACTIVE: set[str] = set()
 
 
 def _dead_here(owner: str) -> bool:

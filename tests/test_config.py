@@ -204,3 +204,22 @@ def test_foreign_and_exported_names_must_be_declared(monkeypatch):
     config.put("OMP_WAIT_POLICY", "active")  # only when unset
     assert os.environ["OMP_WAIT_POLICY"] == "passive"
     assert config.values("PYTHONSAFEPATH", "NUMBA_NUM_THREADS") == {"PYTHONSAFEPATH": "1", "NUMBA_NUM_THREADS": "1"}
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
+    with config.without():  # the variables declared removed
+        assert "MALLOC_TRIM_THRESHOLD_" not in os.environ
+    assert os.environ["MALLOC_TRIM_THRESHOLD_"] == "65536"
+
+
+def test_the_suite_runs_with_the_users_defaults():
+    """tests/conftest.py sets no variable for the whole suite (a test that needs the Dask path asks for it,
+    the ``dask_path`` fixture): what the tests run is what users run."""
+    assert _environ_accesses(ROOT / "tests" / "conftest.py") == []
+    source = (ROOT / "tests" / "conftest.py").read_text()
+    assert "GEOSWEEP_IN_DRIVER_BELOW" not in source.partition("def dask_path")[0]
+
+
+def test_dask_path_sends_a_small_run_to_the_workers(dask_path):
+    from geosweep.sweeps.execution import runs_in_driver
+
+    assert config.IN_DRIVER_BELOW.get() == 0.0
+    assert not runs_in_driver([2e-5] * 10)  # under the default 0.025 s these 10 cells stay in the driver
