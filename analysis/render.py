@@ -17,15 +17,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from geosweep import config
+
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 SCREENSHOT = "index_screenshot.png"
 
 
 def find_browser() -> str | None:
     """Path of a Chromium-family browser on PATH (``GEOSWEEP_BROWSER`` overrides), or None."""
-    env = os.environ.get("GEOSWEEP_BROWSER")
-    if env:
-        return shutil.which(env) or (env if Path(env).exists() else None)
+    chosen = config.BROWSER.get()  # its path; a name that is no program is refused (ConfigError)
+    if chosen:
+        return chosen
     return next((p for p in map(shutil.which, BROWSERS) if p), None)
 
 

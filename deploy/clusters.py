@@ -33,6 +33,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, RootModel, model_validator
 
+from geosweep import config
 from geosweep.sweeps.execution import WORKER_ARGS, local_cluster
 
 KINDS = ("local", "slurm", "pbs", "kubernetes")
@@ -40,13 +41,9 @@ KINDS = ("local", "slurm", "pbs", "kubernetes")
 #: Environment of every worker: single-threaded kernels and BLAS; the working directory off
 #: ``sys.path`` (a ``yaml.py`` or ``multiprocessing.py`` there is never imported). A cluster file's
 #: ``env`` overrides any of them.
-WORKER_ENV = {
-    "NUMBA_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "PYTHONSAFEPATH": "1",
-}
+WORKER_ENV = config.values(
+    "NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONSAFEPATH"
+)
 #: Default Numba cache of batch workers; home directories are shared on most HPC systems.
 DEFAULT_NUMBA_CACHE_DIR = "$HOME/.cache/geosweep/numba"
 #: geosweep's defaults of dask-jobqueue keys, used where neither the cluster file nor the site's

@@ -21,6 +21,8 @@ import sys
 import threading
 import time
 
+from geosweep import config
+
 MESSAGE = "interrupted; rerun the same command to resume"
 #: the signals the command turns into the one line, and its exit code 128 + signal number
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -50,9 +52,13 @@ def install() -> None:
 
 def pause(point: str) -> None:
     """The test hook at ``point`` (see the module doc); returns at once unless the environment names it."""
-    if point not in os.environ.get("GEOSWEEP_TEST_PAUSE", "").split(","):
+    try:
+        if point not in config.TEST_PAUSE.get():
+            return
+        seconds = config.TEST_PAUSE_SECONDS.get()
+    except config.ConfigError:  # the command refuses it in one line before any work (config.check)
         return
     print(f"geosweep-test: paused at {point}", file=sys.stderr, flush=True)
-    deadline = time.monotonic() + float(os.environ.get("GEOSWEEP_TEST_PAUSE_SECONDS", "60"))
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         time.sleep(0.05)  # a signal's handler runs in between (and may raise here)

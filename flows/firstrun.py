@@ -4,8 +4,8 @@ A cold Numba cache means compiling what a spec runs: for the demo (the (S²)ⁿ 
 Lennard-Jones potential, the explicit VI and RK step kinds) about 10 s on one core, a third of it
 the shared driver. The family compiles lazily — only the potentials and method kinds of the
 spec (:func:`geosweep.sweeps.engine.warm_plan`), not every built-in system's potential or the implicit
-VI's LU solve. A spec's kernels compile in this process (:func:`prepare`, :func:`finish`,
-:func:`warm`) while Prefect's temporary server boots in its own (:func:`start_prefect_server`:
+VI's LU solve. A spec's kernels compile in this process (one :class:`FirstRun` per command: its
+``prepare``, ``finish``, ``warm``) while Prefect's temporary server boots in its own (:func:`start_prefect_server`:
 started at once, before this process imports Prefect); "compiling kernels" is said once, only
 after the spec was found valid and only when Numba really compiles, not when it loads its cache.
 Without a spec (``serve``, ``systems``) every built-in family is imported (:func:`load_families`),
@@ -25,9 +25,13 @@ import tempfile
 import threading
 import time
 import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
+from geosweep import config
 from geosweep.flows.output import LOG
 
 if TYPE_CHECKING:
@@ -45,8 +49,6 @@ SERVER_START_TIMEOUT = 120
 #: ``PYTHONPATH`` and the user's site-packages, where plugins (``--import``) may live
 SAFE_PATH = ("-P",)
 
-_prepared: list[str] = []
-
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
     """Linux: the child gets SIGTERM when geosweep dies (even by SIGKILL), as it would by its process group."""
@@ -63,7 +65,9 @@ except (ImportError, OSError, AttributeError):
 #: ``Popen`` keywords of geosweep's helper processes (Prefect's temporary server, the compile helper):
 #: a session of their own, so that a terminal's Ctrl-C (SIGINT to the foreground process group) reaches
 #: only geosweep's main process, which stops them itself; they still die with it
-DETACHED: dict = {"start_new_session": True, "preexec_fn": _die_with_parent if _PRCTL is not None else None}
+DETACHED: MappingProxyType[str, Any] = MappingProxyType(
+    {"start_new_session": True, "preexec_fn": _die_with_parent if _PRCTL is not None else None}
+)
 
 
 def _stamp(key: str = "all") -> Path:
@@ -73,11 +77,11 @@ def _stamp(key: str = "all") -> Path:
 
     root = Path(kernels.__file__).resolve().parent
     h = hashlib.sha256()
-    h.update(f"{numba.__version__} {sys.version} {os.environ.get('NUMBA_CACHE_DIR', '')}".encode())
+    h.update(f"{numba.__version__} {sys.version} {config.environ('NUMBA_CACHE_DIR')}".encode())
     for src in sorted(root.rglob("*.py")):
         st = src.stat()
         h.update(f"{src.relative_to(root)} {st.st_mtime_ns} {st.st_size}".encode())
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "geosweep"
+    cache = Path(config.environ("XDG_CACHE_HOME") or Path.home() / ".cache") / "geosweep"
     name = key if key == "all" else hashlib.sha256(key.encode()).hexdigest()[:12]
     return cache / f"kernels-compiled-{h.hexdigest()[:16]}-{name}"
 
@@ -90,34 +94,18 @@ def is_cold(key: str = "all") -> bool:
         return True
 
 
-def mark_warm(key: str | None = None) -> None:
-    """Record ``key`` (default: what the last :func:`prepare` loaded) as compiled."""
-    for k in [key] if key else _prepared:
-        try:
-            stamp = _stamp(k)
-            stamp.parent.mkdir(parents=True, exist_ok=True)
-            stamp.touch()
-        except OSError:
-            pass
+def mark_warm(key: str) -> None:
+    """Record ``key`` (a family key of :class:`FirstRun`, or ``all``) as compiled."""
+    try:
+        stamp = _stamp(key)
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.touch()
+    except OSError:
+        pass
 
 
 #: the line a compile helper prints when the first kernel really compiles
 _COMPILING = "geosweep-compiling"
-_announced: list[bool] = []
-#: kernels that compiled while a spec's family loaded, before the spec was found valid (said by :func:`warm`)
-_unsaid: list[int] = []
-
-
-def _announce(what: str = "family") -> None:
-    """Say "compiling kernels" once per process (only when a compile has really started)."""
-    if not _announced:
-        _announced.append(True)
-        LOG.info(f"compiling kernels (first run only, ~{COLD_SECONDS[what]} s)")
-
-
-def compiled() -> bool:
-    """Whether this process (or its compile helpers) compiled a kernel since it started."""
-    return bool(_announced)
 
 
 def report_compiles() -> None:
@@ -138,21 +126,21 @@ def report_compiles() -> None:
     event.register("numba:compile", _Report())
 
 
-def _watch(helper: subprocess.Popen, what: str) -> threading.Thread:
+def _watch(helper: subprocess.Popen, announce: Callable[[], None]) -> threading.Thread:
     """Read a helper's notices: announce the compile once it has started."""
 
     def read() -> None:
         for line in helper.stdout or ():
             if line.strip() == _COMPILING:
-                _announce(what)
+                announce()
 
     thread = threading.Thread(target=read, name="geosweep-compile-notice", daemon=True)
     thread.start()
     return thread
 
 
-def _helper(code: str, *args: str, what: str) -> tuple[subprocess.Popen, threading.Thread]:
-    env = {**os.environ, "NUMBA_NUM_THREADS": "1"}
+def _helper(code: str, *args: str, announce: Callable[[], None]) -> tuple[subprocess.Popen, threading.Thread]:
+    env = {**os.environ, **config.values("NUMBA_NUM_THREADS")}
     code = f"from geosweep.flows.firstrun import report_compiles; report_compiles(); {code}"
     proc = subprocess.Popen(
         [sys.executable, *SAFE_PATH, "-c", code, *args],
@@ -162,32 +150,35 @@ def _helper(code: str, *args: str, what: str) -> tuple[subprocess.Popen, threadi
         text=True,
         **DETACHED,
     )
-    return proc, _watch(proc, what)
+    return proc, _watch(proc, announce)
 
 
 def compile_families(modules: list[str] | None = None) -> None:
     """Compile built-in families (default: every one) into the on-disk cache in parallel helpers."""
     from geosweep.kernels.registry import BUILTIN_FAMILIES
 
-    helpers = [_helper(f"import {m}", what="all") for m in modules or BUILTIN_FAMILIES]
+    first_run = FirstRun()
+    helpers = [_helper(f"import {m}", announce=first_run.announce_all) for m in modules or BUILTIN_FAMILIES]
     for proc, reader in helpers:
         proc.wait()
         reader.join()
 
 
-def load_families() -> None:
+def load_families(first_run: FirstRun | None = None) -> None:
     """Import every built-in family (``geosweep systems``, ``serve``). Importing compiles a family's
     fixed-signature kernels where the Numba cache is cold: once the first family starts compiling,
-    the others compile in parallel helpers; "compiling kernels" is said only if something compiles."""
+    the others compile in parallel helpers; "compiling kernels" is said (by ``first_run``, default a
+    new one) only if something compiles."""
     from geosweep.kernels._jit import watch_compiles
     from geosweep.kernels.registry import BUILTIN_FAMILIES, load_builtins
 
+    announce = (first_run or FirstRun()).announce_all
     first, *rest = BUILTIN_FAMILIES
     helpers: list[tuple[subprocess.Popen, threading.Thread]] = []
 
     def cold() -> None:  # the first family compiles: the others compile meanwhile, in helpers
-        _announce("all")
-        helpers.extend(_helper(f"import {m}", what="all") for m in rest)
+        announce()
+        helpers.extend(_helper(f"import {m}", announce=announce) for m in rest)
 
     try:
         with watch_compiles(on_first=cold):
@@ -196,7 +187,7 @@ def load_families() -> None:
         for proc, reader in helpers:
             proc.wait()
             reader.join()
-    with watch_compiles(on_first=lambda: _announce("all")):
+    with watch_compiles(on_first=announce):
         load_builtins()
 
 
@@ -204,7 +195,7 @@ def _api_url_configured() -> bool | None:
     """Whether Prefect will find an API URL (``PREFECT_API_URL`` or the active profile's), read
     without importing Prefect (≈ 3 s); None when a settings source this does not read is present
     (``prefect.toml``, ``[tool.prefect]`` in ``pyproject.toml`` or ``.env`` here)."""
-    if os.environ.get("PREFECT_API_URL"):
+    if config.environ("PREFECT_API_URL"):
         return True
     cwd = Path.cwd()
     if (cwd / "prefect.toml").exists() or (cwd / ".env").exists():
@@ -214,15 +205,15 @@ def _api_url_configured() -> bool | None:
             return None
     except OSError:
         pass
-    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
-    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
+    home = Path(config.environ("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    path = Path(config.environ("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
         return False
     except (OSError, ValueError):
         return None
-    active = os.environ.get("PREFECT_PROFILE") or data.get("active") or "ephemeral"
+    active = config.environ("PREFECT_PROFILE") or data.get("active") or "ephemeral"
     profile = data.get("profiles", {}).get(active, {})
     return bool(profile.get("PREFECT_API_URL")) if isinstance(profile, dict) else None
 
@@ -240,8 +231,8 @@ class _TemporaryServer(threading.Thread):
         self.log: Path | None = None
         self._reported = False
         self._spawn()
-        os.environ["PREFECT_API_URL"] = f"{self.url}/api"
-        os.environ.setdefault("PREFECT_UI_URL", "")  # no UI on this server: no "View at" link to nowhere
+        config.put("PREFECT_API_URL", f"{self.url}/api", replace=True)
+        config.put("PREFECT_UI_URL")  # no UI on this server: no "View at" link to nowhere
         atexit.register(self.stop)
         self.start()
 
@@ -254,7 +245,8 @@ class _TemporaryServer(threading.Thread):
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
-        env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+        served = config.values("PREFECT_UI_ENABLED", "PREFECT__SERVER_EPHEMERAL", "PREFECT__SERVER_FINAL")
+        env = {**os.environ, **served}
         env.pop("PREFECT_API_URL", None)
         cmd = [sys.executable, *SAFE_PATH, "-m", "uvicorn", "--app-dir", str(app_dir), "--factory",
                "prefect.server.api.server:create_app", "--host", "127.0.0.1", "--port", str(port),
@@ -361,65 +353,87 @@ def _spec_names(spec_path: str | os.PathLike) -> tuple[str, list[str]] | None:
     return system, [i for i in integrators if isinstance(i, str)]
 
 
-_pending: list[tuple[str, list[str]]] = []
-
-
-def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, wait: bool = True) -> bool:
-    """Load what a spec needs (every built-in family without one); returns whether geosweep's stamp
-    says the cache is cold. Then validate the spec and call :func:`warm` with the plan, and
-    :func:`mark_warm` after it.
-
-    ``wait=False``: return at once; :func:`finish` loads the spec's family (the caller starts
-    Prefect's server in between, so that it boots while the family loads or compiles).
-    """
-    _prepared.clear()
-    if not families:
-        return False
-    names = _spec_names(spec_path) if spec_path is not None else None
-    # a family compiles lazily (only the potentials and method kinds a spec runs): one stamp per
-    # family, system and set of integrators
-    key = "all" if names is None else _family_key(*names)
-    _prepared.append(key)
-    cold = is_cold(key)
-    if names is None:
-        load_families()  # says "compiling kernels" itself, once a compile starts
-    else:
-        _pending.append(names)
-    if wait:
-        finish()
-    return cold
-
-
 def _family_key(system: str, integrators: list[str]) -> str:
     from geosweep.kernels.registry import BUILTIN_SYSTEMS
 
     return "-".join([BUILTIN_SYSTEMS.get(system, "plugin"), system, *sorted(integrators)])
 
 
-def finish() -> None:
-    """Load the family of :func:`prepare`'s spec. Whatever compiles meanwhile is said by :func:`warm`,
-    once the spec is valid (importing a family compiles its fixed-signature kernels on a cold cache)."""
-    from geosweep.kernels._jit import watch_compiles
-    from geosweep.kernels.registry import load_for
+@dataclass
+class FirstRun:
+    """One command's first run on a cold cache (``validate``, ``run``, ``serve``): :meth:`prepare`
+    loads what the spec needs (every built-in family without one) and tells whether geosweep's stamp
+    says the cache is cold; the caller validates the spec (and may start Prefect's server in between,
+    ``prepare(wait=False)`` then :meth:`finish`), calls :meth:`warm` with the plan and :meth:`mark_warm`.
+    "compiling kernels" is said once per object, only when Numba really compiles."""
 
-    while _pending:
-        names = _pending.pop()
-        with watch_compiles() as count:
-            load_for(*names)
-        if count[0]:
-            _unsaid.append(count[0])
+    spec_path: str | os.PathLike | None = None
+    #: the stamp key :meth:`prepare` loaded for (a family, system and integrators; ``all``), "" before
+    key: str = ""
+    #: geosweep's stamp said the cache was cold for :attr:`key`
+    cold: bool = False
+    #: this command (or its compile helpers) said "compiling kernels"
+    compiled: bool = False
+    #: (system, integrators) whose family :meth:`finish` loads
+    _names: tuple[str, list[str]] | None = None
+    #: kernels that compiled while the family loaded, before the spec was found valid (said by :meth:`warm`)
+    _unsaid: int = 0
 
+    def announce(self, what: str = "family") -> None:
+        """Say "compiling kernels" once (only when a compile has really started)."""
+        if not self.compiled:
+            self.compiled = True
+            LOG.info(f"compiling kernels (first run only, ~{COLD_SECONDS[what]} s)")
 
-def warm(plan: Plan, cold: bool) -> None:
-    """For a valid spec's ``plan``: say "compiling kernels" if loading its family compiled, and (``cold``:
-    geosweep's stamp says so) compile the driver's specialisations its cells run, saying so when
-    Numba really compiles (:func:`geosweep.sweeps.engine.warm_plan`)."""
-    from geosweep.kernels._jit import watch_compiles
-    from geosweep.sweeps.engine import warm_plan
+    def announce_all(self) -> None:
+        self.announce("all")
 
-    if _unsaid:
-        _unsaid.clear()
-        _announce()
-    if cold:
-        with watch_compiles(on_first=_announce):
-            warm_plan(plan)
+    def prepare(self, families: bool = True, wait: bool = True) -> bool:
+        """Load what the spec needs (``families=False``: nothing); returns :attr:`cold`.
+        ``wait=False``: return at once; :meth:`finish` loads the spec's family."""
+        self.key, self.cold, self._names = "", False, None
+        if not families:
+            return False
+        names = _spec_names(self.spec_path) if self.spec_path is not None else None
+        # a family compiles lazily (only the potentials and method kinds a spec runs): one stamp per
+        # family, system and set of integrators
+        self.key = "all" if names is None else _family_key(*names)
+        self.cold = is_cold(self.key)
+        if names is None:
+            load_families(self)  # says "compiling kernels" itself, once a compile starts
+        else:
+            self._names = names
+        if wait:
+            self.finish()
+        return self.cold
+
+    def finish(self) -> None:
+        """Load the family of :meth:`prepare`'s spec. Whatever compiles meanwhile is said by :meth:`warm`,
+        once the spec is valid (importing a family compiles its fixed-signature kernels on a cold cache)."""
+        from geosweep.kernels._jit import watch_compiles
+        from geosweep.kernels.registry import load_for
+
+        names, self._names = self._names, None
+        if names is not None:
+            with watch_compiles() as count:
+                load_for(*names)
+            self._unsaid += count[0]
+
+    def warm(self, plan: Plan) -> None:
+        """For a valid spec's ``plan``: say "compiling kernels" if loading its family compiled, and (cold
+        cache) compile the driver's specialisations its cells run, saying so when Numba really compiles
+        (:func:`geosweep.sweeps.engine.warm_plan`)."""
+        from geosweep.kernels._jit import watch_compiles
+        from geosweep.sweeps.engine import warm_plan
+
+        if self._unsaid:
+            self._unsaid = 0
+            self.announce()
+        if self.cold:
+            with watch_compiles(on_first=self.announce):
+                warm_plan(plan)
+
+    def mark_warm(self) -> None:
+        """Record what :meth:`prepare` loaded as compiled (nothing before it)."""
+        if self.key:
+            mark_warm(self.key)

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
@@ -22,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from geosweep import config
 from geosweep.flows.entry import MESSAGE
 
 LOG = logging.getLogger("geosweep")
@@ -37,7 +37,7 @@ def quiet_distributed(level: int = logging.WARNING) -> None:
     Not imported here when Dask is not yet (a ``--serial`` run never loads it: ~0.25 s): its import
     reads the level from the environment set here. Once Dask's configuration is read, the import
     would set "distributed" to its configured level (INFO), so it is imported and overridden."""
-    os.environ["DASK_DISTRIBUTED__LOGGING__DISTRIBUTED"] = logging.getLevelName(level).lower()
+    config.put("DASK_DISTRIBUTED__LOGGING__DISTRIBUTED", logging.getLevelName(level).lower(), replace=True)
     if "dask" in sys.modules and "distributed" not in sys.modules:
         import distributed  # noqa: F401 - sets "distributed" to its configured level: overridden below
 
@@ -69,9 +69,9 @@ def configure(level: str = "INFO", quiet: bool = False) -> int:
         LOG.propagate = False
     # Prefect (read when it is imported, and by flow-run processes): the console shows this level,
     # the API still receives every flow-run log
-    os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = logging.getLevelName(lvl)
+    config.put("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", logging.getLevelName(lvl), replace=True)
     if lvl <= logging.DEBUG:
-        os.environ["PREFECT_LOGGING_LEVEL"] = "DEBUG"
+        config.put("PREFECT_LOGGING_LEVEL", replace=True)
     quiet_distributed(logging.DEBUG if lvl <= logging.DEBUG else logging.WARNING)
     return lvl
 

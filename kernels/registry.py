@@ -278,8 +278,11 @@ class FamilyDef:
     collect_many: Callable[..., dict[str, Any]] | None = None
 
 
+#: process-wide state: the registry — every system, integrator and family loaded in this process, by name
 SYSTEMS: dict[str, SystemDef] = {}
+#: process-wide state: the registry's integrators (see SYSTEMS)
 INTEGRATORS: dict[str, IntegratorDef] = {}
+#: process-wide state: the registry's families (see SYSTEMS)
 FAMILIES: dict[str, FamilyDef] = {}
 
 

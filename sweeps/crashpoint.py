@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import os
 
-#: environment variable naming the point to exit at (tests only)
-ENV = "GEOSWEEP_TEST_EXIT_AT"
+from geosweep import config
+
+#: environment variable naming the point to exit at (tests only; its points: geosweep.config.EXIT_POINTS)
+ENV = config.TEST_EXIT_AT.name
 #: the exit status of a process ended at a named point
 EXIT_STATUS = 86
 
 
 def reached(name: str) -> None:
     """Exit the process now if ``$GEOSWEEP_TEST_EXIT_AT`` is ``name``; otherwise do nothing."""
-    if os.environ.get(ENV) == name:
+    if config.TEST_EXIT_AT.get() == name:
         os._exit(EXIT_STATUS)

@@ -28,6 +28,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_serializer
 
+from geosweep import config
+
 #: Largest options file read (bytes).
 MAX_FILE_BYTES = 2**20
 #: Option names whose values are secrets (compared in lower case; also any name containing
@@ -120,9 +122,10 @@ def load(text: str) -> dict:
         name = text[4:]
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise StorageOptionsError(f"{text}: not an environment variable name")
-        if name not in os.environ:
+        value = config.named(name)
+        if value is None:
             raise StorageOptionsError(f"{text}: the environment variable {name} is not set in this process")
-        return _json_object(os.environ[name], f"environment variable {name}")
+        return _json_object(value, f"environment variable {name}")
     if text.startswith("@"):
         path = os.path.expanduser(text[1:])
         try:

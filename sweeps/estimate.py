@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from geosweep import config
 from geosweep.sweeps.compact import per_value_text
 from geosweep.sweeps.execution import runs_in_driver
 from geosweep.sweeps.grid import Cell, slice_bounds, slice_target
@@ -469,7 +470,7 @@ def estimate(
     del ordered
     cells_seconds = makespan(slice_costs, parallel)
     if temporary_server is None:
-        temporary_server = not os.environ.get("PREFECT_API_URL")
+        temporary_server = not config.environ("PREFECT_API_URL")
     overhead = OVERHEAD_SECONDS["driver" if in_driver else "dask"]
     if prefect:
         overhead = OVERHEAD_SECONDS["prefect"] + (OVERHEAD_SECONDS["prefect_server"] if temporary_server else 0.0)

@@ -21,9 +21,35 @@ from contextlib import contextmanager
 #: :func:`fewer_collections` (CPython's default: 700)
 FIRST_THRESHOLD = 20_000
 
-_lock = threading.Lock()
-_depth = 0
-_saved: tuple[int, ...] | None = None
+
+class _Blocks:
+    """The blocks of :func:`fewer_collections` open in this process: how many, and the threshold the
+    first one found (restored when the last one leaves)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.depth = 0
+        self.saved: tuple[int, ...] | None = None
+
+    def enter(self) -> None:
+        with self.lock:
+            if self.depth == 0:
+                self.saved = gc.get_threshold()
+                first, *rest = self.saved
+                if first != 0:  # 0 disables collection; keep that
+                    gc.set_threshold(max(first, FIRST_THRESHOLD), *rest)
+            self.depth += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.depth -= 1
+            if self.depth == 0 and self.saved is not None:
+                gc.set_threshold(*self.saved)
+                self.saved = None
+
+
+#: process-wide state: the collector's threshold is the process's, so are the blocks that raised it
+_PROCESS_BLOCKS = _Blocks()
 
 
 @contextmanager
@@ -34,19 +60,8 @@ def fewer_collections() -> Iterator[None]:
     local cluster, two slices on one worker) share it, and the threshold found by the first block
     to enter is restored when the last one leaves. A threshold already higher is kept; a disabled
     collector stays disabled."""
-    global _depth, _saved
-    with _lock:
-        if _depth == 0:
-            _saved = gc.get_threshold()
-            first, *rest = _saved
-            if first != 0:  # 0 disables collection; keep that
-                gc.set_threshold(max(first, FIRST_THRESHOLD), *rest)
-        _depth += 1
+    _PROCESS_BLOCKS.enter()
     try:
         yield
     finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0 and _saved is not None:
-                gc.set_threshold(*_saved)
-                _saved = None
+        _PROCESS_BLOCKS.leave()

@@ -47,13 +47,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from geosweep import config
 from geosweep.sweeps.store.checks import StoreMismatchError
 from geosweep.sweeps.store.location import StoreRef
 
-#: environment variable: lease timeout in seconds (heartbeat every sixth of it)
-TIMEOUT_ENV = "GEOSWEEP_LEASE_TIMEOUT"
+#: environment variable: lease timeout in seconds (heartbeat every sixth of it; geosweep.config)
+TIMEOUT_ENV = config.LEASE_TIMEOUT.name
 HEARTBEAT = 10.0
-STALE_AFTER = 60.0
+STALE_AFTER: float = config.LEASE_TIMEOUT.default
 #: seconds a takeover (or a fenced write) waits for the lease's lock
 LOCK_WAIT = 5.0
 #: largest lease file read (a lease is ~150 bytes)
@@ -90,14 +91,9 @@ def store_write_error(url: str, exc: OSError) -> StoreWriteError | None:
 
 
 def timeouts() -> tuple[float, float]:
-    """(stale_after, heartbeat) in seconds: :data:`TIMEOUT_ENV` if set, else the defaults."""
-    text = os.environ.get(TIMEOUT_ENV, "").strip()
-    try:
-        value = float(text) if text else STALE_AFTER
-    except ValueError:
-        value = STALE_AFTER
-    if not math.isfinite(value) or value <= 0:
-        value = STALE_AFTER
+    """(stale_after, heartbeat) in seconds: :data:`TIMEOUT_ENV` if set, else the defaults
+    (:class:`geosweep.config.ConfigError` for a value that is not a number of seconds > 0)."""
+    value = float(config.LEASE_TIMEOUT.get())
     return value, min(HEARTBEAT, value / 6)
 
 
@@ -234,7 +230,9 @@ def fence(ref: StoreRef) -> Iterator[None]:
         yield
 
 
-_ACTIVE: set[str] = set()  # owners of the leases this process holds right now
+#: process-wide state: owners of the leases this process holds right now (a lease of this host whose
+#: process exists but is not among them was left by a dead run of this process: :func:`_dead_here`)
+_ACTIVE: set[str] = set()
 
 
 def _dead_here(owner: str) -> bool:

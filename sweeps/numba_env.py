@@ -9,9 +9,10 @@ thread count and loading nothing but the requested layer's library (no kernel is
 
 from __future__ import annotations
 
-import os
 import sys
 import warnings
+
+from geosweep import config
 
 #: the values of ``NUMBA_THREADING_LAYER`` Numba knows: a layer, or a property it picks a layer for
 LAYERS = ("default", "safe", "forksafe", "threadsafe", "tbb", "omp", "workqueue")
@@ -47,7 +48,7 @@ def _loadable(layer: str) -> bool:
 
 
 def _threads_problem() -> str | None:
-    raw = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    raw = config.environ("NUMBA_NUM_THREADS").strip()
     if not raw:
         return None
     try:
@@ -59,7 +60,7 @@ def _threads_problem() -> str | None:
 
 
 def _layer_problem() -> str | None:
-    raw = os.environ.get("NUMBA_THREADING_LAYER", "").strip()
+    raw = config.environ("NUMBA_THREADING_LAYER").strip()
     value = raw.lower()
     if not value:
         return None

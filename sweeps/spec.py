@@ -254,7 +254,7 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-#: the last spec text :func:`read_spec_file` parsed: (suffix, sha256 of its bytes) → its data
+#: process-wide state: the last spec text :func:`read_spec_file` parsed: (suffix, sha256 of its bytes) → its data
 _PARSED: dict[tuple[str, bytes], dict[str, Any]] = {}
 
 

@@ -24,7 +24,8 @@ from geosweep.sweeps.store import StoreRef
 
 #: where the rules for a store that every worker must see are explained
 README = "deploy/README.md, 'The store'"
-#: tokens this process has proven (one probe per worker process and run)
+#: process-wide state: the lease tokens whose store this process has proven it sees (one probe per
+#: worker process and run)
 _PROVEN: set[str] = set()
 _LOCK = threading.Lock()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import subprocess
 import sys
 import tempfile
@@ -20,11 +19,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-#: The suite's sweeps are small: run in the driver by default (geosweep.sweeps.execution.runs_in_driver),
-#: they would no longer test the Dask path they were written for. Every run goes to Dask unless a test
-#: says otherwise (tests/test_in_driver.py tests the default); CLI subprocesses inherit it.
-os.environ.setdefault("GEOSWEEP_IN_DRIVER_BELOW", "0")
 
 #: the families' kernels, compiled into the on-disk cache (as deploy/Dockerfile does)
 WARM = (
@@ -128,3 +122,11 @@ def s2_lj_default_run(s2_lj_default):
     from geosweep.kernels.s2.integrate import integrate
 
     return integrate(s2_lj_default, "explicit_vi", 0.005, 1000, stride=1)
+
+
+@pytest.fixture
+def dask_path(monkeypatch):
+    """Runs of this test go to Dask however small (``GEOSWEEP_IN_DRIVER_BELOW=0``, inherited by the CLI
+    subprocesses it starts): the suite otherwise runs with the users' default, under which a run of a few
+    short cells stays in the driver's process (:func:`geosweep.sweeps.execution.runs_in_driver`)."""
+    monkeypatch.setenv("GEOSWEEP_IN_DRIVER_BELOW", "0")

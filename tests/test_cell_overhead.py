@@ -60,7 +60,7 @@ def test_a_serial_sweep_probes_no_checkpoint_per_cell(tmp_path, monkeypatch):
     assert len(listings) <= res.slices + shards  # one listing per slice and per shard write
 
 
-def test_a_worker_opens_the_store_once_per_run_not_per_task(tmp_path, monkeypatch):
+def test_a_worker_opens_the_store_once_per_run_not_per_task(tmp_path, monkeypatch, dask_path):
     opens = _counting(monkeypatch, StoreRef, "open_group")
     with LocalCluster(
         n_workers=2,
@@ -95,7 +95,7 @@ def test_shard_write_checksums_are_cell_checksums_also_for_padded_and_missing_va
     assert np.isnan(group["energy"][c1][-3:]).all()
 
 
-def test_models_go_to_the_cluster_once_per_shard_not_one_task_per_model(tmp_path):
+def test_models_go_to_the_cluster_once_per_shard_not_one_task_per_model(tmp_path, dask_path):
     """16 models (one per seed) in 2 shards: no task per model — a task per model cost more than the
     sub-millisecond cells it serves (10⁴ cells of the issue's ensemble: 2500 tasks). Models this small
     ride inside the slices that need them (``geosweep.sweeps.bundles``): no model task at all."""

@@ -145,7 +145,7 @@ def test_s3_serial_run_resumes_and_opens_bitwise(s3, reference):
     assert [r["cells_run"] for r in ds.attrs["runs"]] == [4]
 
 
-def test_s3_on_local_cluster_resumes_interrupted_cells(s3, cluster, reference):
+def test_s3_on_local_cluster_resumes_interrupted_cells(s3, cluster, reference, dask_path):
     import zarr
 
     lc, client = cluster
@@ -339,7 +339,7 @@ def test_cluster_file_overrides_only_what_it_sets_of_the_site_jobqueue_yaml(site
     assert lines[-1].startswith("python3.11 -m distributed.cli.dask_worker") and "--nworkers 2" in lines[-1]
 
 
-def test_a_batch_jobs_worker_command_runs_one_slice_at_a_time_with_a_writer_thread(tmp_path, reference):
+def test_a_batch_jobs_worker_command_runs_one_slice_at_a_time_with_a_writer_thread(tmp_path, reference, dask_path):
     """The worker line of a Slurm job script, run here as the job would run it (its exports, then
     the command, in a job directory) against the cluster's own scheduler: its workers declare the slice
     resource, have a spare thread, keep the job's working directory off ``sys.path`` and run a sweep
@@ -626,7 +626,7 @@ def test_nightly_deployment_has_cron_schedule_and_dated_stores(tmp_path):
     assert dated_store("gs://b", "demo") == f"gs://b/demo/{today}.zarr"
 
 
-def test_nightly_flow_writes_and_resumes_todays_store(prefect_server, cluster, tmp_path):
+def test_nightly_flow_writes_and_resumes_todays_store(prefect_server, cluster, tmp_path, dask_path):
     from geosweep.flows.deployments import nightly_flow
 
     lc, _ = cluster
@@ -650,7 +650,7 @@ def _geosweep(*args: str, env: dict | None = None, timeout: float = 120) -> subp
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
-def test_cli_run_with_storage_options_and_cluster_file(s3, prefect_server, cluster, reference, tmp_path):
+def test_cli_run_with_storage_options_and_cluster_file(s3, prefect_server, cluster, reference, tmp_path, dask_path):
     lc, _ = cluster
     spec = tmp_path / "springs.toml"
     spec.write_text(SPEC_TOML)

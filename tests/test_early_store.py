@@ -20,6 +20,9 @@ from geosweep.sweeps.plan import make_plan
 from geosweep.sweeps.store import StoreRef
 from tests.sweep_util import assert_stores_bitwise_equal, chain_ensemble
 
+#: the early wave is Dask's: these small runs would stay in the driver under the users' default
+pytestmark = pytest.mark.usefixtures("dask_path")
+
 #: 48 short cells in several shards (3-link chains, 12 seeds × 2 integators × 2 h)
 SPEC = chain_ensemble("early", 12, T=0.2, dt_out=0.05)
 #: seconds the test holds the store's creation back

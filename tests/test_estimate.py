@@ -72,10 +72,11 @@ def test_estimate_matches_a_measured_short_demo(tmp_path):
     plan = make_plan(str(spec))
     # a warm run, as the estimate assumes: the kernels compiled and geosweep's first-run stamp for this
     # spec set (a fresh checkout has none: its first run would also load the driver's specialisations)
-    firstrun.prepare(str(spec))
+    first_run = firstrun.FirstRun(str(spec))
+    first_run.prepare()
     warm_plan(plan)
-    firstrun.mark_warm()
-    assert not firstrun.is_cold(firstrun._prepared[0])
+    first_run.mark_warm()
+    assert not firstrun.is_cold(first_run.key)
     est = estimate(plan, 2, prefect=False, cores=2)
     assert (est.cells, est.runnable, est.not_applicable) == (24, 24, 0)
 

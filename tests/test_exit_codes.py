@@ -97,6 +97,7 @@ ELSEWHERE = {
     "geosweep.sweeps.liveness:WorkersUnresponsive": "tests/test_cluster_interrupts.py, tests/test_slurm.py",
     "geosweep.sweeps.credentials:StorageOptionsError": "tests/test_credentials.py",
     "geosweep.sweeps.lease:StoreWriteError": "tests/test_faults.py",
+    "geosweep.config:ConfigError": "tests/test_config.py (a bad value of each kind, in-process and the console script)",
 }
 
 

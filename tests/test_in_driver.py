@@ -1,9 +1,9 @@
 """A run of a few short cells runs in the driver's process, without Dask, whatever cluster it was given
 (issue 21: 300 cells of 0.1 ms on 2 worker threads ran at 0.88× serial, 10³ at 0.98×; the Python around such
 cells holds the GIL, so a Dask round trip costs more than two workers save). The rule is
-:func:`geosweep.sweeps.execution.runs_in_driver`; the suite's conftest turns it off (``GEOSWEEP_IN_DRIVER_BELOW=0``)
-so that its small sweeps keep testing the Dask path, and these tests turn it back on. Real
-LocalCluster, real zarr stores, the real command line."""
+:func:`geosweep.sweeps.execution.runs_in_driver`; the suite runs with it (the users' default), and a test
+written for the Dask path asks for that path (conftest's ``dask_path``). Real LocalCluster, real zarr
+stores, the real command line."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ LONG = dict(SHORT, name="in-driver-long", T=10.0, dt_out=0.5, params={"N": 3, "i
 
 @pytest.fixture
 def rule_on(monkeypatch):
-    """The default rule, as a user gets it (conftest turns it off for the rest of the suite)."""
+    """The default rule, as a user gets it, whatever the developer's environment sets."""
     monkeypatch.delenv(IN_DRIVER_ENV, raising=False)
 
 
@@ -166,7 +166,7 @@ def test_the_command_line_starts_no_cluster_for_a_small_run(tmp_path):
     assert not (tmp_path / "c.zarr").exists()
     bad = dict(env, **{IN_DRIVER_ENV: "later"})
     p = subprocess.run(cmd, capture_output=True, text=True, env=bad, timeout=300)
-    assert p.returncode != 0 and IN_DRIVER_ENV in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert p.returncode == 2 and IN_DRIVER_ENV in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]
 
 
 def test_validate_says_a_small_run_runs_in_this_process(rule_on):

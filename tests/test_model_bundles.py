@@ -74,7 +74,7 @@ def _chain_plan(seeds: int):
     )
 
 
-def test_small_models_travel_inside_their_slices_bitwise(tmp_path):
+def test_small_models_travel_inside_their_slices_bitwise(tmp_path, dask_path):
     """Models that pickle small ride in the slices that need them: no model task to wait for or copy
     (the workers then take slices in priority order with nothing tying a shard to a worker), and the
     store is bitwise the serial one."""

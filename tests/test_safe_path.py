@@ -42,7 +42,7 @@ def test_modules_in_the_working_directory_do_not_run(tmp_path, name):
     assert name != "yaml" or "compiling kernels" in p.stderr
 
 
-def test_dask_worker_processes_do_not_run_modules_of_the_working_directory(tmp_path):
+def test_dask_worker_processes_do_not_run_modules_of_the_working_directory(tmp_path, dask_path):
     """``--processes``: Dask spawns its workers with ``python -c`` (the working directory first on
     sys.path); a ``multiprocessing.py`` there would run in every worker."""
     marker = tmp_path / "executed"

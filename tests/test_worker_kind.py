@@ -60,7 +60,7 @@ def test_processes_and_threads_together_are_refused(capsys):
     assert "not allowed with argument" in capsys.readouterr().err
 
 
-def test_a_run_of_many_short_cells_starts_worker_processes_bitwise_equal_to_serial(tmp_path, monkeypatch):
+def test_a_run_of_many_short_cells_starts_worker_processes_bitwise_equal_to_serial(tmp_path, monkeypatch, dask_path):
     """Thresholds lowered so that 16 cells count as many: ``run_sweep`` without a client starts its own
     cluster of processes (the scheduler reports a nanny per worker) and stores what a serial run stores.
     The cells are the discrete gradient's (each computed alone); the Lie cells beside them are computed
@@ -80,7 +80,7 @@ def test_a_run_of_many_short_cells_starts_worker_processes_bitwise_equal_to_seri
     assert any("on 2 workers" in line for line in said) and not any("(processes)" in line for line in said), said
 
 
-def test_many_short_cells_computed_together_keep_threads(tmp_path, monkeypatch):
+def test_many_short_cells_computed_together_keep_threads(tmp_path, monkeypatch, dask_path):
     """Short cells computed together hand the GIL over once per slice, not per cell: threads run them
     side by side (benchmarks/README.md, "Cells computed together"), without a process start-up."""
     monkeypatch.setattr(ex, "AUTO_PROCESS_MIN_CELLS", 10)
@@ -115,7 +115,7 @@ def test_local_worker_processes_block_sigint_and_the_driver_does_not():
 
 
 @pytest.mark.parametrize(("integrators", "processes"), [(["rkmk4", "cf4"], False), (["dg_avf"], True)])
-def test_the_command_line_counts_only_cells_computed_alone(monkeypatch, integrators, processes):
+def test_the_command_line_counts_only_cells_computed_alone(monkeypatch, integrators, processes, dask_path):
     """``geosweep run``'s own local cluster: processes for many short cells computed one by one (the
     discrete gradient's), threads for as many computed together (the chain's Lie methods)."""
     from contextlib import ExitStack

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from geosweep import config
+
 HERE = Path(__file__).resolve().parent
 #: one core per side: thread counts of every runtime involved
 SINGLE_THREAD_ENV = {
@@ -42,7 +44,7 @@ class Peer:
 
     @property
     def venv(self) -> Path:
-        return Path(os.environ.get("GEOSWEEP_PEERS_DIR", "/tmp")) / f"peer-{self.name}"
+        return Path(config.PEERS_DIR.get()) / f"peer-{self.name}"
 
     @property
     def python(self) -> Path:

@@ -33,6 +33,7 @@ import signal
 import sys
 from pathlib import Path
 
+from geosweep import config
 from geosweep.flows.cli.common import DEMO_SPEC, StoreProblem, _demo_spec_path
 from geosweep.flows.cli.exits import EXIT_CODES, OptionsError, exit_code
 from geosweep.flows.cli.extend import cmd_extend
@@ -90,11 +91,11 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     # an offline machine cannot send Prefect's telemetry: do not log an error for it
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    config.put("PREFECT_SERVER_ANALYTICS_ENABLED")
     if argv is None:  # the console script: every Python process it starts (Dask's spawned workers too)
         # keeps the working directory off sys.path, like firstrun.SAFE_PATH (a multiprocessing.py there
         # must not run in a worker); --import still finds modules there (geosweep.flows.plugins puts it on sys.path)
-        os.environ.setdefault("PYTHONSAFEPATH", "1")
+        config.put("PYTHONSAFEPATH")
     parser = build_parser()
     args = parser.parse_args(argv)
     # the options themselves (dict) for this process; the StorageOptions (reference, or redacted when
@@ -165,9 +166,11 @@ def _say_interrupted(interrupts: Interrupts) -> int:
 
 
 def _check_numba_env() -> None:
-    """Refuse (one line, exit 2) a Numba threading environment that would fail inside the run."""
+    """Refuse (one line, exit 2) a bad ``GEOSWEEP_*`` variable (:func:`geosweep.config.check`) or a Numba
+    threading environment that would fail inside the run."""
     from geosweep.sweeps.numba_env import numba_env_problem
 
+    config.check()
     if problem := numba_env_problem():
         raise OptionsError(problem)
 

@@ -37,6 +37,7 @@ EXIT_CODES: tuple[tuple[str, int], ...] = (
     ("geosweep.sweeps.store:StoreMismatchError", MISMATCH),  # also StoreFormatError, StoreBusyError, LeaseLost
     ("geosweep.sweeps.liveness:WorkersUnresponsive", TASK_FAILED),  # also NoWorkerConnected
     ("geosweep.flows.cli.exits:OptionsError", REFUSED),
+    ("geosweep.config:ConfigError", REFUSED),
     ("geosweep.sweeps.execution:ClusterFileError", REFUSED),
     ("geosweep.flows.cli.common:StoreProblem", REFUSED),
     ("geosweep.sweeps.execution:SchedulerUnreachable", REFUSED),

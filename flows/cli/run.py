@@ -43,16 +43,17 @@ def cmd_run(args: argparse.Namespace, spec_path: str) -> int:
     except ValueError as e:
         raise OptionsError(str(e)) from None
     # a cold Numba cache: only the spec's family compiles, here, while Prefect's server boots in its process
-    cold = firstrun.prepare(spec_path, wait=False)
+    first_run = firstrun.FirstRun(spec_path)
+    cold = first_run.prepare(wait=False)
     server = firstrun.start_prefect_server() if on_prefect else None
     pause("prefect-start")  # a test hook: a signal while Prefect's server starts
-    firstrun.finish()
+    first_run.finish()
     plan = make_plan(spec_path)  # validated and models built, once; a bad spec is refused before anything starts
     if args.threads_per_cell is not None:  # travels with the plan, through the Prefect flow too
         plan = plan.model_copy(update={"threads_per_cell": args.threads_per_cell})
-    firstrun.warm(plan, cold)  # the driver's specialisations, here while Prefect's server starts
+    first_run.warm(plan)  # the driver's specialisations, here while Prefect's server starts
     if cold:
-        firstrun.mark_warm()
+        first_run.mark_warm()
     store = os.fspath(args.store or default_store_path(plan.spec))
     _check_store(store, args.storage_options, write=True)
     if args.storage_ref is not None and args.storage_ref.secrets and not args.storage_ref.reference:

@@ -22,7 +22,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             "when this process stops. Start one (prefect server start) and export "
             "PREFECT_API_URL=http://127.0.0.1:4200/api, or pass --temporary"
         )
-    firstrun.prepare()
+    firstrun.FirstRun().prepare()
     serve_nightly(
         args.spec,
         args.store_root,

@@ -12,11 +12,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from geosweep.sweeps.plan import make_plan
 
     t0 = time.perf_counter()
-    cold = firstrun.prepare(args.spec)
+    first_run = firstrun.FirstRun(args.spec)
+    cold = first_run.prepare()
     plan = make_plan(args.spec)
-    firstrun.warm(plan, cold)
+    first_run.warm(plan)
     if cold:
-        firstrun.mark_warm()
+        first_run.mark_warm()
     compiled = time.perf_counter() - t0
     grid = plan.grid
     dims = ", ".join(f"{d}={n}" for d, n in zip(grid.dims, grid.shape))
@@ -30,11 +31,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         prefect=not args.no_prefect,
         cold=False,  # compiled by now, here
         # measured here when this validate compiled; else the reference machine's figure
-        compile_seconds=compiled if firstrun.compiled() else firstrun.COLD_SECONDS["family"],
+        compile_seconds=compiled if first_run.compiled else firstrun.COLD_SECONDS["family"],
         slice_seconds=args.slice_seconds,
     )
     for line in est.lines():
         print(line)
-    if firstrun.compiled():
+    if first_run.compiled:
         print(f"(this validate compiled the kernels, {compiled:.0f} s: runs on this machine skip it)")
     return 0

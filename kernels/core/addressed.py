@@ -118,6 +118,7 @@ class Entry:
         self.drive: Any = None  # the driver as a typed function (set by fastcall.register_driver)
 
 
+#: process-wide state: each callback type's addressed entry, compiled (or loaded) once per process
 _ENTRIES: dict[str, Entry] = {}
 
 

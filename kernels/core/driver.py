@@ -514,10 +514,10 @@ def drive(step, observe, dense, cb, meth, ictl, fctl, k_stop, t_stop,
     return status
 
 
+#: process-wide state: str(callback type) -> the driver compiled for it (one compilation per process)
 _DRIVERS: dict = {}
-
-
-_BY_ID: dict = {}  # id(cb_type) -> (cb_type, driver): every stepper asks; str() of a type costs more
+#: process-wide state: id(cb_type) -> (cb_type, driver): every stepper asks; str() of a type costs more
+_BY_ID: dict = {}
 
 
 def compile_driver(cb_type):

@@ -25,7 +25,6 @@ checks of :mod:`geosweep.kernels.core.views`, i.e. a bug) cannot cross the C wra
 
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any, cast
 
@@ -37,7 +36,9 @@ from numba.core.types.function_type import WrapperAddressProtocol
 from numba.experimental.function_type import _get_wrapper_address
 from numba.np.numpy_support import as_dtype
 
-CHECKED_ENV = "GEOSWEEP_CHECKED_CALLS"
+from geosweep import config
+
+CHECKED_ENV = config.CHECKED_CALLS.name
 
 
 class TypedFunction(WrapperAddressProtocol):
@@ -174,18 +175,22 @@ def _function_ids(value: Any) -> tuple | int | None:
     return id(value) if isinstance(value, (Dispatcher, TypedFunction, CFunc)) else None
 
 
-_DRIVERS: dict[int, Any] = {}  # id(driver dispatcher) -> (the dispatcher, its signature's argument types)
-#: (id(entry point), function ids) -> the typed (step, observe, dense, cb): a stepper built again from
-#: the same functions (every ``integrate`` call builds one) skips typing them
+#: process-wide state (this module's compiled-call caches, below): id(driver dispatcher) -> (the dispatcher, its
+#: signature's argument types)
+_DRIVERS: dict[int, Any] = {}
+#: process-wide state: (id(entry point), function ids) -> the typed (step, observe, dense, cb): a stepper built again
+#: from the same functions (every ``integrate`` call builds one) skips typing them
 _FUNCS: dict[tuple, tuple] = {}
-#: id(driver dispatcher) -> (its compiled entry point, the array specs of its arguments 4..): found once
-#: (hashing the signature's Numba types costs more than a short run)
+#: process-wide state: id(driver dispatcher) -> (its compiled entry point, the array specs of its arguments 4..): found
+#: once (hashing the signature's Numba types costs more than a short run)
 _ENTRIES: dict[int, tuple] = {}
-#: (id(entry point), ids of step, observe, dense) -> the functions (step, observe, dense, cb) last bound
-#: and their typed values: a stepper built from the same objects (a family that reuses its callback
-#: tuple) skips walking ``cb`` for its ids; one entry per kind of stepper
+#: process-wide state: (id(entry point), ids of step, observe, dense) -> the functions (step, observe, dense, cb) last
+#: bound and their typed values: a stepper built from the same objects (a family that reuses its callback tuple) skips
+#: walking ``cb`` for its ids; one entry per kind of stepper
 _LAST: dict[tuple, tuple] = {}
-_TYPED: dict[tuple[int, int], TypedFunction] = {}  # (id(function), id(its FunctionType)) -> wrapper
+#: process-wide state: (id(function), id(its FunctionType)) -> its typed wrapper
+_TYPED: dict[tuple[int, int], TypedFunction] = {}
+#: process-wide state: stepper spec -> its fast call (:func:`binding`), dropped with the spec
 _BINDINGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _UNBOUND = object()
 
@@ -210,7 +215,7 @@ def binding(spec: Any) -> Binding | None:
     """The fast call of ``spec``'s driver (built once per stepper), or None: the stepper's
     functions or arrays do not have the compiled signature's types, the driver is not one of
     :func:`geosweep.kernels.core.driver.compile_driver`'s, or ``GEOSWEEP_CHECKED_CALLS`` is set."""
-    if os.environ.get(CHECKED_ENV, "") not in ("", "0"):
+    if config.CHECKED_CALLS.get():
         return None
     b = _BINDINGS.get(spec, None)
     if b is None:

@@ -263,8 +263,8 @@ def reductions(observables: Sequence[Observable], model: Any = None) -> np.ndarr
     return red
 
 
-#: id(observables) -> (the observables, their outputs) for declarations (tuples) none of whose outputs depends on
-#: the model (no ``when``): the same for every cell, found once (a few recent declarations are kept)
+#: process-wide state: id(observables) -> (the observables, their outputs) for declarations (tuples) none of whose
+#: outputs depends on the model (no ``when``): the same for every cell, found once (a few recent declarations are kept)
 _MODEL_FREE: dict[int, tuple[Sequence[Observable], tuple[tuple[Output, Observable], ...]]] = {}
 _MODEL_FREE_MAX = 64
 

@@ -18,9 +18,10 @@ and above ``NUMBA_NUM_THREADS`` the count is capped (:func:`usable_threads`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+from geosweep import config
 
 #: threading layers on which concurrent parallel regions (one per cell) are safe
 SAFE_LAYERS = ("omp", "tbb")
@@ -32,14 +33,14 @@ def usable_threads(requested: int) -> int:
     if requested <= 1:
         return 1
     import numba
-    from numba.core import config
+    from numba.core import config as numba_config
     from numba.np.ufunc.parallel import _launch_threads
 
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read when the layer starts (once)
+    config.put("OMP_WAIT_POLICY")  # read when the layer starts (once); unless the environment sets it
     _launch_threads()
     if numba.threading_layer() not in SAFE_LAYERS:
         return 1
-    return min(int(requested), int(getattr(config, "NUMBA_NUM_THREADS")))  # noqa: B009 - set at import
+    return min(int(requested), int(getattr(numba_config, "NUMBA_NUM_THREADS")))  # noqa: B009 - set at import
 
 
 @contextmanager

@@ -86,6 +86,7 @@ M_HEAD = 9
 _JMAX = 2  # exponentials per CF stage/output (tableaux._JMAX)
 
 
+#: process-wide state: method -> its packed float64 records per mode, shared by every stepper
 _RECORDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -595,8 +596,8 @@ OBSERVABLES: tuple[Observable, ...] = (
 )
 OBS_NAMES = obs_names(OBSERVABLES)
 _RED = reductions(OBSERVABLES)  # the same for every model: copied into each stepper
-#: (system callbacks, group) -> their joined tuple, one object per pair, so the driver binds a stepper of
-#: the same functions without walking them again (:mod:`geosweep.kernels.core.fastcall`)
+#: process-wide state: (system callbacks, group) -> their joined tuple, one object per pair, so the driver binds a
+#: stepper of the same functions without walking them again (:mod:`geosweep.kernels.core.fastcall`)
 _CALLBACKS: dict[tuple, tuple] = {}
 
 

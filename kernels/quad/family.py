@@ -125,6 +125,8 @@ def _max_rot_mom_drift(traj: Trajectory, model, integrator: str, obs: Observable
     return np.array([traj.reduced("rot_mom_1_x"), traj.reduced("rot_mom_2_x")])  # DEVNORM3 of each
 
 
+#: process-wide state: reference solutions (model, T, tol) -> y_ref(T), a costly DOP853 run kept for
+#: the cells of one system (at most 17)
 _REFS: dict[tuple, np.ndarray] = {}
 
 

@@ -62,8 +62,9 @@ def s2_potential(fn=None, *, lazy: bool = False, threaded: bool | Callable = Fal
     return disp
 
 
+#: process-wide state: the potentials compiled lazily (``warm_for`` compiles them), in definition order
 _LAZY: list = []
-#: id(potential) -> (potential, its parallel=True copy), for ``@s2_potential(threaded=True)``
+#: process-wide state: id(potential) -> (potential, its parallel=True copy), for ``@s2_potential(threaded=True)``
 _THREADED: dict[int, tuple] = {}
 
 

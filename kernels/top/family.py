@@ -299,6 +299,8 @@ def union_state(integrator: str, x: np.ndarray) -> np.ndarray:
     return out[None, :]
 
 
+#: process-wide state: reference solutions (model, T, formulation, tol) -> y_ref(T), a costly DOP853
+#: run kept for the cells of one system (at most 65)
 _REFS: dict[tuple, np.ndarray] = {}
 
 

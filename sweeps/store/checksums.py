@@ -18,6 +18,7 @@ from geosweep.sweeps.grid import Cell
 CHECKSUM_SKIP = RUN_DEPENDENT
 
 
+#: process-wide state: each dtype's name as checksummed, computed once per dtype
 _DTYPE_NAMES: dict[np.dtype, bytes] = {}
 
 
