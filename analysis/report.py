@@ -100,21 +100,47 @@ def make_report(
     import matplotlib
 
     matplotlib.use("Agg")
-    if isinstance(store, xr.Dataset):
-        ds, where = store, "(in-memory Dataset)"
-    else:
-        from geosweep.sweeps.store import open_results  # refuses a store of another format (StoreFormatError)
-
-        ds, where = open_results(os.fspath(store), storage_options), os.fspath(store)
+    ds, where = _open(store, storage_options)
     rep = Report(Path(out), keep_figures=keep_figures)
     rep.out.mkdir(parents=True, exist_ok=True)
     acc = ds.geosweep
     counts = acc.status_counts()
     sub, desc = acc.slice(select)
-    at = f" at {desc}" if desc else ""
-    system = acc.system
     err = acc.default_error_var()
-    err_name = F.axis_label(ds[err], 200) if err in ds else err
+    _absent_figure_notes(rep, ds, err)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CellsDroppedWarning)  # stated once in the index instead
+        _error_figures(rep, ds, sub, desc, F.axis_label(ds[err], 200) if err in ds else err)
+        _invariant_figures(rep, ds, sub, desc)
+        _save(
+            rep,
+            "status_map",
+            F.status_map(ds),
+            "Status of every cell (labels from the store's flag_meanings); columns that are filler in every row "
+            "of a mixed h/tol grid are omitted. Look for: failures (numbered cells) and where in the grid they sit.",
+        )
+        for name, make in S.system_figures(acc.system, acc.family, ds, sub, ke_times):
+            fig, caption, notes = make()
+            rep.notes += notes
+            _save(rep, name, fig, caption + (f" Parameters at {desc}." if desc else ""))
+        rep.selection = desc
+        tables = [(h, t, "") for h, t in sections or []] + _summary_tables(ds, sub, desc)
+    _write_index(rep, ds, where, counts, tables)
+    return rep
+
+
+def _open(store: str | os.PathLike | xr.Dataset, storage_options: dict | None) -> tuple[xr.Dataset, str]:
+    """The store's dataset and where it is (a path or URL, or "(in-memory Dataset)")."""
+    if isinstance(store, xr.Dataset):
+        return store, "(in-memory Dataset)"
+    from geosweep.sweeps.store import open_results  # refuses a store of another format (StoreFormatError)
+
+    return open_results(os.fspath(store), storage_options), os.fspath(store)
+
+
+def _absent_figure_notes(rep: Report, ds: xr.Dataset, err: str) -> None:
+    """The index's notes on the error figures this store cannot draw, and why."""
+    acc = ds.geosweep
     if "energy_error" in ds and not bool(ds["energy_error"].where(ds["status"] == 0).notnull().any()):
         for name in ("energy_error_vs_time", "energy_envelope"):
             rep.notes.append(f"{name}: the energy error is NaN in every ok cell (energy not conserved here, e.g. a "
@@ -125,78 +151,73 @@ def make_report(
     if err not in ds or not bool(ds[err].where(ds["status"] == 0).notnull().any()):
         for name in ("error_vs_step", "work_precision"):
             rep.notes.append(f"{name}: no finite {err} in any ok cell (e.g. global_error not requested)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CellsDroppedWarning)  # stated once in the index instead
-        _save(
-            rep,
-            "energy_error_vs_time",
-            F.energy_error_vs_time(sub, desc),
-            f"|E(t) − E0|/|E0|, one panel per integrator on one shared y scale, one line per step size{at}. "
-            "Look for: a flat, bounded error (variational / symplectic methods) against a growing one (RK); "
-            "the time axis is linear when an event (e.g. an impact) makes the error jump.",
-        )
-        _save(
-            rep,
-            "energy_envelope",
-            F.energy_envelope(sub, desc),
-            "Envelope of |E − E0|/|E0|: its max over every step of each output interval (solid) beside the "
-            f"point samples (dotted){at}. Look for: a bounded envelope for a variational integrator, a drifting "
-            "one for RK; samples far below the envelope mean the output interval misses the peaks.",
-        )
-        _save(
-            rep,
-            "error_vs_step",
-            F.error_vs_step(sub, desc=desc),
-            f"{err_name} against h for fixed-step methods and against tol for adaptive ones (ok cells){at}, "
-            "with least-squares slopes. Look for: p close to the nominal order on the h panel; the tol panel's "
-            "slope is not an order and has no nominal value.",
-        )
-        _save(
-            rep,
-            "work_precision",
-            F.work_precision(ds),
-            f"{err_name} against wall time and force evaluations: one curve per integrator and parameter set "
-            f"(ok cells, every parameter value; beyond {F.MAX_CURVES} parameter sets, one curve per integrator "
-            "through the median cost and error at each step size, bars from the 10th to the 90th percentile). "
-            "Look for: the curve lowest and furthest left is the cheapest method for a given accuracy.",
-        )
-        fig, notes = F.constraint_errors(sub, desc)
-        if not any(v in ds for v in F.CONSTRAINT_VARS):
-            notes.append(f"constraint_errors: the {acc.family} family stores no generic constraint error")
-        rep.notes += notes
-        _save(
-            rep,
-            "constraint_errors",
-            fig,
-            f"Constraint errors against time{at}; colour = integrator, line style = step size. "
-            "Look for: round-off level (≈ 1e-15) for methods that keep the constraint, growth for the others.",
-        )
-        fig, notes = F.momentum_errors(sub, desc)
-        rep.notes += notes
-        if not F.momentum_series(sub):
-            rep.notes.append("momentum_errors: this store holds no conserved momentum map")
-        _save(
-            rep,
-            "momentum_errors",
-            fig,
-            f"Momentum-map errors against time{at}, only where the momentum is conserved (with a wall: before "
-            "the first contact). Look for: round-off level for methods that keep the symmetry.",
-        )
-        _save(
-            rep,
-            "status_map",
-            F.status_map(ds),
-            "Status of every cell (labels from the store's flag_meanings); columns that are filler in every row "
-            "of a mixed h/tol grid are omitted. Look for: failures (numbered cells) and where in the grid they sit.",
-        )
-        for name, make in S.system_figures(system, acc.family, ds, sub, ke_times):
-            fig, caption, notes = make()
-            rep.notes += notes
-            _save(rep, name, fig, caption + (f" Parameters{at}." if desc else ""))
-        rep.selection = desc
-        tables = [(h, t, "") for h, t in sections or []] + _summary_tables(ds, sub, desc)
-    _write_index(rep, ds, where, counts, tables)
-    return rep
+
+
+def _error_figures(rep: Report, ds: xr.Dataset, sub: xr.Dataset, desc: str, err_name: str) -> None:
+    """The energy error against time and its envelope (the slice ``sub``), the error against the step
+    and the work-precision diagram."""
+    at = f" at {desc}" if desc else ""
+    _save(
+        rep,
+        "energy_error_vs_time",
+        F.energy_error_vs_time(sub, desc),
+        f"|E(t) − E0|/|E0|, one panel per integrator on one shared y scale, one line per step size{at}. "
+        "Look for: a flat, bounded error (variational / symplectic methods) against a growing one (RK); "
+        "the time axis is linear when an event (e.g. an impact) makes the error jump.",
+    )
+    _save(
+        rep,
+        "energy_envelope",
+        F.energy_envelope(sub, desc),
+        "Envelope of |E − E0|/|E0|: its max over every step of each output interval (solid) beside the "
+        f"point samples (dotted){at}. Look for: a bounded envelope for a variational integrator, a drifting "
+        "one for RK; samples far below the envelope mean the output interval misses the peaks.",
+    )
+    _save(
+        rep,
+        "error_vs_step",
+        F.error_vs_step(sub, desc=desc),
+        f"{err_name} against h for fixed-step methods and against tol for adaptive ones (ok cells){at}, "
+        "with least-squares slopes. Look for: p close to the nominal order on the h panel; the tol panel's "
+        "slope is not an order and has no nominal value.",
+    )
+    _save(
+        rep,
+        "work_precision",
+        F.work_precision(ds),
+        f"{err_name} against wall time and force evaluations: one curve per integrator and parameter set "
+        f"(ok cells, every parameter value; beyond {F.MAX_CURVES} parameter sets, one curve per integrator "
+        "through the median cost and error at each step size, bars from the 10th to the 90th percentile). "
+        "Look for: the curve lowest and furthest left is the cheapest method for a given accuracy.",
+    )
+
+
+def _invariant_figures(rep: Report, ds: xr.Dataset, sub: xr.Dataset, desc: str) -> None:
+    """The constraint and momentum-map errors against time (the slice ``sub``), with the notes on what
+    the store does not hold."""
+    at = f" at {desc}" if desc else ""
+    fig, notes = F.constraint_errors(sub, desc)
+    if not any(v in ds for v in F.CONSTRAINT_VARS):
+        notes.append(f"constraint_errors: the {ds.geosweep.family} family stores no generic constraint error")
+    rep.notes += notes
+    _save(
+        rep,
+        "constraint_errors",
+        fig,
+        f"Constraint errors against time{at}; colour = integrator, line style = step size. "
+        "Look for: round-off level (≈ 1e-15) for methods that keep the constraint, growth for the others.",
+    )
+    fig, notes = F.momentum_errors(sub, desc)
+    rep.notes += notes
+    if not F.momentum_series(sub):
+        rep.notes.append("momentum_errors: this store holds no conserved momentum map")
+    _save(
+        rep,
+        "momentum_errors",
+        fig,
+        f"Momentum-map errors against time{at}, only where the momentum is conserved (with a wall: before "
+        "the first contact). Look for: round-off level for methods that keep the symmetry.",
+    )
 
 
 #: (heading, table or Markdown text, caption saying what to look for)

@@ -193,7 +193,7 @@ def _zipped(store: Path) -> str:
 
 def carry_rows(scale: float = 1.0) -> list[str]:
     """Carry bytes per cell for each family's small test store, its T times ``scale`` (more samples)."""
-    from geosweep.sweeps.extension import carry_bytes
+    from geosweep.sweeps.carries import carry_bytes
     from geosweep.sweeps.store import StoreRef, cell_bytes
     from tests.test_extend import FAMILIES
 

@@ -34,60 +34,37 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import errno
-import fcntl
 import json
-import math
 import os
 import socket
-import stat
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from geosweep import config
-from geosweep.sweeps.store.checks import StoreMismatchError
+from geosweep.sweeps.lease_file import (
+    LeaseFileError,
+    LeaseLost,
+    StoreBusyError,
+    StoreWriteError,
+    heartbeat_of,
+    lease_path,
+    locked,
+    parse_record,
+    read_raw,
+    store_write_error,
+)
 from geosweep.sweeps.store.location import StoreRef
+
+#: the lease file's errors given here too (what a run raises and the CLI maps to exit codes)
+__all__ = ["Lease", "LeaseFileError", "LeaseLost", "StoreBusyError", "StoreWriteError", "check", "fence"]
+__all__ += ["real", "store_write_error", "timeouts"]
 
 #: environment variable: lease timeout in seconds (heartbeat every sixth of it; geosweep.config)
 TIMEOUT_ENV = config.LEASE_TIMEOUT.name
 HEARTBEAT = 10.0
 STALE_AFTER: float = config.LEASE_TIMEOUT.default
-#: seconds a takeover (or a fenced write) waits for the lease's lock
-LOCK_WAIT = 5.0
-#: largest lease file read (a lease is ~150 bytes)
-MAX_BYTES = 65536
-#: errors of a store write that no retry can fix: no space, quota, read-only, permission
-STORE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
-
-
-class StoreBusyError(StoreMismatchError):
-    """Another run holds the store's lease (the CLI exits 3, as for a store it cannot use)."""
-
-
-class LeaseLost(StoreBusyError):
-    """This run no longer holds the store's lease (another run took it over): it writes nothing more (exit 3)."""
-
-
-class LeaseFileError(ValueError):
-    """``<store>.lease`` is not a lease file (a directory, a FIFO …): refused, untouched (exit 2)."""
-
-
-class StoreWriteError(ValueError):
-    """A write to the store failed for a reason no retry fixes (disk full, read-only): exit 2."""
-
-
-def store_write_error(url: str, exc: OSError) -> StoreWriteError | None:
-    """The one-line :class:`StoreWriteError` for ``exc`` if its errno is in :data:`STORE_ERRNOS`."""
-    if exc.errno not in STORE_ERRNOS:
-        return None
-    where = f" ({exc.filename})" if exc.filename else ""
-    return StoreWriteError(
-        f"store {url}: cannot write{where}: {os.strerror(exc.errno)}; finished cells are kept — "
-        "free space or fix the permissions, then rerun the same command to resume"
-    )
 
 
 def timeouts() -> tuple[float, float]:
@@ -104,109 +81,14 @@ def real(ref: StoreRef) -> StoreRef:
     return dataclasses.replace(ref, url=url)
 
 
-def _fs(ref: StoreRef) -> tuple[Any, str]:
-    import fsspec
-
-    if ref.is_local:
-        return fsspec.filesystem("file"), ref.url.rstrip("/") + ".lease"
-    fs, root = fsspec.core.url_to_fs(ref.url, **(ref.storage_options or {}))
-    return fs, root.rstrip("/") + ".lease"
-
-
-@contextlib.contextmanager
-def _locked(ref: StoreRef, path: str, exclusive: bool, wait: float = LOCK_WAIT) -> Iterator[None]:
-    """Hold ``<lease>.lock`` shared or exclusive (local stores; nothing on object stores)."""
-    if not ref.is_local:
-        yield
-        return
-    try:
-        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise IsADirectoryError(errno.EISDIR, "not a regular file")
-    except OSError as e:
-        if (err := store_write_error(ref.url, e)) is not None:
-            raise err from None
-        raise LeaseFileError(f"{path}.lock cannot be used as the lease's lock ({e.strerror}); remove it") from None
-    try:
-        mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                fcntl.flock(fd, mode)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise StoreBusyError(
-                        f"store {ref.url}: its lease is locked by a process in the middle of a write "
-                        f"(stopped, or very slow: {path}.lock); wait for it, or stop it, and retry"
-                    ) from None
-                time.sleep(0.02)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _raw(ref: StoreRef, fs, path: str) -> bytes | None:
-    """The lease's bytes (None: no lease). Raises :class:`LeaseFileError` for a non-regular file."""
-    if ref.is_local:
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            raise LeaseFileError(
-                f"{path} is not a lease file (a {_kind(st.st_mode)}); geosweep will not read or replace it — "
-                "remove it if no run is writing the store"
-            )
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            return f.read(MAX_BYTES + 1)
-    try:
-        if fs.isdir(path):
-            raise LeaseFileError(f"{path} is not a lease object (a directory); remove it if no run writes the store")
-        return fs.cat_file(path)
-    except FileNotFoundError:
-        return None
-
-
-def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISLNK, "symbolic link"),
-                       (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "device"), (stat.S_ISBLK, "device")):  # fmt: skip
-        if test(mode):
-            return name
-    return "special file"
-
-
-def _parse(data: bytes) -> dict | None:
-    """The lease record, or None if ``data`` is not one (garbage: no live run wrote it)."""
-    if len(data) > MAX_BYTES:
-        return None
-    try:
-        rec = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(rec, dict) or not isinstance(rec.get("owner"), str) or not rec["owner"]:
-        return None
-    return rec
-
-
-def _heartbeat(rec: dict) -> float | None:
-    """The record's heartbeat (unix time) if it is a finite number, else None."""
-    hb = rec.get("heartbeat")
-    if isinstance(hb, bool) or not isinstance(hb, (int, float)) or not math.isfinite(hb):
-        return None
-    return float(hb)
-
-
 def check(ref: StoreRef) -> None:
     """Raise :class:`LeaseLost` unless ``ref``'s lease names ``ref.lease`` (call holding the lock)."""
-    fs, path = _fs(ref)
+    fs, path = lease_path(ref)
     try:
-        data = _raw(ref, fs, path)
+        data = read_raw(ref, fs, path)
     except LeaseFileError as e:
         raise LeaseLost(f"store {ref.url}: this run's lease was replaced ({e}); it stops writing") from None
-    rec = _parse(data) if data is not None else None
+    rec = parse_record(data) if data is not None else None
     if rec is not None and rec["owner"] == ref.lease:
         return
     now = f"{rec['owner']} holds it now" if rec is not None else "its lease is gone"
@@ -224,8 +106,8 @@ def fence(ref: StoreRef) -> Iterator[None]:
     if ref.lease is None:
         yield
         return
-    _fs_, path = _fs(ref)
-    with _locked(ref, path, exclusive=False):
+    _fs_, path = lease_path(ref)
+    with locked(ref, path, exclusive=False):
         check(ref)
         yield
 
@@ -265,7 +147,7 @@ class Lease:
     def __init__(self, ref: StoreRef, stale_after: float | None = None, heartbeat: float | None = None, log=None):
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.ref = dataclasses.replace(real(ref), lease=self.owner)
-        self.fs, self.path = _fs(self.ref)
+        self.fs, self.path = lease_path(self.ref)
         env_stale, env_beat = timeouts()
         self.stale_after = env_stale if stale_after is None else stale_after
         self.heartbeat = env_beat if heartbeat is None else heartbeat
@@ -282,7 +164,7 @@ class Lease:
         return json.dumps(rec).encode()
 
     def _read(self) -> bytes | None:
-        return _raw(self.ref, self.fs, self.path)
+        return read_raw(self.ref, self.fs, self.path)
 
     def _write(self) -> None:
         if self.ref.is_local:
@@ -307,8 +189,8 @@ class Lease:
         while its holder is alive."""
         if data is None:
             return True
-        rec = _parse(data)
-        hb = _heartbeat(rec) if rec is not None else None
+        rec = parse_record(data)
+        hb = heartbeat_of(rec) if rec is not None else None
         if rec is None or hb is None:  # no live run writes this
             self._log(f"store {self.ref.url}: its lease {self.path} holds no valid lease record; taken over")
             return True
@@ -328,7 +210,7 @@ class Lease:
     def _watch(self, data: bytes) -> None:
         """Take over a lease with a heartbeat in the future only if it does not change for ``stale_after``
         seconds (a live holder rewrites it every heartbeat): raises :class:`StoreBusyError` if it does."""
-        rec = _parse(data) or {}
+        rec = parse_record(data) or {}
         ahead = float(rec.get("heartbeat", 0.0)) - time.time()
         self._log(
             f"store {self.ref.url}: the heartbeat of its lease ({rec.get('owner')}) is {ahead:.0f} s in the future "
@@ -351,10 +233,10 @@ class Lease:
                 self._watch(data)
             if self.ref.is_local:
                 os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-            with _locked(self.ref, self.path, exclusive=True):
+            with locked(self.ref, self.path, exclusive=True):
                 if self._read() != data:
                     continue  # changed since judged (another run took it, or beat): judge again
-                rec = _parse(data) if data is not None else None
+                rec = parse_record(data) if data is not None else None
                 epoch = rec.get("epoch") if rec else None
                 self.epoch = (epoch if isinstance(epoch, int) and not isinstance(epoch, bool) else 0) + 1
                 self._write()
@@ -363,7 +245,7 @@ class Lease:
             raise StoreBusyError(f"store {self.ref.url}: its lease keeps changing (another run is starting); retry")
         if not self.ref.is_local:  # last writer wins: check it is us
             time.sleep(0.5)
-            now = _parse(self._read() or b"") or {}
+            now = parse_record(self._read() or b"") or {}
             if now.get("owner") != self.owner:
                 raise StoreBusyError(f"store {self.ref.url} was just taken by another run ({now.get('owner')})")
         self._start()
@@ -382,7 +264,7 @@ class Lease:
 
     def _beat(self) -> None:
         """One heartbeat: rewrite the lease if it still names this run, else mark it lost."""
-        with _locked(self.ref, self.path, exclusive=False):
+        with locked(self.ref, self.path, exclusive=False):
             try:
                 check(self.ref)
             except LeaseLost as e:
@@ -409,8 +291,8 @@ class Lease:
         if self._thread is not None:
             self._thread.join(timeout=5)
         try:
-            with _locked(self.ref, self.path, exclusive=False, wait=1.0):
-                rec = _parse(self._read() or b"")
+            with locked(self.ref, self.path, exclusive=False, wait=1.0):
+                rec = parse_record(self._read() or b"")
                 if rec is not None and rec["owner"] == self.owner:
                     self.fs.rm_file(self.path)
         except Exception:  # noqa: BLE001 - an unreleased lease goes stale by itself

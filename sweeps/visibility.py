@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from geosweep.sweeps.lease import StoreWriteError, _fs, _parse, _raw
+from geosweep.sweeps.lease_file import StoreWriteError, lease_path, parse_record, read_raw
 from geosweep.sweeps.store import StoreRef
 
 #: where the rules for a store that every worker must see are explained
@@ -59,8 +59,8 @@ def probe(ref: StoreRef, taken_over_ok: bool = False) -> str | None:
     if ref.lease is None:
         return None
     try:
-        fs, path = _fs(ref)
-        data = _raw(ref, fs, path)
+        fs, path = lease_path(ref)
+        data = read_raw(ref, fs, path)
         root = fs.exists(ref.url) if data is None else True
     except Exception as exc:  # noqa: BLE001 - any failure to read the store is the problem named
         if not ref.is_local and _credentials_problem(exc):
@@ -77,7 +77,7 @@ def probe(ref: StoreRef, taken_over_ok: bool = False) -> str | None:
                 "worker shares, at the same path (or use an object store)"
             )
         return f"the store {ref.url} does not exist for it (another endpoint or bucket?)"
-    rec = _parse(data) if data is not None else None
+    rec = parse_record(data) if data is not None else None
     if rec is not None and rec.get("owner") == ref.lease:
         _PROVEN.add(ref.lease)
         return None

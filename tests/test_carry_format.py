@@ -10,7 +10,7 @@ import zipfile
 
 import numpy as np
 
-from geosweep.sweeps import extension
+from geosweep.sweeps import carries as carry_objects
 from geosweep.sweeps.store import StoreRef
 
 
@@ -29,7 +29,7 @@ def _index(stem: str) -> tuple[int, ...]:
 
 
 def _entries(ref, index) -> list[str]:
-    fs, path = extension._path(ref, index)
+    fs, path = carry_objects._path(ref, index)
     with zipfile.ZipFile(io.BytesIO(fs.cat_file(path))) as z:
         return z.namelist()
 
@@ -38,35 +38,35 @@ def test_a_shards_carries_are_a_few_stacked_entries_and_round_trip_bitwise(tmp_p
     ref = StoreRef.of(str(tmp_path / "s.zarr"))
     rng = np.random.default_rng(1)
     carries = {(i % 2, 0, i): _carry(rng, 11 if i % 2 else 21) for i in range(400)}
-    extension.save_shard(ref, (0, 0, 0), carries)
+    carry_objects.save_shard(ref, (0, 0, 0), carries)
     assert len(_entries(ref, (0, 0, 0))) == 2 * (1 + 4)  # two groups (two shapes) × (cells + 4 arrays)
-    back = extension.load_shard(ref, (0, 0, 0))
+    back = carry_objects.load_shard(ref, (0, 0, 0))
     assert back.keys() == carries.keys()
     for cell, arrays in carries.items():
         assert list(back[cell]) == list(arrays)
         for k, v in arrays.items():
             assert back[cell][k].shape == v.shape and back[cell][k].dtype == v.dtype
             assert back[cell][k].tobytes() == v.tobytes()
-    assert extension.carried_cells(ref, (0, 0, 0)) == set(carries)
-    extension.save_shard(ref, (0, 0, 0), {(0, 0, 0): None, (1, 0, 401): _carry(rng, 11)})  # merge
-    assert extension.carried_cells(ref, (0, 0, 0)) == (set(carries) - {(0, 0, 0)}) | {(1, 0, 401)}
+    assert carry_objects.carried_cells(ref, (0, 0, 0)) == set(carries)
+    carry_objects.save_shard(ref, (0, 0, 0), {(0, 0, 0): None, (1, 0, 401): _carry(rng, 11)})  # merge
+    assert carry_objects.carried_cells(ref, (0, 0, 0)) == (set(carries) - {(0, 0, 0)}) | {(1, 0, 401)}
 
 
 def test_an_object_of_the_older_layout_is_read_and_merged(tmp_path):
     ref = StoreRef.of(str(tmp_path / "s.zarr"))
     rng = np.random.default_rng(2)
     old = {(0, i): _carry(rng, 5) for i in range(3)}
-    fs, path = extension._path(ref, (0, 0))
+    fs, path = carry_objects._path(ref, (0, 0))
     fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
     buf = io.BytesIO()
     np.savez(buf, **{f"c0_{c[1]}.{k}": v for c, arrays in old.items() for k, v in arrays.items()})
     fs.pipe_file(path, buf.getvalue())
-    assert extension.carried_cells(ref, (0, 0)) == set(old)
-    back = extension.load_shard(ref, (0, 0))
+    assert carry_objects.carried_cells(ref, (0, 0)) == set(old)
+    back = carry_objects.load_shard(ref, (0, 0))
     assert all(back[c][k].tobytes() == v.tobytes() for c, a in old.items() for k, v in a.items())
     new = _carry(rng, 5)
-    extension.save_shard(ref, (0, 0), {(0, 3): new})
-    back = extension.load_shard(ref, (0, 0))
+    carry_objects.save_shard(ref, (0, 0), {(0, 3): new})
+    back = carry_objects.load_shard(ref, (0, 0))
     assert set(back) == {*old, (0, 3)} and back[(0, 3)]["out"].tobytes() == new["out"].tobytes()
     assert back[(0, 1)]["S"].tobytes() == old[(0, 1)]["S"].tobytes()
 
@@ -86,8 +86,8 @@ def test_a_run_of_cheap_cells_writes_fewer_carry_entries_than_cells(tmp_path):
     }
     store = tmp_path / "c.zarr"
     assert run_sweep(spec, str(store), serial=True).ran == 400
-    objects = sorted((store / extension.DIRNAME).glob("*.npz"))
+    objects = sorted((store / carry_objects.DIRNAME).glob("*.npz"))
     ref = StoreRef.of(str(store))
     entries = sum(len(_entries(ref, _index(p.stem))) for p in objects)
     assert objects and entries < 100, entries  # was 9 per cell: 3600
-    assert sum(len(extension.carried_cells(ref, _index(p.stem))) for p in objects) == 400
+    assert sum(len(carry_objects.carried_cells(ref, _index(p.stem))) for p in objects) == 400

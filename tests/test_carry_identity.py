@@ -17,8 +17,9 @@ import pytest
 import zarr
 
 from geosweep.flows.cli import main
+from geosweep.sweeps.carries import DIRNAME, carried_cells
 from geosweep.sweeps.engine import run_sweep
-from geosweep.sweeps.extension import DIRNAME, carried_cells, typed
+from geosweep.sweeps.extension import typed
 from geosweep.sweeps.store import StoreRef
 from tests.sweep_util import assert_stores_bitwise_equal, chain_pair
 

@@ -295,7 +295,7 @@ def test_store_without_carries_refused_or_recomputed(tmp_path, capsys):
 
 def test_carry_bytes_per_cell_are_recorded(tmp_path):
     """The carries of a store are one object per shard, about the size of the cell's samples."""
-    from geosweep.sweeps.extension import carry_bytes
+    from geosweep.sweeps.carries import carry_bytes
     from geosweep.sweeps.store import StoreRef
 
     a = tmp_path / "a.zarr"

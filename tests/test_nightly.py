@@ -333,7 +333,7 @@ def test_night_summaries_of_distinct_T_never_share_a_name_and_old_names_still_re
     shortest text that reads back as exactly T (``T{T:g}`` before: 6 digits, 100000 and 100000.5 shared
     ``T100000.zarr``, 1234567 and 1234568 ``T1.23457e+06.zarr``); folders written under the old names,
     and new ones, are read back at their T, other names ignored."""
-    from geosweep.flows.deployments import _night_summaries, night_summary_name
+    from geosweep.flows.nights import _night_summaries, night_summary_name
 
     Ts = [0.5, 1.0, 1e5, 1e5 + 0.5, 1234567.0, 1234568.0, 1e16, 1e16 + 2.0, 0.1 + 0.2, 0.3]
     names = [night_summary_name(T) for T in Ts]

@@ -188,3 +188,39 @@ def test_plan_holds_one_model_per_parameter_combination():
         "cells": 8,
         "dims": {"integrator": 2, "h": 2, "kappa12": 2},
     }
+
+
+def test_every_problem_of_a_spec_is_listed_in_the_checks_order():
+    """``check_spec`` runs its checks in one order (system, integrators, their options, h/tol, times,
+    parameters) and lists every problem found, each naming its field, in that order."""
+    from geosweep.sweeps.spec_checks import CHECKS
+
+    assert [c.__name__ for c in CHECKS] == [
+        "_system", "_integrators", "_integrator_options", "_h_or_tol", "_tolerances", "_times", "_params",
+    ]  # fmt: skip
+    many = {
+        "name": "many",
+        "system": "pendulum_chain",
+        "integrators": ["rkmk4", "rkmk4", "bogus", "rkmk45"],
+        "h": [0.01, 0.003, 0.01],
+        "tol": [1e-6, -1.0],
+        "T": 0.1,
+        "dt_out": 0.02,
+        "checkpoint_every": 0.013,
+        "snapshot_dt": 0.03,
+        "params": {"N": [2, 2.0], "bogus": 1, "g": [], "seed": 2**70},
+        "integrator_options": {"rkmk45": {"tol": 1e-3, "nope": 1}, "cf4": {}},
+    }
+    with pytest.raises(SpecError) as e:
+        load_spec(many)
+    assert [f for f, _ in e.value.problems] == [
+        "integrators", "integrators[2]", "integrator_options.rkmk45.tol", "integrator_options.rkmk45.nope",
+        "integrator_options.cf4", "tol[1]", "integrator_options.rkmk45.tol", "h", "h[1]", "h[1]", "checkpoint_every",
+        "snapshot_dt", "params.N", "params.N[1]", "params.bogus", "params.g", "params.seed",
+    ]  # fmt: skip
+    lines = str(e.value).splitlines()
+    assert lines[0] == "invalid sweep spec 'many':" and len(lines) == 18
+    assert "  - h[1]: T/h = 33.3333333333 is not an integer (T = 0.1, h = 0.003)" in lines
+    assert "  - params.N: axis values must be unique (by value: 10 == 10.0, -0.0 == 0.0)" in lines
+    assert "  - integrator_options.rkmk45.tol: tol is a sweep axis: set the spec's tol list" in lines
+    assert "  - params.seed: integer 1180591620717411303424 is outside the 64-bit range [-2**63, 2**63 - 1]" in lines

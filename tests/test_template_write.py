@@ -1,6 +1,6 @@
 """A store's template is written through xarray's encoding without the dask graph of
 ``to_zarr(compute=False)`` and with its arrays created together
-(:func:`geosweep.sweeps.store.schema.write_template`): the objects it writes must be the ones
+(:func:`geosweep.sweeps.store.template_write.write_template`): the objects it writes must be the ones
 ``to_zarr`` writes, byte for byte, for every example spec (every family), and a store that exists is
 refused as before."""
 
@@ -14,8 +14,9 @@ import xarray as xr
 from zarr.errors import ContainsGroupError
 
 from geosweep.sweeps.plan import make_plan
-from geosweep.sweeps.store import schema
-from geosweep.sweeps.store.schema import template, write_template
+from geosweep.sweeps.store import template_write
+from geosweep.sweeps.store.schema import template
+from geosweep.sweeps.store.template_write import write_template
 
 EXAMPLES = sorted(
     p.name for p in resources.files("geosweep.sweeps").joinpath("examples").iterdir() if p.name.endswith(".toml")
@@ -47,7 +48,7 @@ def test_without_the_writer_functions_it_expects_it_writes_through_to_zarr(tmp_p
     plan = make_plan(str(resources.files("geosweep.sweeps").joinpath("examples", EXAMPLES[0])))
     ds, encoding = template(plan)
     write_template(ds, encoding, str(tmp_path / "fast.zarr"))
-    monkeypatch.setattr(schema, "_xarray_writer", lambda: None)
+    monkeypatch.setattr(template_write, "_xarray_writer", lambda: None)
     write_template(ds, encoding, str(tmp_path / "public.zarr"))
     assert _objects(tmp_path / "public.zarr") == _objects(tmp_path / "fast.zarr")
 

@@ -11,7 +11,7 @@ import pytest
 import zarr
 from distributed import Client, LocalCluster
 
-from geosweep.sweeps import extension, together
+from geosweep.sweeps import carries, together
 from geosweep.sweeps.engine import LOCAL_WORKER, compute_slice, run_sweep
 from geosweep.sweeps.plan import make_plan
 from geosweep.sweeps.store import StoreRef, ensure_store, verify
@@ -42,11 +42,11 @@ def _bitwise_same_stores(a, b) -> None:
         x, y = np.asarray(ga[name][...]), np.asarray(gb[name][...])
         assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), name
     ra, rb = StoreRef.of(str(a)), StoreRef.of(str(b))
-    shards = sorted(p.name for p in (a / extension.DIRNAME).iterdir())
-    assert shards and shards == sorted(p.name for p in (b / extension.DIRNAME).iterdir())
+    shards = sorted(p.name for p in (a / carries.DIRNAME).iterdir())
+    assert shards and shards == sorted(p.name for p in (b / carries.DIRNAME).iterdir())
     for name in shards:
         index = tuple(int(i) for i in name[1:-4].split("_"))
-        ca, cb = extension.load_shard(ra, index), extension.load_shard(rb, index)
+        ca, cb = carries.load_shard(ra, index), carries.load_shard(rb, index)
         assert set(ca) == set(cb) and ca
         for cell, arrays in ca.items():
             assert set(arrays) == set(cb[cell])

@@ -61,10 +61,10 @@ def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
 
 
 def _carries(ref, args: argparse.Namespace) -> bool:
-    """Check the finished cells' kept carries (:func:`geosweep.sweeps.extension.unusable_carries`): print
+    """Check the finished cells' kept carries (:func:`geosweep.sweeps.carry_identity.unusable_carries`): print
     the unusable ones (``--repair``: dropped, so that ``extend`` computes those cells from t = 0)."""
+    from geosweep.sweeps.carry_identity import drop_carries, unusable_carries
     from geosweep.sweeps.compact import MAX_ITEMS, capped
-    from geosweep.sweeps.extension import drop_carries, unusable_carries
 
     bad = unusable_carries(ref)
     if not bad:

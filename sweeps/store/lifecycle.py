@@ -23,7 +23,8 @@ from geosweep.sweeps.store.checks import (
 )
 from geosweep.sweeps.store.integrity import mark_for_rerun
 from geosweep.sweeps.store.location import PARTIAL_SUFFIX, StoreRef, consolidate, remove_store
-from geosweep.sweeps.store.schema import template, write_template
+from geosweep.sweeps.store.schema import template
+from geosweep.sweeps.store.template_write import write_template
 
 if TYPE_CHECKING:
     from geosweep.sweeps.plan import Plan

@@ -174,17 +174,28 @@ FLAG_LAYOUT: dict[str, tuple[str, Any, dict[str, Any]]] = {
 
 def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
     """The lazily filled xarray Dataset describing the store (nothing computed), and its encoding."""
+    import xarray as xr
+
+    data_vars, encoding = _data_vars(plan)
+    coords = {**_axis_coords(plan), **_time_coords(plan), **_label_coords(plan)}
+    for dim, n in plan.sizes.items():
+        if dim not in coords:
+            coords[dim] = xr.Variable((dim,), np.arange(n), {"long_name": f"{dim} index"})
+    coords.update(_fixed_param_coords(plan))
+    ds = xr.Dataset(data_vars, coords=coords, attrs=_group_attrs(plan))
+    _cf_attrs(ds, plan.sysdef)
+    return ds, encoding
+
+
+def _data_vars(plan: Plan) -> tuple[dict[str, Any], dict[str, dict]]:
+    """Every stored variable (the family's diagnostics, then the run flags) lazily filled with its
+    fill value, and its encoding (fill value, chunks: one object per shard, two with ``cell_chunks``)."""
     import dask.array as da
     import xarray as xr
 
-    spec, grid, sysdef, fam = plan.spec, plan.grid, plan.sysdef, plan.famdef
-    sizes = dict(plan.sizes)
-    sweep_shape = grid.shape
-    shards = shard_shape(plan)
-    data_vars = {}
-    encoding = {}
-
+    grid, sysdef, sizes, shards = plan.grid, plan.sysdef, dict(plan.sizes), shard_shape(plan)
     last_apart = any(idef.adaptive for idef in plan.idefs.values())
+    data_vars, encoding = {}, {}
 
     def add(name: str, dims: tuple[str, ...], dtype: str, attrs: dict, fill) -> None:
         cell_shape = tuple(sizes[d] for d in dims)
@@ -192,13 +203,13 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         # one dask chunk: nothing is computed (:func:`write_template`), and a graph of a task per
         # store object cost more than writing the metadata (0.15 s of 0.4 s at 1000 cells). Named by
         # what it holds: dask's own name pickles the arguments (1 ms an array)
-        shape = sweep_shape + cell_shape
+        shape = grid.shape + cell_shape
         key = f"geosweep-template-{name}-{dtype}-{fill}-" + "x".join(map(str, shape))
         arr = da.full(shape, fill, dtype=dtype, chunks=-1, name=key)
         data_vars[name] = xr.Variable(grid.dims + dims, arr, attrs)
         encoding[name] = {"fill_value": fill, "chunks": chunks}  # one object per shard (two: cell_chunks)
 
-    for d in fam.diagnostics(plan.first_model):
+    for d in plan.famdef.diagnostics(plan.first_model):
         attrs: dict[str, Any] = {"units": _units(d.units, sysdef), "long_name": d.long_name}
         if d.description:
             attrs["description"] = d.description
@@ -207,13 +218,20 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         add(d.name, d.dims, d.dtype, attrs, fill_value(d.dtype))
     for name, (dtype, fill, attrs) in FLAG_LAYOUT.items():
         add(name, (), dtype, dict(attrs), fill)
+    return data_vars, encoding
 
+
+def _axis_coords(plan: Plan) -> dict[str, Any]:
+    """The sweep axes' coordinates, and the integrators' records along ``integrator``."""
+    import xarray as xr
+
+    grid, sysdef = plan.grid, plan.sysdef
     coords: dict[str, Any] = {}
     for i, axis in enumerate(grid.axes):
         kind = sysdef.param(axis.name).kind if i >= grid.n_method_axes else None
         values = _coord_values(axis.values, kind)
         coords[axis.name] = xr.Variable((axis.name,), values, {"units": axis.units, "long_name": axis.doc})
-    idefs = [plan.idefs[name] for name in spec.integrators]
+    idefs = [plan.idefs[name] for name in plan.spec.integrators]
     orders = [min(i.order_for(m) for m in plan.models.values()) for i in idefs]  # on this sweep's models
     for name, values, doc in (
         ("integrator_family", np.array([i.family for i in idefs]).astype(str), "family the integrator belongs to"),
@@ -221,14 +239,31 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         ("integrator_adaptive", np.array([i.adaptive for i in idefs], dtype=bool), "adaptive (swept over tol)"),
     ):
         coords[name] = xr.Variable(("integrator",), values, {"long_name": doc})
-    coords["time"] = xr.Variable(
-        ("time",), np.arange(sizes["time"]) * spec.dt_out, {"units": sysdef.time_units, "long_name": "time"}
-    )
-    coords["snapshot_time"] = xr.Variable(
-        ("snapshot",),
-        np.arange(sizes["snapshot"]) * spec.snapshot_interval,
-        {"units": sysdef.time_units, "long_name": "time of the stored state"},
-    )
+    return coords
+
+
+def _time_coords(plan: Plan) -> dict[str, Any]:
+    """``time`` (the samples, every ``dt_out``) and ``snapshot_time`` (the stored states)."""
+    import xarray as xr
+
+    spec, sizes, units = plan.spec, plan.sizes, plan.sysdef.time_units
+    return {
+        "time": xr.Variable(("time",), np.arange(sizes["time"]) * spec.dt_out, {"units": units, "long_name": "time"}),
+        "snapshot_time": xr.Variable(
+            ("snapshot",),
+            np.arange(sizes["snapshot"]) * spec.snapshot_interval,
+            {"units": units, "long_name": "time of the stored state"},
+        ),
+    }
+
+
+def _label_coords(plan: Plan) -> dict[str, Any]:
+    """Labels of the ``component`` and ``state`` dimensions: the family's state labels, or the models'
+    own when the state depends on the system (dg) and every model has the same."""
+    import xarray as xr
+
+    sizes, fam = plan.sizes, plan.famdef
+    coords: dict[str, Any] = {}
     if "component" in sizes:
         coords["component"] = xr.Variable(("component",), np.array(["x", "y", "z"]), {"long_name": "Cartesian axis"})
     if fam.state_labels and "state" in sizes:
@@ -243,11 +278,17 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
             coords["state"] = xr.Variable(
                 ("state",), np.array(next(iter(labels))).astype(str), {"long_name": "entry of the state vector"}
             )
-    for dim, n in sizes.items():
-        if dim not in coords:
-            coords[dim] = xr.Variable((dim,), np.arange(n), {"long_name": f"{dim} index"})
+    return coords
+
+
+def _fixed_param_coords(plan: Plan) -> dict[str, Any]:
+    """The system parameters not swept (given or defaults, None left out), as scalar coordinates."""
+    import xarray as xr
+
+    spec = plan.spec
     swept = set(spec.swept_params())
-    for p in sysdef.params:
+    coords: dict[str, Any] = {}
+    for p in plan.sysdef.params:
         if p.name in swept:
             continue
         value = spec.params.get(p.name, p.default)
@@ -255,8 +296,14 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
             continue
         meta = {"units": p.units, "long_name": p.doc, "fixed_parameter": 1}
         coords[p.name] = xr.Variable((), _coord_values([value], p.kind)[0], meta)
+    return coords
+
+
+def _group_attrs(plan: Plan) -> dict[str, Any]:
+    """The group's attributes: format, the spec and its hash, the first-step rule, provenance, history."""
+    spec, sysdef = plan.spec, plan.sysdef
     prov = provenance()
-    attrs = {
+    return {
         "title": f"geosweep results: {spec.name}",
         "geosweep_format": FORMAT_VERSION,
         "sweep_name": spec.name,
@@ -276,9 +323,6 @@ def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
         f"{prov.get('geosweep_version', '?')} from spec {spec.name!r} ({spec.spec_hash[:12]})",
         "geosweep_conventions": "status != 0 marks failed or missing cells; select with ds.where(ds.status == 0)",
     }
-    ds = xr.Dataset(data_vars, coords=coords, attrs=attrs)
-    _cf_attrs(ds, sysdef)
-    return ds, encoding
 
 
 #: Stored type of a parameter coordinate, by the parameter's declared kind (``str``: fixed-width text).
@@ -293,106 +337,3 @@ def _coord_values(values, kind: type | None) -> np.ndarray:
         values = np.array(values, dtype=object if isinstance(values[0], str) else None)
         return values.astype(str) if values.dtype == object else values
     return np.array(values, dtype=dtype)
-
-
-class _Deferred:
-    """What xarray gets for a new array of a template: it records the array's attributes (``attrs.put``)
-    and, for a coordinate, its values (:meth:`_TemplateWriter.add`)."""
-
-    def __init__(self, spec: dict) -> None:
-        self.spec = spec
-        self.values: list[tuple[Any, Any]] = []  # (selection, values)
-        self.attrs = self
-
-    def put(self, attrs: dict) -> None:
-        self.spec["attributes"] = dict(attrs)
-
-
-class _DeferringGroup:
-    """The zarr group xarray writes a template into: it records each new array (:class:`_Deferred`)
-    instead of creating it, then its attributes, then its values, each a write of its own; they are
-    created together afterwards, each with its attributes in one write (:func:`write_template`).
-    Everything else goes to ``group``."""
-
-    def __init__(self, group: Any) -> None:
-        self._group = group
-        self.deferred: list[_Deferred] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._group, name)
-
-    def create(self, name: str, **kwargs: Any) -> _Deferred:
-        self.deferred.append(_Deferred({"name": name, **kwargs}))
-        return self.deferred[-1]
-
-
-class _TemplateWriter:
-    """xarray's array writer (``xarray.backends.common.ArrayWriter``) for a template: the coordinates'
-    values are kept for their arrays (:class:`_Deferred`), the lazily filled data variables are not
-    written (their arrays get their metadata only; each shard's writer fills them). ``to_zarr(compute=False)``
-    writes the same objects but also builds a dask graph storing every data variable (pickling each
-    target array to name its task): ~0.12 s of a 0.3 s store creation at 66 variables, for a graph
-    nobody computes."""
-
-    def add(self, source, target: _Deferred, region=None) -> None:
-        from xarray.namedarray.pycompat import is_chunked_array
-
-        if not is_chunked_array(source):
-            target.values.append((region or ..., source))
-
-    def sync(self, compute: bool = True, chunkmanager_store_kwargs=None) -> None:
-        return None
-
-
-def _xarray_writer() -> tuple[Any, Any, Any] | None:
-    """``(dump_to_store, get_writable_zarr_store, sync)`` — xarray's writer functions and zarr's
-    ``sync`` — if they and the zarr async API that :func:`write_template` uses are where it expects
-    them, else None."""
-    try:
-        from xarray.backends.writers import dump_to_store, get_writable_zarr_store
-        from zarr import AsyncArray, AsyncGroup
-        from zarr.core.sync import sync
-    except ImportError:
-        return None
-    if not (hasattr(AsyncGroup, "create_array") and hasattr(AsyncArray, "setitem")):
-        return None
-    return dump_to_store, get_writable_zarr_store, sync
-
-
-def write_template(ds: Any, encoding: dict[str, dict], url: str, storage_options: dict | None = None) -> None:
-    """Write ``ds`` (:func:`template`) as a new zarr v3 store at ``url``: the same objects, bit for bit,
-    as ``ds.to_zarr(url, mode="w-", compute=False, encoding=encoding)`` before consolidation
-    (tests/test_template_write.py), through xarray's own encoding, in about half the time: without the
-    dask graph nobody computes (:class:`_TemplateWriter`), and with the arrays created together, each
-    with its attributes in one write, then the coordinates' values together (:class:`_DeferringGroup`;
-    xarray creates an array, writes its attributes, then its values, one after another). The group
-    with its attributes is written first, as ``to_zarr`` writes it. An existing store is refused as
-    ``to_zarr(mode="w-")`` refuses it (``FileExistsError`` or zarr's ``ContainsGroupError``). Not
-    consolidated: the caller consolidates once the store is complete. Falls back to ``to_zarr`` if
-    xarray's or zarr's functions used here move."""
-    tools = _xarray_writer()
-    if tools is None:  # another xarray or zarr layout: the public route (slower, same objects)
-        kwargs: dict[str, Any] = {} if storage_options is None else {"storage_options": storage_options}
-        ds.to_zarr(url, mode="w-", zarr_format=3, compute=False, consolidated=False, encoding=encoding, **kwargs)
-        return
-    import asyncio
-
-    dump_to_store, get_writable_zarr_store, sync = tools
-    zstore = get_writable_zarr_store(url, mode="w-", consolidated=False, zarr_format=3, storage_options=storage_options)
-    group = zstore.zarr_group
-    parent = group._async_group
-    deferring = zstore.zarr_group = _DeferringGroup(group)
-    try:
-        dump_to_store(ds, zstore, _TemplateWriter(), encoding=encoding)
-    finally:
-        zstore.zarr_group = group
-
-    async def create(array: _Deferred) -> None:
-        created = await parent.create_array(**array.spec)
-        for selection, values in array.values:
-            await created.setitem(selection, values)
-
-    async def create_all() -> None:
-        await asyncio.gather(*(create(array) for array in deferring.deferred))
-
-    sync(create_all())

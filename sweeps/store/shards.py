@@ -203,78 +203,25 @@ def write_shard(
     ``before_flags(checksums)``: called with the checksum of each cell written once its values are
     stored and before its flags are (the engine saves the cells' final carries there).
     """
-    parts = list(together or [])
-    if parts:
-        common = None
-        if outputs:
-            first = next(iter(outputs.values()))[0].keys()
-            common = set(first) if all(v[0].keys() == first for v in outputs.values()) else None
-        if rows or (outputs and common is None) or not _stacks_fit(group, parts, common):
-            outputs = dict(outputs)  # the general path: one output per cell
-            for batch, idx in parts:
-                for i in np.asarray(idx).tolist():
-                    outputs[batch.cells[i]] = ({n: v[i] for n, v in batch.values.items()}, int(batch.status[i]),
-                                               float(batch.wall_time[i]))  # fmt: skip
-            parts = []
+    outputs, parts = _unstacked(group, outputs, list(together or []), rows)
     if not outputs and not parts:
         return []
-    shards = sweep_shards(group)
-    shape = tuple(group["done"].shape)
     given = list(outputs) + [batch.cells[i] for batch, idx in parts for i in np.asarray(idx).tolist()]
-    at = cell_block(given)  # (n, ndim): the cells' indices, checked and localised as arrays, not cell by cell
-    in_shard = at // np.asarray(shards, dtype=np.int64)
-    if (in_shard != in_shard[0]).any():
-        raise ValueError("write_shard: cells of more than one shard")
-    region = shard_region(tuple(int(i) for i in in_shard[0]), shards, shape)
-    at -= np.asarray([r.start for r in region], dtype=np.int64)
+    region, at, ndim = _locate(group, given)
     done = np.asarray(group["done"][region]).astype(np.int8)
     todo = done[tuple(at.T)] != 1
     if not todo.any():
         return []
     todo_list = todo.tolist()
     cells = [c for c, t in zip(given, todo_list) if t]
-    stacked_rows = []  # per part computed together: (batch, its rows still to write)
-    at_row = len(outputs)
-    for batch, idx in parts:
-        idx = np.asarray(idx)
-        mask = np.asarray(todo_list[at_row : at_row + len(idx)], dtype=bool)
-        if mask.any():
-            stacked_rows.append((batch, idx[mask]))
-        at_row += len(idx)
+    stacked_rows = _still_to_write(parts, todo_list, len(outputs))
     keep = bool(done.any()) or bool(rows)  # the shard holds finished (or filler) cells: keep their stored values
-    block_shape = tuple(r.stop - r.start for r in region)
-
-    def block(arr) -> np.ndarray:
-        if keep:
-            return np.array(arr[region])
-        return np.full(block_shape + tuple(arr.shape[len(shape) :]), arr.fill_value, dtype=arr.dtype)
-
+    block = _block_reader(region, ndim, keep)
     runs = [outputs[c] for c in cells[: len(cells) - sum(len(ix) for _, ix in stacked_rows)]]
     statuses = [r[1] for r in runs] + [s for b, ix in stacked_rows for s in b.status[ix].tolist()]
     sums = ShardChecksums(cells, statuses)
-    cell_values = [r[0] for r in runs]
     cell_index = tuple(np.ascontiguousarray(at[todo].T, dtype=np.intp))
-    if cell_values:
-        first = cell_values[0].keys()
-        alike = all(v.keys() == first for v in cell_values)  # the common case: every cell has the same names
-        names = set(first) if alike else set().union(*cell_values)
-    else:
-        alike, names = True, set(stacked_rows[0][0].values)
-    values: list[Any] = []  # (arr, block) or, for grown rows, (arr, block, stored block)
-    for name in sorted(names):  # the checksums take the names in sorted order
-        try:
-            arr = group[name]
-        except KeyError:  # a value this store was not created with (a newer diagnostic): not stored
-            continue
-        data = block(arr)
-        stored = data.copy() if rows else None
-        stacked = [b.values[name][ix] for b, ix in stacked_rows]
-        _fill_block(arr, name, data, cell_values, cell_index, sums, alike, stacked)
-        values.append((arr, data, stored) if rows else (arr, data))
-    if rows:
-        values = _rows_from(values, region, rows)
-    else:
-        set_blocks(values, region)
+    _write_values(group, block, region, rows, [r[0] for r in runs], cell_index, sums, stacked_rows)
     now = time.time()
     checksums = sums.result()
     before_flags(checksums)
@@ -297,6 +244,98 @@ def write_shard(
     done[cell_index] = 1
     group["done"][region] = done  # the completion marker, last
     return cells
+
+
+def _unstacked(
+    group, outputs: dict[Cell, CellOutput], parts: list, rows: dict[str, int] | None
+) -> tuple[dict[Cell, CellOutput], list]:
+    """``(outputs, parts)`` as :func:`write_shard` writes them: the parts computed together kept
+    stacked when they fit (every cell stores the same names, of the store's shapes, and no grown
+    rows), else unstacked into one output per cell (the general path)."""
+    if not parts:
+        return outputs, parts
+    common = None
+    if outputs:
+        first = next(iter(outputs.values()))[0].keys()
+        common = set(first) if all(v[0].keys() == first for v in outputs.values()) else None
+    if not (rows or (outputs and common is None) or not _stacks_fit(group, parts, common)):
+        return outputs, parts
+    outputs = dict(outputs)
+    for batch, idx in parts:
+        for i in np.asarray(idx).tolist():
+            outputs[batch.cells[i]] = ({n: v[i] for n, v in batch.values.items()}, int(batch.status[i]),
+                                       float(batch.wall_time[i]))  # fmt: skip
+    return outputs, []
+
+
+def _locate(group, given: list[Cell]) -> tuple[tuple[slice, ...], np.ndarray, int]:
+    """``(region, at, ndim)``: the one shard's region holding every cell of ``given`` (else
+    ValueError), the cells' indices inside it (n, ndim) and the sweep's number of dimensions."""
+    shards = sweep_shards(group)
+    shape = tuple(group["done"].shape)
+    at = cell_block(given)  # (n, ndim): the cells' indices, checked and localised as arrays, not cell by cell
+    in_shard = at // np.asarray(shards, dtype=np.int64)
+    if (in_shard != in_shard[0]).any():
+        raise ValueError("write_shard: cells of more than one shard")
+    region = shard_region(tuple(int(i) for i in in_shard[0]), shards, shape)
+    at -= np.asarray([r.start for r in region], dtype=np.int64)
+    return region, at, len(shape)
+
+
+def _still_to_write(parts: list, todo: list[bool], n_outputs: int) -> list[tuple[Any, np.ndarray]]:
+    """Per part computed together: (batch, its rows still to write), ``todo`` listing the single
+    outputs' cells first, then each part's."""
+    out = []
+    at_row = n_outputs
+    for batch, idx in parts:
+        idx = np.asarray(idx)
+        mask = np.asarray(todo[at_row : at_row + len(idx)], dtype=bool)
+        if mask.any():
+            out.append((batch, idx[mask]))
+        at_row += len(idx)
+    return out
+
+
+def _block_reader(region: tuple[slice, ...], ndim: int, keep: bool) -> Callable[[Any], np.ndarray]:
+    """``arr → `` the shard's block of ``arr`` to fill: as stored (``keep``: finished cells' values
+    stay) or all fill values (a fresh shard: nothing read)."""
+    block_shape = tuple(r.stop - r.start for r in region)
+
+    def block(arr) -> np.ndarray:
+        if keep:
+            return np.array(arr[region])
+        return np.full(block_shape + tuple(arr.shape[ndim:]), arr.fill_value, dtype=arr.dtype)
+
+    return block
+
+
+def _write_values(
+    group, block: Callable[[Any], np.ndarray], region: tuple[slice, ...], rows: dict[str, int] | None,
+    cell_values: list[dict[str, Any]], cell_index: tuple, sums: ShardChecksums, stacked_rows: list,
+) -> None:  # fmt: skip
+    """Every value variable's block of the shard filled with the cells' values and written (from the
+    first differing or new row when ``rows``), its checksums taken in sorted name order."""
+    if cell_values:
+        first = cell_values[0].keys()
+        alike = all(v.keys() == first for v in cell_values)  # the common case: every cell has the same names
+        names = set(first) if alike else set().union(*cell_values)
+    else:
+        alike, names = True, set(stacked_rows[0][0].values)
+    values: list[Any] = []  # (arr, block) or, for grown rows, (arr, block, stored block)
+    for name in sorted(names):  # the checksums take the names in sorted order
+        try:
+            arr = group[name]
+        except KeyError:  # a value this store was not created with (a newer diagnostic): not stored
+            continue
+        data = block(arr)
+        stored = data.copy() if rows else None
+        stacked = [b.values[name][ix] for b, ix in stacked_rows]
+        _fill_block(arr, name, data, cell_values, cell_index, sums, alike, stacked)
+        values.append((arr, data, stored) if rows else (arr, data))
+    if rows:
+        _rows_from(values, region, rows)
+    else:
+        set_blocks(values, region)
 
 
 def _rows_from(

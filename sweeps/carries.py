@@ -1,0 +1,230 @@
+"""The final carries of finished cells, kept in the store (:mod:`geosweep.sweeps.extension` continues
+cells from them): one ``.npz`` object per store shard under ``<store>/_carries/``, the cells' arrays
+stacked per group of equal names, shapes and dtypes, compressed when a shard's cells are large; and
+the pre-final carry kept inside a cell's checkpoint (:func:`split`, :func:`joined`)."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from geosweep.sweeps.checkpoints import _fs, _put
+from geosweep.sweeps.grid import Cell
+from geosweep.sweeps.lease import fence
+from geosweep.sweeps.store.layout import cell_block
+
+DIRNAME = "_carries"
+#: keys of a kept pre-final carry inside a checkpoint (adaptive dense-output cells)
+CARRY_PREFIX = "carry."
+#: key of the (samples, snapshots) rows a grown cell leaves as stored, inside its checkpoint
+ROWS_KEY = "geosweep_rows_kept"
+
+
+#: a shard's carries are compressed when they hold more than this per cell (bytes)
+COMPRESS_BYTES_PER_CELL = 32_768
+
+
+# ---------------------------------------------------------------------------------------
+# carries in the store: one object per shard
+# ---------------------------------------------------------------------------------------
+def shard_key(index: tuple[int, ...]) -> str:
+    return "s" + "_".join(str(int(i)) for i in index)
+
+
+def _path(ref, index: tuple[int, ...]) -> tuple[Any, str]:
+    fs, root = _fs(ref)
+    return fs, f"{root.rstrip('/')}/{DIRNAME}/{shard_key(index)}.npz"
+
+
+def read_shard(ref, index: tuple[int, ...]) -> dict[Cell, dict[str, np.ndarray]] | None:
+    """The carries of the cells of shard ``index`` (empty when none is kept), or None when its
+    object cannot be read (truncated, empty, not a zip, a bad CRC, a directory …)."""
+    fs, path = _path(ref, index)
+    try:
+        data = fs.cat_file(path)
+    except FileNotFoundError:
+        return {}
+    except Exception:  # noqa: BLE001 - a directory or an unreadable object: no carry of it is usable
+        return None
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            return _unpacked({key: z[key] for key in z.files})
+    except Exception:  # noqa: BLE001 - a damaged object: its cells have no usable carry
+        return None
+
+
+def load_shard(ref, index: tuple[int, ...]) -> dict[Cell, dict[str, np.ndarray]]:
+    """The carries of the cells of shard ``index`` (empty when none is kept or its object is damaged)."""
+    return read_shard(ref, index) or {}
+
+
+def carried_cells(ref, index: tuple[int, ...]) -> set[Cell]:
+    """The cells of shard ``index`` with a kept carry (reads the object's index, and the cell lists
+    of a stacked object; none for a damaged object)."""
+    fs, path = _path(ref, index)
+    try:
+        with fs.open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
+            names = list(z.files)
+            lists = [z[n] for n in names if n.startswith(GROUP_PREFIX) and n.endswith(CELLS_SUFFIX)]
+    except FileNotFoundError:
+        return set()
+    except Exception:  # noqa: BLE001 - a damaged object holds no usable carry
+        return set()
+    out = {_cell_of(n.split(".", 1)[0]) for n in names if not n.startswith(GROUP_PREFIX)}  # one entry per cell
+    out.update(tuple(int(i) for i in row) for cells in lists for row in cells)
+    return out
+
+
+#: a stacked object's entries: ``g<j>.cells`` (the group's cells, one row each) and ``g<j>.<array>``
+#: (that array of every cell of group j, stacked along a first axis); an older object has one
+#: entry ``c<i>_<j>….<array>`` per cell and array, and is still read
+GROUP_PREFIX = "g"
+CELLS_SUFFIX = ".cells"
+
+
+def _cell_of(key: str) -> Cell:
+    return tuple(int(i) for i in key[1:].split("_"))
+
+
+def _shape_dtype(v: Any) -> tuple[tuple[int, ...], str]:
+    """``(np.shape(v), np.asarray(v).dtype.str)``, read off an array or NumPy scalar directly."""
+    if isinstance(v, (np.ndarray, np.generic)):
+        return v.shape, v.dtype.str
+    a = np.asarray(v)
+    return a.shape, a.dtype.str
+
+
+def _packed(
+    carries: dict[Cell, dict[str, np.ndarray]], stacked: Sequence[tuple[list[Cell], dict[str, np.ndarray]]] = ()
+) -> dict[str, np.ndarray]:
+    """The entries of a stacked carries object: the cells grouped by their arrays' names, shapes and
+    dtypes, each array stacked over a group (a few dozen entries per shard instead of ~9 per cell:
+    a zip entry costs more than a sub-millisecond cell). ``stacked``: groups already stacked, (cells,
+    arrays with a leading cell axis), written as they are."""
+    groups: dict[tuple, list[Cell]] = {}
+    for cell, arrays in carries.items():
+        sig: tuple  # (name, shape, dtype) per array
+        try:  # arrays and NumPy scalars (a carry's own): their shape and dtype read off directly
+            sig = tuple([(k, v.shape, v.dtype) for k, v in arrays.items()])
+        except AttributeError:
+            sig = tuple((k, *_shape_dtype(v)) for k, v in arrays.items())
+        groups.setdefault(sig, []).append(cell)
+    flat: dict[str, np.ndarray] = {}
+    for j, (sig, cells) in enumerate(groups.items()):
+        flat[f"{GROUP_PREFIX}{j}{CELLS_SUFFIX}"] = cell_block(cells)
+        for k, _shape, dtype in sig:  # one shape and dtype in the group: np.stack's array, built in one call
+            flat[f"{GROUP_PREFIX}{j}.{k}"] = np.array([carries[c][k] for c in cells], dtype=dtype)
+    for j, (cells, arrays) in enumerate(stacked, start=len(groups)):
+        flat[f"{GROUP_PREFIX}{j}{CELLS_SUFFIX}"] = cell_block(cells)
+        for k, a in arrays.items():
+            flat[f"{GROUP_PREFIX}{j}.{k}"] = np.asarray(a)
+    return flat
+
+
+def _unpacked(flat: dict[str, np.ndarray]) -> dict[Cell, dict[str, np.ndarray]]:
+    """The carries of an object's entries, stacked (:func:`_packed`) or one per cell and array."""
+    out: dict[Cell, dict[str, np.ndarray]] = {}
+    for key, value in flat.items():
+        if key.startswith(GROUP_PREFIX):
+            continue
+        ck, name = key.split(".", 1)
+        out.setdefault(_cell_of(ck), {})[name] = value
+    for key, cells in flat.items():
+        if not (key.startswith(GROUP_PREFIX) and key.endswith(CELLS_SUFFIX)):
+            continue
+        group = key[: -len(CELLS_SUFFIX)] + "."
+        names = [k[len(group) :] for k in flat if k.startswith(group) and k != key]
+        for i, row in enumerate(cells):
+            out[tuple(int(x) for x in row)] = {name: flat[group + name][i, ...] for name in names}
+    return out
+
+
+def save_shard(
+    ref,
+    index: tuple[int, ...],
+    carries: Mapping[Cell, dict[str, np.ndarray] | None],
+    stacked: Sequence[tuple[list[Cell], dict[str, np.ndarray]]] = (),
+) -> None:
+    """Replace the carries of ``carries``' cells in shard ``index`` (None: drop the cell's carry);
+    the other cells' carries stay. ``stacked``: more cells' carries, stacked (cells, arrays with a
+    leading cell axis: cells computed together, :mod:`geosweep.sweeps.together`). One atomic object
+    write, fenced by the run's lease."""
+    if not carries and not stacked:
+        return
+    kept = load_shard(ref, index)
+    if not kept and not stacked and all(a is None for a in carries.values()):
+        return
+    for cell, arrays in carries.items():
+        if arrays is None:
+            kept.pop(cell, None)
+        else:
+            kept[cell] = arrays
+    for cells, _ in stacked:
+        for cell in cells:
+            kept.pop(cell, None)
+    n_cells = len(kept) + sum(len(cells) for cells, _ in stacked)
+    buf = io.BytesIO()
+    flat = _packed(kept, stacked)
+    raw = sum(int(np.asarray(v).nbytes) for v in flat.values())
+    # compressed where it pays: long cells (big sample arrays), not sub-millisecond ones (zlib per array)
+    save = np.savez_compressed if raw > COMPRESS_BYTES_PER_CELL * max(n_cells, 1) else np.savez
+    save(buf, **flat)  # type: ignore[arg-type]
+    fs, path = _path(ref, index)
+    with fence(ref):
+        if ref.is_local and os.path.isdir(path):  # a directory in the object's place: replaced
+            shutil.rmtree(path)
+        _put(ref, fs, path, buf.getvalue())
+
+
+def drop_shard(ref, index: tuple[int, ...]) -> None:
+    """Remove the carries object of shard ``index`` (whatever it holds, a directory included)."""
+    fs, path = _path(ref, index)
+    with fence(ref):
+        if ref.is_local:
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            elif os.path.lexists(path):
+                os.remove(path)
+            return
+        try:
+            fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            pass
+
+
+def carry_bytes(ref) -> int:
+    """Bytes of every carry object of a store."""
+    fs, root = _fs(ref)
+    try:
+        return sum(int(fs.size(p)) for p in fs.ls(f"{root.rstrip('/')}/{DIRNAME}", detail=False))
+    except FileNotFoundError:
+        return 0
+
+
+def split(saved: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, tuple[int, int]]:
+    """A checkpoint's own arrays, the pre-final carry kept inside it (or None) and its rows kept."""
+    own = {k: v for k, v in saved.items() if not k.startswith(CARRY_PREFIX) and k != ROWS_KEY}
+    pre = {k[len(CARRY_PREFIX) :]: v for k, v in saved.items() if k.startswith(CARRY_PREFIX)}
+    rows = tuple(int(x) for x in saved[ROWS_KEY]) if ROWS_KEY in saved else (0, 0)
+    return own, (pre or None), (rows[0], rows[1])
+
+
+def joined(own: dict[str, np.ndarray], pre: dict[str, np.ndarray] | None, rows: tuple[int, int]) -> dict:
+    """The inverse of :func:`split`: what a checkpoint object holds."""
+    out = dict(own)
+    if pre is not None:
+        out.update({CARRY_PREFIX + k: v for k, v in pre.items()})
+    if rows != (0, 0):
+        out[ROWS_KEY] = np.array(rows, dtype=np.int64)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# a carry's identity: whose trajectory it continues, and that it is intact
+# ---------------------------------------------------------------------------------------
+#: the one entry of a sealed carry that says whose it is (int64): ``[digest, trajectory, T (the
