@@ -102,7 +102,7 @@ def system(name: str, **params: Any) -> System:
     >>> geosweep.system("pendulum_chain", links=3)
     Traceback (most recent call last):
     ...
-    geosweep.sweeps.spec.SpecError: invalid system 'pendulum_chain': params.links: unknown parameter ...; known: [...]
+    geosweep.sweeps.spec_error.SpecError: invalid system 'pendulum_chain': params.links: unknown parameter ...; known: [...]
     """
     from geosweep.sweeps.spec import SpecError, parse_spec
 
@@ -403,7 +403,7 @@ def verify(store: str | os.PathLike, storage_options: dict | None = None) -> Ver
     >>> geosweep.verify(store).ok
     True
     """
-    from geosweep.sweeps.extension import unusable_carries
+    from geosweep.sweeps.carry_identity import unusable_carries
     from geosweep.sweeps.store import StoreFormatError, StoreRef
     from geosweep.sweeps.store import verify as verify_cells
 

@@ -16,7 +16,7 @@ DIRS = ("sweeps", "flows", "kernels")
 #: state that must exist for the life of the process, by module
 PROCESS_STATE = {
     "sweeps/lease.py": {"_ACTIVE"},
-    "sweeps/spec.py": {"_PARSED"},
+    "sweeps/spec_file.py": {"_PARSED"},
     "sweeps/store/checksums.py": {"_DTYPE_NAMES"},
     "sweeps/visibility.py": {"_PROVEN"},
     "kernels/core/addressed.py": {"_ENTRIES"},
@@ -36,9 +36,9 @@ TABLES = {
     "sweeps/estimate.py": {"OVERHEAD_SECONDS"},
     "sweeps/execution.py": {"LOCAL_WORKER"},
     "sweeps/grow.py": {"METHOD_FIELDS"},
-    "sweeps/lease.py": {"STORE_ERRNOS"},
+    "sweeps/lease_file.py": {"STORE_ERRNOS"},
     "sweeps/numba_env.py": {"_CANDIDATES"},
-    "sweeps/spec.py": {"LIMITS"},
+    "sweeps/spec_limits.py": {"LIMITS"},
     "sweeps/store/__init__.py": {"_HOMES"},
     "sweeps/store/schema.py": {"FLAG_LAYOUT", "_COORD_DTYPES"},
     "flows/firstrun.py": {"COLD_SECONDS"},
