@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from geosweep.flows.cli.common import (
+from geosweep.flows.cli.options import (
     _positive_int,
     _share,
     _storage_options,
