@@ -100,3 +100,14 @@ def test_xarray_imported_through_the_hook_is_xarray_as_usual():
         "print(installed(), xr.Dataset().geosweep.__class__.__name__)\n"
     )
     assert out.split() == ["False", "GeosweepAccessor"]
+
+
+def test_a_module_of_sweeps_imports_only_what_it_uses():
+    """The command checks Numba's environment (``sweeps.numba_env``) before anything else: the package
+    ``geosweep.sweeps`` imports its flow-facing modules (plan, spec, execution …) only when they are used."""
+    code = (
+        "import geosweep.sweeps.numba_env, sys\n"
+        "loaded = [m for m in sys.modules if m.startswith('geosweep.sweeps.')]\n"
+        "assert loaded == ['geosweep.sweeps.numba_env'], loaded"
+    )
+    assert _heavy_after(code) == []
