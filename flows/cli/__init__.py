@@ -20,8 +20,10 @@ another store format, or another run holds its lease (also ``verify --repair``; 
 its lease to another stops with exit 3, writing nothing more), 130/143 interrupted by
 SIGINT/SIGTERM (one line, no traceback; rerun to resume).
 
-One module per command (``flows/cli/run.py`` … ``systems.py``), the parser in ``parser.py``, helpers in
-``common.py``; :mod:`geosweep.flows.cli.exits` is the one table from exceptions to exit codes.
+One module per command (``flows/cli/run.py`` … ``systems.py``), imported when its command runs
+(:data:`COMMANDS`), so that ``--help`` and ``--version`` import only the parser (``parser.py``, its option
+types in ``options.py``); helpers in ``common.py``; :mod:`geosweep.flows.cli.exits` is the one table from
+exceptions to exit codes.
 """
 
 from __future__ import annotations
