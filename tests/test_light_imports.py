@@ -64,6 +64,7 @@ def test_help_and_version_import_no_command():
         "import sys\n"
         "cli = {m.rsplit('.', 1)[1] for m in sys.modules if m.startswith('geosweep.flows.cli.')}\n"
         f"assert cli <= {set(LIGHT_CLI_MODULES)!r}, cli  # no command's module\n"
+        "assert 'numba' not in sys.modules and 'numpy' not in sys.modules\n"
     )
     assert _heavy_after(code) == []
 

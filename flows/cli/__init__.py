@@ -39,6 +39,8 @@ from pathlib import Path
 from geosweep.flows.cli.exits import EXIT_CODES, OptionsError, exit_code
 from geosweep.flows.cli.parser import build_parser
 from geosweep.flows.output import LOG, Interrupts, configure
+from geosweep.flows.plugins import load_plugins
+from geosweep.sweeps.numba_env import numba_env_problem
 
 #: each command's module and function, imported when the command runs: ``--help``, ``--version`` and a
 #: command's ``--help`` import none of them (nor xarray, pandas, Dask or Prefect)
@@ -139,8 +141,6 @@ def main(argv: list[str] | None = None) -> int:
 def _command(args: argparse.Namespace) -> int:
     """The command's exit code; a refusal is its one line and its code from :data:`EXIT_CODES`."""
     configure(args.log_level, args.quiet)
-    from geosweep.flows.plugins import load_plugins
-
     try:
         _check_numba_env()  # before a plugin or a command imports Numba
         for name in load_plugins(args.imports):
@@ -178,8 +178,6 @@ def _say_interrupted(interrupts: Interrupts) -> int:
 
 def _check_numba_env() -> None:
     """Refuse (one line, exit 2) a Numba threading environment that would fail inside the run."""
-    from geosweep.sweeps.numba_env import numba_env_problem
-
     if problem := numba_env_problem():
         raise OptionsError(problem)
 
