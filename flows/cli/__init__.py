@@ -96,7 +96,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "run":
         return cmd(args, args.spec)
     if args.command == "demo":
-        demo_spec = importlib.import_module("geosweep.flows.cli.common")._demo_spec_path()
+        # read on the package (common's, through __getattr__), where a caller may set its own
+        demo_spec = sys.modules[__name__]._demo_spec_path()
         LOG.info(f"demo spec {Path(demo_spec).name}")
         return cmd(args, demo_spec)
     return cmd(args)
