@@ -8,7 +8,8 @@ One import namespace over the project's folders (mapped in ``pyproject.toml``):
 * :mod:`geosweep.analysis` — the ``ds.geosweep`` xarray accessor and reports;
 * :mod:`geosweep.deploy` — cluster files (Slurm/PBS, Kubernetes) and object-store output.
 
-``import geosweep`` registers the ``ds.geosweep`` accessor on :class:`xarray.Dataset`::
+``import geosweep`` registers the ``ds.geosweep`` accessor on :class:`xarray.Dataset`, in either order
+of the two imports (without importing xarray itself: :mod:`geosweep._xarray_hook`)::
 
     import xarray as xr, geosweep
     ds = xr.open_zarr("results/sphere-demo.zarr")
@@ -26,7 +27,7 @@ _here = pathlib.Path(__file__).resolve().parent
 if not (_here / "kernels").is_dir() and (_here.parent / "kernels" / "__init__.py").is_file():
     __path__.append(str(_here.parent))  # noqa: F821 - the package's own search path
 
-# Before the heavy imports below (stdlib only): the ``geosweep`` command's own process turns a signal into
+# First (stdlib only): the ``geosweep`` command's own process turns a signal into
 # its one line from here on (geosweep.flows.entry); a worker process of ``geosweep run --processes`` (a
 # multiprocessing child, which imports this package first) ignores SIGINT at once (geosweep.flows.output).
 from geosweep.flows import entry as _entry  # noqa: E402, I001
@@ -34,7 +35,9 @@ from geosweep.flows import entry as _entry  # noqa: E402, I001
 _entry.install()
 _entry.pause("import")  # a test hook: a signal during the imports
 from geosweep.flows import output as _output  # noqa: E402, F401, I001
-from geosweep.analysis import accessor as _accessor  # noqa: E402, F401 - registers ds.geosweep
+from geosweep import _xarray_hook  # noqa: E402, I001
+
+_xarray_hook.install()  # ds.geosweep: now if xarray is imported, else on its import
 
 try:
     __version__ = version("geosweep")

@@ -75,18 +75,21 @@ def test_entry_point_plugin_is_loaded_by_every_command(tmp_path):
 def test_nightly_deployment_carries_the_imports(tmp_path, monkeypatch):
     """``serve --import``: the module is imported to validate the spec and again in each night's flow run."""
     from geosweep.flows.deployments import nightly_deployment
-    from geosweep.kernels.registry import SYSTEMS
+    from geosweep.kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS
 
     shutil.copy(ROTORS, tmp_path / "nightly_rotors.py")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))
     monkeypatch.delitem(sys.modules, "nightly_rotors", raising=False)
-    saved = dict(SYSTEMS)
+    # all three restored: a family the spec's validation loaded meanwhile (s2) is registered again when
+    # next needed, not left in FAMILIES without its systems (a later test's spec would not find them)
+    saved = [(registry, dict(registry)) for registry in (SYSTEMS, INTEGRATORS, FAMILIES)]
     (tmp_path / "ring.toml").write_text(SPEC)
     try:
         dep = nightly_deployment(tmp_path / "ring.toml", str(tmp_path / "n"), imports=["nightly_rotors"])
     finally:
-        SYSTEMS.clear()
-        SYSTEMS.update(saved)
+        for registry, entries in saved:
+            registry.clear()
+            registry.update(entries)
         sys.modules.pop("nightly_rotors", None)
     assert dep.parameters["imports"] == ["nightly_rotors"] and dep.name == "nightly-ring"

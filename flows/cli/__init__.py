@@ -20,13 +20,16 @@ another store format, or another run holds its lease (also ``verify --repair``; 
 its lease to another stops with exit 3, writing nothing more), 130/143 interrupted by
 SIGINT/SIGTERM (one line, no traceback; rerun to resume).
 
-One module per command (``flows/cli/run.py`` … ``systems.py``), the parser in ``parser.py``, helpers in
-``common.py``; :mod:`geosweep.flows.cli.exits` is the one table from exceptions to exit codes.
+One module per command (``flows/cli/run.py`` … ``systems.py``), imported when its command runs
+(:data:`COMMANDS`), so that ``--help`` and ``--version`` import only the parser (``parser.py``, its option
+types in ``options.py``); helpers in ``common.py``; :mod:`geosweep.flows.cli.exits` is the one table from
+exceptions to exit codes.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import signal
@@ -34,20 +37,35 @@ import sys
 from pathlib import Path
 
 from geosweep import config
-from geosweep.flows.cli.common import DEMO_SPEC, StoreProblem, _demo_spec_path
 from geosweep.flows.cli.exits import EXIT_CODES, OptionsError, exit_code
-from geosweep.flows.cli.extend import cmd_extend
 from geosweep.flows.cli.parser import build_parser
-from geosweep.flows.cli.report import cmd_report
-from geosweep.flows.cli.run import cmd_run
-from geosweep.flows.cli.serve import cmd_serve
-from geosweep.flows.cli.status import cmd_status
-from geosweep.flows.cli.systems import cmd_systems
-from geosweep.flows.cli.validate import cmd_validate
-from geosweep.flows.cli.verify import cmd_verify
 from geosweep.flows.output import LOG, Interrupts, configure
+from geosweep.flows.plugins import load_plugins
+from geosweep.sweeps.numba_env import numba_env_problem
+
+#: each command's module and function, imported when the command runs: ``--help``, ``--version`` and a
+#: command's ``--help`` import none of them (nor xarray, pandas, Dask or Prefect)
+COMMANDS = {
+    "run": ("geosweep.flows.cli.run", "cmd_run"),
+    "demo": ("geosweep.flows.cli.run", "cmd_run"),
+    "extend": ("geosweep.flows.cli.extend", "cmd_extend"),
+    "serve": ("geosweep.flows.cli.serve", "cmd_serve"),
+    "validate": ("geosweep.flows.cli.validate", "cmd_validate"),
+    "status": ("geosweep.flows.cli.status", "cmd_status"),
+    "systems": ("geosweep.flows.cli.systems", "cmd_systems"),
+    "report": ("geosweep.flows.cli.report", "cmd_report"),
+    "verify": ("geosweep.flows.cli.verify", "cmd_verify"),
+}
+#: the names this package re-exports from the modules that define them, read on use (PEP 562)
+_LAZY = {
+    "DEMO_SPEC": "geosweep.flows.cli.common",
+    "StoreProblem": "geosweep.flows.cli.common",
+    "_demo_spec_path": "geosweep.flows.cli.common",
+    **{name: module for module, name in COMMANDS.values()},
+}
 
 __all__ = [
+    "COMMANDS",
     "DEMO_SPEC",
     "EXIT_CODES",
     "OptionsError",
@@ -66,27 +84,24 @@ __all__ = [
 ]
 
 
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command ``args.command`` (its module imported now); its exit code."""
+    module, name = COMMANDS[args.command]
+    cmd = getattr(importlib.import_module(module), name)
     if args.command == "run":
-        return cmd_run(args, args.spec)
+        return cmd(args, args.spec)
     if args.command == "demo":
-        LOG.info(f"demo spec {Path(_demo_spec_path()).name}")
-        return cmd_run(args, _demo_spec_path())
-    if args.command == "extend":
-        return cmd_extend(args)
-    if args.command == "serve":
-        return cmd_serve(args)
-    if args.command == "validate":
-        return cmd_validate(args)
-    if args.command == "status":
-        return cmd_status(args)
-    if args.command == "systems":
-        return cmd_systems(args)
-    if args.command == "report":
-        return cmd_report(args)
-    if args.command == "verify":
-        return cmd_verify(args)
-    return 2
+        # read on the package (common's, through __getattr__), where a caller may set its own
+        demo_spec = sys.modules[__name__]._demo_spec_path()
+        LOG.info(f"demo spec {Path(demo_spec).name}")
+        return cmd(args, demo_spec)
+    return cmd(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,8 +143,6 @@ def main(argv: list[str] | None = None) -> int:
 def _command(args: argparse.Namespace) -> int:
     """The command's exit code; a refusal is its one line and its code from :data:`EXIT_CODES`."""
     configure(args.log_level, args.quiet)
-    from geosweep.flows.plugins import load_plugins
-
     try:
         _check_numba_env()  # before a plugin or a command imports Numba
         for name in load_plugins(args.imports):
@@ -168,8 +181,6 @@ def _say_interrupted(interrupts: Interrupts) -> int:
 def _check_numba_env() -> None:
     """Refuse (one line, exit 2) a bad ``GEOSWEEP_*`` variable (:func:`geosweep.config.check`) or a Numba
     threading environment that would fail inside the run."""
-    from geosweep.sweeps.numba_env import numba_env_problem
-
     config.check()
     if problem := numba_env_problem():
         raise OptionsError(problem)

@@ -1,5 +1,5 @@
-"""Helpers the ``geosweep`` commands share: the demo spec, option types, store and scheduler checks,
-the run's execution."""
+"""Helpers the ``geosweep`` commands share: the demo spec, store and scheduler checks, the run's
+execution (the option types are in :mod:`geosweep.flows.cli.options`)."""
 
 from __future__ import annotations
 
@@ -19,15 +19,6 @@ def _demo_spec_path() -> str:
     return str(resources.files("geosweep.sweeps").joinpath("examples", DEMO_SPEC))
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("geosweep")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
-
-
 def _how_to_open(store: str, storage_options=None) -> str:
     # the options may hold credentials: name them (or their reference), never print them
     extra = ", storage_options=STORAGE_OPTIONS)  # the dict given to --storage-options" if storage_options else ")"
@@ -41,35 +32,6 @@ def _how_to_open(store: str, storage_options=None) -> str:
         f"    ds = xr.open_zarr({store!r}{extra}\n"
         "    ds.max_rel_energy_error.where(ds.status == 0)   # failed cells dropped explicitly\n"
     )
-
-
-def _storage_options(text: str):
-    """``--storage-options``: a reference (``env:NAME``, ``@file.json``, ``profile:NAME``) or a JSON
-    object of fsspec options (see :mod:`geosweep.sweeps.credentials`); resolved now, refused in one line."""
-    from geosweep.sweeps.credentials import StorageOptions, StorageOptionsError
-
-    try:
-        return StorageOptions.of(text)
-    except StorageOptionsError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _positive_int(text: str) -> int:
-    """``--workers``: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _share(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError("must be between 0 and 1")
-    return value
 
 
 class StoreProblem(RuntimeError):

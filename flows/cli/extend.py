@@ -12,15 +12,14 @@ from geosweep.flows.cli.common import (
     _execution,
 )
 from geosweep.flows.output import LOG, progress_reporter
+from geosweep.sweeps.extension import extend
+from geosweep.sweeps.store import StoreRef
+from geosweep.sweeps.summary import status_table
 
 
 def cmd_extend(args: argparse.Namespace) -> int:
     """``geosweep extend STORE --T NEW``: continue every finished cell to the later T
     (:mod:`geosweep.sweeps.extension`)."""
-    from geosweep.sweeps.extension import extend
-    from geosweep.sweeps.store import StoreRef
-    from geosweep.sweeps.summary import status_table
-
     ref = StoreRef.of(args.store, args.storage_options)
     _check_store(ref.url, args.storage_options, write=True)
     if not ref.exists():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from geosweep.flows.cli.common import (
+from geosweep.flows.cli.options import (
     _positive_int,
     _share,
     _storage_options,

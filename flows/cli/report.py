@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import argparse
 
+from geosweep.analysis.report import main_report
 from geosweep.flows.cli.common import (
     StoreProblem,
     _check_store,
 )
 from geosweep.flows.cli.exits import OptionsError
 from geosweep.flows.output import LOG
+from geosweep.sweeps.store import StoreRef, open_results
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``geosweep report STORE [--out DIR]``: figures and index.md/index.html (see geosweep.analysis.report)."""
-    from geosweep.analysis.report import main_report
-    from geosweep.sweeps.store import StoreRef, open_results
-
     ref = StoreRef.of(args.store, args.storage_options)
     _check_store(ref.url, args.storage_options)
     if not ref.exists():

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+from geosweep.flows import firstrun
 from geosweep.flows.cli.exits import OptionsError
+from geosweep.flows.deployments import extend_by_problem, prefect_api_url, serve_nightly
+from geosweep.sweeps.credentials import deployment_parameter
 from geosweep.sweeps.execution import cluster_config
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from geosweep.flows import firstrun
-    from geosweep.flows.deployments import extend_by_problem, prefect_api_url, serve_nightly
-    from geosweep.sweeps.credentials import deployment_parameter
-
     if problem := extend_by_problem(args.extend_by):  # 0 would serve a dated nightly, NaN fail each night
         raise OptionsError(problem)
     cluster = cluster_config(args.cluster).model_dump(mode="json") if args.cluster else None

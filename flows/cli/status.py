@@ -9,12 +9,11 @@ from geosweep.flows.cli.common import (
     _check_store,
     _read_damaged,
 )
+from geosweep.sweeps.store import StoreRef
+from geosweep.sweeps.summary import status_table
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from geosweep.sweeps.store import StoreRef
-    from geosweep.sweeps.summary import status_table
-
     ref = StoreRef.of(args.store, args.storage_options)
     _check_store(ref.url, args.storage_options)
     if not ref.exists():

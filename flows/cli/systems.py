@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 
+from geosweep.flows import firstrun
+from geosweep.kernels.registry import INTEGRATORS, SYSTEMS, integrators_for
+
 
 def cmd_systems(args: argparse.Namespace) -> int:
-    from geosweep.flows import firstrun
-    from geosweep.kernels.registry import INTEGRATORS, SYSTEMS, integrators_for
-
     firstrun.load_families()  # says "compiling kernels" when a cold Numba cache makes importing compile
     for sysdef in SYSTEMS.values():
         print(f"{sysdef.name}  [family {sysdef.family}]")

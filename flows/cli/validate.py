@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import time
 
+from geosweep.flows import firstrun
+from geosweep.sweeps.compact import axis_text
+from geosweep.sweeps.estimate import estimate
+from geosweep.sweeps.plan import make_plan
+
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from geosweep.flows import firstrun
-    from geosweep.sweeps.estimate import estimate
-    from geosweep.sweeps.plan import make_plan
-
     t0 = time.perf_counter()
     first_run = firstrun.FirstRun(args.spec)
     cold = first_run.prepare()
@@ -22,8 +23,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     grid = plan.grid
     dims = ", ".join(f"{d}={n}" for d, n in zip(grid.dims, grid.shape))
     print(f"{args.spec}: valid. {grid.size} cells ({dims}); time samples {plan.spec.n_time}")
-    from geosweep.sweeps.compact import axis_text
-
     print("axes: " + "; ".join(axis_text(axis.name, axis.values) for axis in grid.axes))
     est = estimate(
         plan,

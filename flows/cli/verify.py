@@ -4,33 +4,33 @@ from __future__ import annotations
 
 import argparse
 
+import numpy as np
+
 from geosweep.flows.cli.common import (
     StoreProblem,
     _check_store,
 )
+from geosweep.sweeps.carry_identity import drop_carries, unusable_carries
+from geosweep.sweeps.compact import MAX_ITEMS, capped
+from geosweep.sweeps.grow import interrupted
+from geosweep.sweeps.lease import Lease
+from geosweep.sweeps.repair import missing_flags, repair_flags
+from geosweep.sweeps.store import StoreRef, mark_for_rerun, open_unconsolidated, verify
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     """``geosweep verify STORE [--repair]``: check every finished cell against its checksum."""
-    from geosweep.sweeps.store import StoreRef, mark_for_rerun, verify
-
     ref = StoreRef.of(args.store, args.storage_options)
     _check_store(ref.url, args.storage_options)
     if not ref.exists():
         raise StoreProblem(f"no store at {ref.url}")
     if args.repair:  # a repair writes: under the store's lease (exit 3 while a run writes the store)
-        from geosweep.sweeps.lease import Lease
-
         with Lease(ref) as lease:
-            return _verify(lease.ref, args, mark_for_rerun, verify)
-    return _verify(ref, args, mark_for_rerun, verify)
+            return _verify(lease.ref, args)
+    return _verify(ref, args)
 
 
-def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
-    from geosweep.sweeps.grow import interrupted
-    from geosweep.sweeps.repair import missing_flags, repair_flags
-    from geosweep.sweeps.store import open_unconsolidated
-
+def _verify(ref, args: argparse.Namespace) -> int:
     if line := interrupted(ref.url, dict(open_unconsolidated(ref, "r").attrs)):  # its arrays and spec disagree
         print(line)
         return 1
@@ -48,8 +48,6 @@ def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
         print(f"{ref.url}: every finished cell matches its checksum")
         return 0 if carries_ok or args.repair else 1
     print(f"{ref.url}: {len(found['damaged'])} damaged cell(s), {len(found['flags'])} unreadable flag(s)")
-    from geosweep.sweeps.compact import MAX_ITEMS, capped
-
     for line in capped(_cell_labels(ref, bad[:MAX_ITEMS]), total=len(bad), indent="  "):
         print(line)
     if args.repair:
@@ -63,9 +61,6 @@ def _verify(ref, args: argparse.Namespace, mark_for_rerun, verify) -> int:
 def _carries(ref, args: argparse.Namespace) -> bool:
     """Check the finished cells' kept carries (:func:`geosweep.sweeps.carry_identity.unusable_carries`): print
     the unusable ones (``--repair``: dropped, so that ``extend`` computes those cells from t = 0)."""
-    from geosweep.sweeps.carry_identity import drop_carries, unusable_carries
-    from geosweep.sweeps.compact import MAX_ITEMS, capped
-
     bad = unusable_carries(ref)
     if not bad:
         return True
@@ -82,8 +77,6 @@ def _carries(ref, args: argparse.Namespace) -> bool:
 def _cell_labels(ref, cells: list) -> list[str]:
     """Cells by their coordinates (``integrator=rk4, h=0.01, omega=3.25``), or by index where the
     store's coordinates cannot be read."""
-    import numpy as np
-
     try:
         group = ref.open_group("r")
         status = group["status"]
