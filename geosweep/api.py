@@ -102,7 +102,7 @@ def system(name: str, **params: Any) -> System:
     >>> geosweep.system("pendulum_chain", links=3)
     Traceback (most recent call last):
     ...
-    geosweep.sweeps.spec_error.SpecError: invalid system 'pendulum_chain': params.links: unknown parameter ...; known: [...]
+    geosweep.sweeps.spec_error.SpecError: invalid system 'pendulum_chain': params.links: unknown parameter ...
     """
     from geosweep.sweeps.spec import SpecError, parse_spec
 

@@ -33,6 +33,7 @@ PROCESS_STATE = {
 PENDING = {"sweeps/engine.py": {"_RUN_ARRAYS"}, "sweeps/first_worker.py": {"_DESCRIBERS"}}
 #: constant tables: module-level data the package reads and never changes
 TABLES = {
+    "sweeps/__init__.py": {"_HOMES"},
     "sweeps/estimate.py": {"OVERHEAD_SECONDS"},
     "sweeps/execution.py": {"LOCAL_WORKER"},
     "sweeps/grow.py": {"METHOD_FIELDS"},
@@ -41,6 +42,7 @@ TABLES = {
     "sweeps/spec_limits.py": {"LIMITS"},
     "sweeps/store/__init__.py": {"_HOMES"},
     "sweeps/store/schema.py": {"FLAG_LAYOUT", "_COORD_DTYPES"},
+    "flows/cli/__init__.py": {"COMMANDS", "_LAZY"},
     "flows/firstrun.py": {"COLD_SECONDS"},
     "flows/output.py": {"BUCKET_PROTOCOLS"},
     "kernels/_jit.py": {"JIT_OPTIONS"},
