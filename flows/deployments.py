@@ -24,6 +24,7 @@ from prefect.cache_policies import NO_CACHE
 
 from geosweep.flows.sweep_flow import sweep_flow
 from geosweep.sweeps.credentials import StorageOptions, resolve
+from geosweep.sweeps.execution import Execution
 from geosweep.sweeps.plan import make_plan
 
 DEFAULT_CRON = "0 2 * * *"
@@ -265,12 +266,11 @@ def nightly_flow(
         own = ClusterConfig.model_validate(cluster).make()
         address = own.scheduler_address
     try:
+        execution = Execution(address=address, n_workers=n_workers, slice_seconds=slice_seconds)
         result = sweep_flow(
             plan,
             store=store,
-            address=address,
-            n_workers=n_workers,
-            slice_seconds=slice_seconds,
+            execution=execution,
             storage_options=so,
             grow=bool(extend_by),
         )

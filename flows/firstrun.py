@@ -347,12 +347,13 @@ def start_prefect_server() -> threading.Thread | None:
     return thread
 
 
-def _spec_names(spec_path: str | os.PathLike) -> tuple[str, list[str]] | None:
-    """(system, integrators) of a spec file, read without validation (None if it names none)."""
+def _spec_names(spec_path: str | os.PathLike | dict) -> tuple[str, list[str]] | None:
+    """(system, integrators) of a spec file (or of its contents, already read), without validation (None if it
+    names none)."""
     from geosweep.sweeps.spec import SpecError, read_spec_file
 
     try:
-        data = read_spec_file(spec_path)
+        data = spec_path if isinstance(spec_path, dict) else read_spec_file(spec_path)
     except SpecError:
         return None  # make_plan reports it
     system, integrators = data.get("system"), data.get("integrators", [])
@@ -364,7 +365,7 @@ def _spec_names(spec_path: str | os.PathLike) -> tuple[str, list[str]] | None:
 _pending: list[tuple[str, list[str]]] = []
 
 
-def prepare(spec_path: str | os.PathLike | None = None, families: bool = True, wait: bool = True) -> bool:
+def prepare(spec_path: str | os.PathLike | dict | None = None, families: bool = True, wait: bool = True) -> bool:
     """Load what a spec needs (every built-in family without one); returns whether geosweep's stamp
     says the cache is cold. Then validate the spec and call :func:`warm` with the plan, and
     :func:`mark_warm` after it.
