@@ -9,6 +9,7 @@ if __name__ != "geosweep.sweeps":  # the folder imported as a top-level ``sweeps
 from geosweep.sweeps.execution import Execution
 from geosweep.sweeps.extension import extend
 from geosweep.sweeps.plan import Plan, make_plan
+from geosweep.sweeps.run_options import RunOptions
 from geosweep.sweeps.spec import SpecError, SweepSpec, load_spec
 
-__all__ = ["Execution", "Plan", "SpecError", "SweepSpec", "extend", "load_spec", "make_plan"]
+__all__ = ["Execution", "Plan", "RunOptions", "SpecError", "SweepSpec", "extend", "load_spec", "make_plan"]

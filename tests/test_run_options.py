@@ -105,5 +105,5 @@ def test_a_toy_option_reaches_the_workers_through_the_prefect_flow(toy, tmp_path
     execution = Execution(n_workers=1, processes=False, in_driver_below=0.0, toy="flow")
     with prefect_test_harness(server_startup_timeout=120):
         out = sweep_flow(SPEC, store=str(tmp_path / "flow.zarr"), execution=execution)
-    assert out["ran"] == 4 and not out["errors"]
+    assert out["ran"] == 2 and not out["errors"]
     _on_worker(toy, "flow")
