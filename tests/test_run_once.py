@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from geosweep import flows
+import geosweep.flows.cli as cli
 from geosweep.sweeps import spec as spec_mod
 from geosweep.sweeps import together
 from geosweep.sweeps.engine import run_sweep
@@ -39,7 +39,7 @@ def test_one_run_reads_its_spec_and_computes_its_costs_once(tmp_path, monkeypatc
     joint = _counting(monkeypatch, together, "joint_mask")
     spec = tmp_path / "once.toml"
     spec.write_text(TOML)
-    assert flows.cli.main(["run", str(spec), "--store", str(tmp_path / "s.zarr"), "-q", *flags]) == 0
+    assert cli.main(["run", str(spec), "--store", str(tmp_path / "s.zarr"), "-q", *flags]) == 0
     assert len(reads) == 1 and len(costs) == 1, (len(reads), len(costs))
     assert len(joint) == (0 if "--serial" in flags else 1)
 

@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from geosweep import flows
+import geosweep.flows.cli as cli
 from geosweep.sweeps import cells, run_options
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.execution import Execution
@@ -45,8 +45,6 @@ class ToyOptions(RunOptions):
 @pytest.fixture
 def toy(monkeypatch):
     """Registers the toy option (field, flag, use); yields what the workers saw: (value, thread name)."""
-    import geosweep.flows.cli as cli
-
     monkeypatch.setattr(run_options, "RunOptions", ToyOptions)  # edit 1: the field
     real_parser = cli.build_parser
 
@@ -93,7 +91,7 @@ def test_a_toy_option_reaches_the_workers_through_the_cli(toy, tmp_path, monkeyp
     spec = tmp_path / "toy.toml"
     spec.write_text(TOML)
     argv = ["run", str(spec), "--store", str(tmp_path / "cli.zarr"), "--no-prefect", "--threads", "--workers", "1"]
-    assert flows.cli.main([*argv, "--toy", "cli", "-q"]) == 0
+    assert cli.main([*argv, "--toy", "cli", "-q"]) == 0
     _on_worker(toy, "cli")
 
 
