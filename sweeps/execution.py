@@ -372,7 +372,9 @@ class Execution(BaseModel):
         threads_die_with_us = not self.processes and self.exit_on_interrupt
 
         def close(exc_type, exc, tb) -> bool:
-            if not (exc_type is KeyboardInterrupt and threads_die_with_us):
+            # a signal: Ctrl-C's KeyboardInterrupt, or Prefect's TerminationSignal inside a flow run
+            signalled = exc_type is KeyboardInterrupt or getattr(exc, "signal", None) in (signal.SIGINT, signal.SIGTERM)
+            if not (signalled and threads_die_with_us):
                 cluster.close()
             return False
 
