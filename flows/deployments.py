@@ -32,6 +32,7 @@ from geosweep.flows.nights import (
 )
 from geosweep.flows.sweep_flow import sweep_flow
 from geosweep.sweeps.credentials import StorageOptions, resolve
+from geosweep.sweeps.execution import Execution
 from geosweep.sweeps.plan import make_plan
 
 #: the nights' stores' names given here too (the CLI and the deployments' users read them here)
@@ -136,12 +137,11 @@ def nightly_flow(
         own = ClusterConfig.model_validate(cluster).make()
         address = own.scheduler_address
     try:
+        execution = Execution(address=address, n_workers=n_workers, slice_seconds=slice_seconds)
         result = sweep_flow(
             plan,
             store=store,
-            address=address,
-            n_workers=n_workers,
-            slice_seconds=slice_seconds,
+            execution=execution,
             storage_options=so,
             grow=bool(extend_by),
         )

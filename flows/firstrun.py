@@ -339,12 +339,13 @@ def start_prefect_server() -> threading.Thread | None:
     return thread
 
 
-def _spec_names(spec_path: str | os.PathLike) -> tuple[str, list[str]] | None:
-    """(system, integrators) of a spec file, read without validation (None if it names none)."""
+def _spec_names(spec_path: str | os.PathLike | dict) -> tuple[str, list[str]] | None:
+    """(system, integrators) of a spec file (or of its contents, already read), without validation (None if it
+    names none)."""
     from geosweep.sweeps.spec import SpecError, read_spec_file
 
     try:
-        data = read_spec_file(spec_path)
+        data = spec_path if isinstance(spec_path, dict) else read_spec_file(spec_path)
     except SpecError:
         return None  # make_plan reports it
     system, integrators = data.get("system"), data.get("integrators", [])
@@ -367,7 +368,7 @@ class FirstRun:
     ``prepare(wait=False)`` then :meth:`finish`), calls :meth:`warm` with the plan and :meth:`mark_warm`.
     "compiling kernels" is said once per object, only when Numba really compiles."""
 
-    spec_path: str | os.PathLike | None = None
+    spec_path: str | os.PathLike | dict | None = None
     #: the stamp key :meth:`prepare` loaded for (a family, system and integrators; ``all``), "" before
     key: str = ""
     #: geosweep's stamp said the cache was cold for :attr:`key`

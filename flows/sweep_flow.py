@@ -132,11 +132,8 @@ def finalise_sweep(store: str, storage_options: StorageOptions | None) -> str:
 def sweep_flow(
     plan: Plan | str | dict,
     store: str | None = None,
-    address: str | None = None,
-    n_workers: int | None = None,
-    slice_seconds: float = 10.0,
+    execution: Execution | None = None,
     storage_options: StorageOptions | dict | str | None = None,
-    processes: bool | None = None,
     progress: Callable[[Progress], None] | None = None,
     grow: bool = False,
     recompute: bool = False,
@@ -148,9 +145,9 @@ def sweep_flow(
     ``plan`` is a :class:`~geosweep.sweeps.plan.Plan` (from :func:`~geosweep.sweeps.plan.make_plan`; used as is)
     or a spec path/mapping (planned once here). ``progress`` is called with every
     :class:`~geosweep.sweeps.engine.Progress` update (in-process callers only; see the module doc).
-    Without ``address`` a local Dask cluster of ``n_workers`` workers (one slice at a time each) runs the
-    cells (worker processes with ``processes=True``, threads with ``False``, by default processes for many
-    sub-millisecond cells and threads otherwise). ``storage_options``
+    ``execution``: how the cells run (:class:`~geosweep.sweeps.execution.Execution`, whole; default: a local
+    Dask cluster, or this process for a few short cells), its open choices made once by ``run_sweep``.
+    ``storage_options``
     are fsspec options, best a reference (``env:NAME``, ``@file.json``, ``profile:NAME``) or a
     :class:`~geosweep.sweeps.credentials.StorageOptions`: resolved here, in the flow's process, and
     recorded by Prefect as the reference or redacted, never with a secret value.
@@ -158,7 +155,6 @@ def sweep_flow(
     pause("flow-start")  # a test hook: a signal while Prefect's flow engine runs the flow
     storage_options = StorageOptions.of(storage_options)
     planned = plan_sweep(plan)
-    execution = Execution(address=address, n_workers=n_workers, slice_seconds=slice_seconds, processes=processes)
-    result = execute_sweep(planned, store, execution, storage_options, progress, grow, recompute)
+    result = execute_sweep(planned, store, execution or Execution(), storage_options, progress, grow, recompute)
     result["summary"] = finalise_sweep(result["store"], storage_options)
     return result

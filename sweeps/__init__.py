@@ -15,18 +15,20 @@ _HOMES = {
     "Execution": "execution",
     "extend": "extension",
     "Plan": "plan",
+    "RunOptions": "run_options",
     "make_plan": "plan",
     "SpecError": "spec",
     "SweepSpec": "spec",
     "load_spec": "spec",
 }
 
-__all__ = ["Execution", "Plan", "SpecError", "SweepSpec", "extend", "load_spec", "make_plan"]
+__all__ = ["Execution", "Plan", "RunOptions", "SpecError", "SweepSpec", "extend", "load_spec", "make_plan"]
 
 if TYPE_CHECKING:
     from geosweep.sweeps.execution import Execution
     from geosweep.sweeps.extension import extend
     from geosweep.sweeps.plan import Plan, make_plan
+    from geosweep.sweeps.run_options import RunOptions
     from geosweep.sweeps.spec import SpecError, SweepSpec, load_spec
 
 

@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from geosweep.sweeps.lease import StoreBusyError
 from geosweep.sweeps.store import StoreRef, ensure_store
 
@@ -62,13 +64,22 @@ class EarlyStore:
         self._thread.join()
 
 
-def start(plan: Plan, ref: StoreRef, execution: Execution, grow: bool, log: Callable[[str], None]) -> EarlyStore | None:
+def start(
+    plan: Plan,
+    ref: StoreRef,
+    execution: Execution,
+    grow: bool,
+    log: Callable[[str], None],
+    cost: np.ndarray | None = None,
+) -> EarlyStore | None:
     """An :class:`EarlyStore` for a run that may compute before its store exists, else None: a parallel
-    run, not growing, into a store that does not exist, of cells each estimated at most
-    :data:`MAX_CELL_SECONDS` and without ``checkpoint_every`` (cells that checkpoint need the store)."""
-    if execution.serial or grow or plan.spec.checkpoint_every is not None or ref.exists():
+    run (the ``early_wave`` micro-path on), not growing, into a store that does not exist, of cells each
+    estimated at most :data:`MAX_CELL_SECONDS` (``cost``: every cell's estimate,
+    :meth:`~geosweep.sweeps.plan.Plan.cost_array`, computed here if not given) and without
+    ``checkpoint_every`` (cells that checkpoint need the store)."""
+    if execution.serial or not execution.paths.early_wave or grow or plan.spec.checkpoint_every is not None:
         return None
-    cost = plan.cost_array()
-    if cost.size == 0 or float(cost.max()) > MAX_CELL_SECONDS:
+    cost = plan.cost_array() if cost is None else cost
+    if cost.size == 0 or float(cost.max()) > MAX_CELL_SECONDS or ref.exists():
         return None
     return EarlyStore(plan, ref, log)

@@ -1,10 +1,11 @@
 """Where and how a sweep's cells run: one :class:`Execution`, built once from the command line
 (:meth:`Execution.from_args`) or from :func:`geosweep.sweeps.engine.run_sweep`'s keywords, and
-the only code that starts a Dask cluster (:func:`local_cluster`, :meth:`Execution.start`,
-:meth:`Execution.open_client`; :mod:`geosweep.deploy.clusters` builds its local kind here too).
+the only code that starts a Dask cluster (:func:`local_cluster`, :meth:`Execution.connect`;
+:mod:`geosweep.deploy.clusters` builds its local kind here too).
 
-Adding a run option is one field here, one flag in the CLI's parser (``from_args`` reads it
-by name) and the code that uses it.
+A run option that reaches the workers is a field of :class:`~geosweep.sweeps.run_options.RunOptions`
+(``Execution.run``), one flag in the CLI's parser (``from_args`` reads it by name) and the code on the
+worker that uses it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from geosweep.sweeps import run_options
+from geosweep.sweeps.backends.paths import ALL, MicroPaths
 
 #: A worker resource admitting one slice at a time. A worker that declares it and has one thread
 #: more (:data:`LOCAL_WORKER`) runs a shard's writer on its spare thread as soon as the shard's
@@ -236,9 +240,17 @@ class Execution(BaseModel):
     many short cells and threads otherwise (:func:`auto_processes`, decided by :meth:`for_cells`).
     ``slice_seconds``: target single-core seconds
     of work per Dask task; ``retries``: Dask retries of a slice or shard writer that raised;
-    ``threads_per_cell``: threads inside one cell (default: the plan's, else automatic).
+    ``run``: the options every slice receives (:class:`~geosweep.sweeps.run_options.RunOptions`; its fields
+    are also accepted as keywords here, e.g. ``threads_per_cell``).
     ``in_driver_below``: a run of short cells estimated under this many seconds in all runs in the
     driver's process without Dask (:func:`runs_in_driver`; default :func:`in_driver_seconds`; 0: never).
+    A cluster this execution starts (:meth:`connect`): ``dashboard`` served on a free port and its link
+    logged; ``quiet_workers``: worker processes log errors only (False: everything; None: Dask's
+    default); ``exit_on_interrupt``: after Ctrl-C a local cluster of threads is not closed (closing waits
+    for the cells running in them).
+    ``paths``: the engine's speed-only micro-paths (:class:`~geosweep.sweeps.backends.paths.MicroPaths`).
+    Every choice left open here (worker kind, in-driver, threads per cell, slicing) is made once per run,
+    on its pending cells, by :func:`geosweep.sweeps.worklist.resolve`.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -250,19 +262,41 @@ class Execution(BaseModel):
     processes: bool | None = None
     slice_seconds: float = 10.0
     retries: int = 2
-    threads_per_cell: int | None = None
     in_driver_below: float | None = Field(default=None, ge=0)
+    run: run_options.RunOptions = run_options.DEFAULT
+    dashboard: bool = False
+    quiet_workers: bool | None = None
+    exit_on_interrupt: bool = False
+    paths: MicroPaths = ALL
+
+    @model_validator(mode="before")
+    @classmethod
+    def _run_keywords(cls, data: Any) -> Any:
+        """``RunOptions`` fields given as keywords of the execution go into ``run``."""
+        if not isinstance(data, dict):
+            return data
+        kinds = run_options.RunOptions  # looked up now: a test may register a toy option
+        given = {k: data[k] for k in kinds.model_fields if k in data}
+        if not given:
+            return data
+        rest = {k: v for k, v in data.items() if k not in given}
+        base = rest.get("run") or kinds()
+        rest["run"] = kinds(**{**base.model_dump(), **given}) if isinstance(base, BaseModel) else {**base, **given}
+        return rest
 
     @classmethod
-    def from_args(cls, args: Any) -> Execution:
-        """The execution options of a parsed command line (flags a command lacks take their default)."""
-        names = {"workers": "n_workers", "cluster": "cluster_file"}
-        values = {}
-        for flag in ("serial", "address", "cluster", "workers", "processes", "slice_seconds", "threads_per_cell"):
-            value = getattr(args, flag, None)
-            if value is not None:
-                values[names.get(flag, flag)] = value
-        return cls(**values)
+    def from_args(cls, args: Any, **fixed: Any) -> Execution:
+        """The execution options of a parsed command line, every field and run option read by name (flags a
+        command lacks take their default); ``fixed``: further fields."""
+        names = {"n_workers": "workers", "cluster_file": "cluster"}
+        fields = [*cls.model_fields, *run_options.RunOptions.model_fields]
+        values = {f: getattr(args, names.get(f, f), None) for f in fields if f not in ("run", *fixed)}
+        return cls(**{k: v for k, v in values.items() if v is not None}, **fixed)
+
+    @property
+    def threads_per_cell(self) -> int | None:
+        """The run option ``threads_per_cell`` (:class:`~geosweep.sweeps.run_options.RunOptions`)."""
+        return self.run.threads_per_cell
 
     @property
     def starts_local_cluster(self) -> bool:
@@ -291,41 +325,9 @@ class Execution(BaseModel):
         Dask although this execution is not serial (:func:`runs_in_driver`)."""
         return not self.serial and runs_in_driver(costs, self.in_driver_below)
 
-    def using(self, address: str | None) -> Execution:
-        """This execution on the scheduler at ``address`` (a cluster started by :meth:`start`)."""
-        return self.model_copy(update={"address": address, "cluster_file": None})
-
-    def open_client(self) -> tuple[Any, Any]:
-        """(cluster or None, client) for a run that owns them (close both afterwards, client first):
-        a client of ``address``, else of a new local cluster (no dashboard)."""
-        from distributed import Client
-
-        if self.address:
-            return None, Client(self.address)
-        cluster = local_cluster(
-            self.n_workers,
-            processes=bool(self.processes),  # undecided (None): threads
-            dashboard_address=None,  # no dashboard; its HTTP server on a free port, not 8787
-            scheduler_kwargs={"dashboard_address": ":0"},
-        )
-        return cluster, Client(cluster)
-
-    def start(
-        self,
-        stack: ExitStack,
-        log: Callable[[str], None],
-        *,
-        quiet_workers: bool = True,
-        exit_on_interrupt: bool = False,
-    ) -> tuple[str | None, Any]:
-        """Start (or connect to) the Dask cluster of a command-line run: (scheduler address, client or None).
-
-        The cluster lives as long as ``stack``; its dashboard link is logged when it has one.
-        ``quiet_workers``: worker processes log errors only. ``exit_on_interrupt``: after Ctrl-C
-        a local cluster of threads is not closed (closing waits for the cells running in them).
-        """
-        if self.serial:
-            return None, None
+    def connect(self, stack: ExitStack, log: Callable[[str], None]) -> Any:
+        """Start (or connect to) this execution's Dask cluster and return a ``distributed.Client`` of it;
+        both live as long as ``stack``. A started cluster's dashboard link is logged when it has one."""
         from distributed import Client
 
         if self.cluster_file:
@@ -336,34 +338,45 @@ class Execution(BaseModel):
             log(f"starting {cfg.kind} cluster from {self.cluster_file}")
             cluster = stack.enter_context(cfg.make())
             stack.enter_context(describing(lambda: batch_jobs_state(cluster)))  # while waiting for a worker
-            address, link = cluster.scheduler_address, cluster.dashboard_link
-            client = None
-        elif self.address:
+            if cluster.dashboard_link:
+                log(f"Dask dashboard: {cluster.dashboard_link}")
+            return stack.enter_context(Client(cluster.scheduler_address))
+        if self.address:
             try:
                 client = stack.enter_context(Client(self.address, timeout="30s"))
             except (OSError, TimeoutError) as e:
                 msg = f"cannot connect to the Dask scheduler at --address {self.address}: {e}"
                 raise SchedulerUnreachable(msg) from None
-            address, link = self.address, client.dashboard_link
-        else:
-            cluster = local_cluster(
-                self.n_workers,
-                processes=bool(self.processes),  # undecided (None): threads (for_cells decides first)
-                dashboard_address="127.0.0.1:0",  # a free port; served only if bokeh is installed
-                silence_logs=logging.ERROR if quiet_workers else logging.DEBUG,  # worker processes
-            )
-            threads_die_with_us = not self.processes and exit_on_interrupt
+            if self.dashboard and client.dashboard_link:
+                log(f"Dask dashboard: {client.dashboard_link}")
+            return client
+        cluster = self._local(stack)
+        if self.dashboard and has_bokeh():
+            log(f"Dask dashboard: http://127.0.0.1:{cluster.scheduler.http_server.port}/status")
+        return stack.enter_context(Client(cluster))
 
-            def close(exc_type, exc, tb) -> bool:
-                # closing waits for the cells running in worker threads (maybe hours): after Ctrl-C the
-                # process exits at once instead (main → _exit_now), and those cells rerun on resume
-                if not (exc_type is KeyboardInterrupt and threads_die_with_us):
-                    cluster.close()
-                return False
+    def _local(self, stack: ExitStack) -> Any:
+        """A new local cluster of this execution, closed with ``stack`` (not after Ctrl-C with
+        ``exit_on_interrupt`` on threads: closing waits for the cells running in them, maybe hours; the
+        process exits at once instead, main → _exit_now, and those cells rerun on resume)."""
+        served = {"dashboard_address": "127.0.0.1:0"}  # a free port; served only if bokeh is installed
+        hidden = {"dashboard_address": None, "scheduler_kwargs": {"dashboard_address": ":0"}}  # not 8787
+        level = logging.ERROR if self.quiet_workers else logging.DEBUG
+        logs = {} if self.quiet_workers is None else {"silence_logs": level}
+        cluster = local_cluster(
+            self.n_workers,
+            processes=bool(self.processes),  # undecided (None): threads (worklist.resolve decides first)
+            **(served if self.dashboard else hidden),
+            **logs,
+        )
+        threads_die_with_us = not self.processes and self.exit_on_interrupt
 
-            stack.push(close)
-            address, client = cluster.scheduler_address, None
-            link = f"http://127.0.0.1:{cluster.scheduler.http_server.port}/status" if has_bokeh() else None
-        if link:
-            log(f"Dask dashboard: {link}")
-        return address, client
+        def close(exc_type, exc, tb) -> bool:
+            # a signal: Ctrl-C's KeyboardInterrupt, or Prefect's TerminationSignal inside a flow run
+            signalled = exc_type is KeyboardInterrupt or getattr(exc, "signal", None) in (signal.SIGINT, signal.SIGTERM)
+            if not (signalled and threads_die_with_us):
+                cluster.close()
+            return False
+
+        stack.push(close)
+        return cluster

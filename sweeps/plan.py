@@ -24,18 +24,8 @@ from pydantic import BaseModel, ConfigDict, InstanceOf, PrivateAttr, model_seria
 from geosweep.kernels.registry import FAMILIES, INTEGRATORS, SYSTEMS, FamilyDef, IntegratorDef, RunRequest, SystemDef
 from geosweep.sweeps.grid import Cell, Grid
 from geosweep.sweeps.spec import SpecError, SweepSpec, build_models, check_size_limits, parse_spec
-from geosweep.sweeps.store.layout import cell_bytes, group_by_shard, shard_shape
+from geosweep.sweeps.store.layout import cell_bytes, shard_shape
 from geosweep.sweeps.store.schema import name_clash, state_layout_clash
-
-#: slices each of a run's last shards is cut in (:meth:`Plan.shard_slices`): measured on 1000 cells of
-#: 10 ms on 2 workers, whole last shards left one worker idle for a quarter of a shard
-TAIL_PIECES = 8
-#: the shortest estimated slice (s of one core) a run of cells computed together (:mod:`geosweep.sweeps.together`)
-#: is cut in to give every worker slices (:meth:`Plan.shard_slices` ``min_slice_seconds``): their compute is
-#: one compiled call of ~50 µs a cell, and a slice's task and set-up (reading ``done``, listing checkpoints,
-#: handing its values to the shard's writer) cost more than the worker it spares; 10³ cells of 0.1 ms on
-#: 2 worker threads, medians of 8 runs: 10 slices 0.53 s, 2 slices 0.40 s
-MIN_SLICE_SECONDS = 0.05
 
 
 class Plan(BaseModel):
@@ -55,8 +45,6 @@ class Plan(BaseModel):
     grid: InstanceOf[Grid]
     models: dict[tuple[int, ...], Any]
     sizes: dict[str, int]
-    #: threads each cell may use (families that can split a step); None: :func:`geosweep.sweeps.engine.cell_threads`
-    threads_per_cell: int | None = None
 
     @model_serializer
     def _summary(self) -> dict[str, Any]:
@@ -119,49 +107,6 @@ class Plan(BaseModel):
         if len(cells) > 64 and len(self.models) == int(np.prod(self.grid.combination_shape)):
             return self.cost_array()  # indexed by cell tuples like a mapping
         return {c: self.cost(c) for c in cells}
-
-    def shard_slices(
-        self,
-        cells: list[Cell],
-        shards: tuple[int, ...],
-        target_seconds: float = 10.0,
-        n_workers: int = 1,
-        cheap_cuts: bool = True,
-        min_slice_seconds: float = 0.0,
-    ) -> dict[tuple[int, ...], list[list[Cell]]]:
-        """``shard → slices`` of ``cells``: slices never cross a store shard (so one task writes each shard),
-        of about ``target_seconds`` each, in the order a run takes them (the costliest shard first), and at
-        least ``4 × n_workers`` in all when there are enough cells (and work: none is cut shorter than
-        ``min_slice_seconds`` for that count, e.g. :data:`MIN_SLICE_SECONDS`) — unless there are
-        ``2 × n_workers`` shards or more: a shard is then split only by ``target_seconds`` (a split shard's
-        results travel from its slices to its writer; between worker processes that cost more than 0.1 ms
-        cells), except the last wave when there are ``4 × n_workers`` shards or more: the ``n_workers``
-        cheapest shards (a run takes the costliest first, so these run last) are cut in :data:`TAIL_PIECES`
-        slices each, so that the workers finish together instead of one idling while another ends a whole
-        shard. ``cheap_cuts=False`` (a cut shard's values are costly to bring to its writer) keeps those
-        whole too, and with fewer shards a shard is split only so far that every worker has a slice
-        (``n_workers`` slices at least, not ``4 × n_workers``): on worker processes a cut shard's values
-        travel to its writer in another process, which answers slowly while its own slice holds the GIL
-        (2·10⁴ cells of 0.1 ms on 2 processes: the two cut shards' transfers took 0.9 and 2.1 s, more than
-        the whole shard the cut spares an idle worker; 10³ such cells in 2 shards: 0.84–1.07 s in 10 slices,
-        0.54–0.68 s in 2)."""
-        costs = self._costs_of(cells)
-        groups = group_by_shard(cells, shards)
-        total = float(sum(float(costs[c]) for c in cells))
-        n_min = min(len(cells), (4 if cheap_cuts else 1) * max(1, n_workers))
-        if total > 0 and min_slice_seconds > 0:  # no slice cut shorter than that to reach the count
-            n_min = max(1, min(n_min, int(total / min_slice_seconds)))
-        enough = len(groups) >= 2 * max(1, n_workers)
-        target = min(target_seconds, total / n_min) if total > 0 and n_min and not enough else target_seconds
-        shard_cost = {shard: float(sum(float(costs[c]) for c in group)) for shard, group in groups.items()}
-        order = sorted(groups, key=lambda s: -shard_cost[s])  # stable: equal shards keep the grid's order
-        out = {shard: self.grid.slices(groups[shard], costs, target, exact=True) for shard in order}
-        if cheap_cuts and len(groups) >= 4 * n_workers and n_workers > 1:  # fewer: the tail is a large part of the run
-            for shard in order[-n_workers:]:
-                if len(out[shard]) < TAIL_PIECES and shard_cost[shard] > 0:
-                    piece = min(target_seconds, shard_cost[shard] / TAIL_PIECES)
-                    out[shard] = self.grid.slices(groups[shard], costs, piece, exact=True)
-        return out
 
     def size_estimate(self) -> dict[str, float]:
         """Bytes before any work (uncompressed): ``cell_bytes`` (every stored value of one cell),

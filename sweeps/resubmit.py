@@ -16,7 +16,8 @@ cell of the run progresses (a cluster whose workers die before any slice can sta
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from geosweep.sweeps import checkpoints
@@ -69,3 +70,79 @@ def describe(cells: Sequence[Cell], before: dict[Cell, float], after: dict[Cell,
     shown = [f"cell {tuple(c)} {pct(before.get(c, 0.0))} → {pct(after.get(c, 0.0))}" for c in list(cells)[:limit]]
     more = f" and {len(cells) - limit} more" if len(cells) > limit else ""
     return ", ".join(shown) + more
+
+
+@dataclass
+class ShardJob:
+    """One store shard's slices as submitted, kept until the shard is written: what the driver needs
+    to resubmit a slice whose workers died."""
+
+    index: int  # rank of the shard (task keys and priorities)
+    shard: Any  # the store shard's key (its models' bundle)
+    slices: list[list[Cell]]
+    parts: list[Any]  # the slices' futures (their values live on the workers until the shard is written)
+    attempt: int = 0
+    progress: dict[Cell, float] = field(default_factory=dict)  # cells' progress at the last resubmission
+    waited: int = 0  # resubmissions in a row of slices that never started (their queued workers died)
+    advances: int = 0  # the run's progress count when ``waited`` was last reset
+
+
+class Resubmitter:
+    """Decides, for a shard whose task raised, which of its slices to resubmit (module doc).
+
+    ``group``: the driver's open arrays of the store; ``at_start``: the cells' checkpoint fractions when
+    the run started; ``started``: task key → times the slice started running; ``advances()``: the run's
+    progress count (segments and shards reported)."""
+
+    def __init__(
+        self,
+        ref: Any,
+        group: Any,
+        at_start: dict[Cell, float],
+        started: dict[str, int],
+        advances: Callable[[], int],
+        log: Callable[[str], None],
+    ) -> None:
+        self.ref, self.group, self.at_start, self.started, self.advances, self.log = (
+            ref, group, at_start, started, advances, log,
+        )  # fmt: skip
+        self.why = ""
+
+    def redo(self, sh: ShardJob, exc: BaseException) -> list[int] | None:
+        """The slices of ``sh`` to resubmit after ``exc`` (its workers died and a cell of theirs advanced
+        since the last attempt, or they only waited on workers that died), else None and :attr:`why` says
+        the error line."""
+        died = lost_workers(exc)
+        if not died:
+            self.why = f"{type(exc).__name__}: {exc}"
+            return None
+        keys = {getattr(exc, "task", None)}
+        redo = [i for i, p in enumerate(sh.parts) if p.key in keys or p.status == "error"]
+        cells = [c for i in (redo or range(len(sh.slices))) for c in sh.slices[i]]
+        now = cell_progress(self.ref, self.group, cells)
+        before = {c: sh.progress.get(c, self.at_start.get(c, 0.0)) for c in now}
+        moved = advanced(before, now)
+        if moved:
+            sh.progress.update(now)
+            sh.waited = 0
+            self.log(
+                f"a slice of {len(cells)} cell(s) lost its worker {died} time(s); its checkpoints advanced "
+                f"({describe(moved, before, now)}): resubmitted (attempt {sh.attempt + 1})"
+            )
+            return redo
+        ran = any(self.started.get(str(sh.parts[i].key)) for i in redo)
+        if sh.advances != self.advances():  # other cells progressed meanwhile: the cluster does work
+            sh.waited, sh.advances = 0, self.advances()
+        if not ran and sh.waited < MAX_WAITED:  # queued on workers that died: not its fault
+            sh.waited += 1
+            self.log(
+                f"a slice of {len(cells)} cell(s) waited on {died} worker(s) that died: "
+                f"resubmitted (attempt {sh.attempt + 1})"
+            )
+            return redo
+        self.why = (
+            f"KilledWorker: a slice of {len(cells)} cell(s) lost its worker {died} time(s) and none of its "
+            f"checkpoints advanced since the last attempt ({describe(cells, before, now)}); "
+            "not resubmitted — finished cells and checkpoints are kept, a rerun resumes"
+        )
+        return None

@@ -119,8 +119,6 @@ def split(plan: Plan, cells: Sequence[Cell], carries: bool) -> tuple[list[Member
     famdef = plan.famdef
     if TOGETHER_CELL_SECONDS <= 0 or famdef.collect_many is None or famdef.batches is None:
         return [], list(cells)
-    if plan.threads_per_cell is not None and plan.threads_per_cell > 1:
-        return [], list(cells)
     every = plan.spec.checkpoint_every
     names = plan.grid.axes[0].values  # the integrator axis (options are per integrator)
     together: list[Member] = []

@@ -19,6 +19,7 @@ from geosweep.sweeps.credentials import (
     redact,
     resolve,
 )
+from geosweep.sweeps.execution import Execution
 
 moto_server = pytest.importorskip("moto.server")
 
@@ -118,7 +119,9 @@ def test_prefect_flow_runs_hold_no_credentials(s3, prefect_server, tmp_path, mon
 
     monkeypatch.setenv("GEOSWEEP_TEST_S3", json.dumps(s3))
     url = f"s3://{BUCKET}/cli.zarr"
-    out = sweep_flow(make_plan(SPEC), store=url, n_workers=1, storage_options=StorageOptions.of(json.dumps(s3)))
+    out = sweep_flow(
+        make_plan(SPEC), store=url, execution=Execution(n_workers=1), storage_options=StorageOptions.of(json.dumps(s3))
+    )
     assert out["ran"] == 2
     root = f"s3://{BUCKET}/nightly"
     out = nightly_flow(SPEC, root, n_workers=1, storage_options="env:GEOSWEEP_TEST_S3", report=False)
@@ -157,7 +160,7 @@ def test_prefect_records_no_value_of_literal_options(prefect_server, tmp_path):
     from geosweep.flows.sweep_flow import sweep_flow
     from geosweep.sweeps.plan import make_plan
 
-    out = sweep_flow(make_plan(SPEC), store=str(tmp_path / "s.zarr"), n_workers=1,
+    out = sweep_flow(make_plan(SPEC), store=str(tmp_path / "s.zarr"), execution=Execution(n_workers=1),
                      storage_options=StorageOptions.of(json.dumps(HIDDEN)))  # fmt: skip
     assert out["ran"] == 2
     stored = _stored_runs()

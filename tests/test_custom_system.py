@@ -81,7 +81,7 @@ def test_plan_is_built_once_and_workers_build_nothing(tmp_path, processes):
         result = run_sweep(COUNTED_SPEC, tmp_path / "counted.zarr", client=client, slice_seconds=0.01)
         on_workers = client.run(_builds_here)
     # several slices, each with its models (short cells on worker processes: a shard is cut only so far
-    # that every worker has a slice, Plan.shard_slices)
+    # that every worker has a slice, worklist.shard_slices)
     assert result.complete and result.ran == 8 and result.slices >= (2 if processes else 4)
     assert sorted(b["k"] for b in BUILDS) == [0.5, 2.0]  # k = 0.5 and 2.0, each built once
     if processes:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from geosweep.flows.cli import build_parser
 from geosweep.sweeps.execution import Execution
+from geosweep.sweeps.run_options import RunOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("geosweep", "kernels", "sweeps", "flows", "analysis", "deploy")
@@ -32,7 +33,12 @@ def test_execution_is_read_from_the_command_line():
     args = build_parser().parse_args(["run", "s.toml", "--serial"])
     assert Execution.from_args(args) == Execution(serial=True)
     args = build_parser().parse_args(["run", "s.toml", "--address", "tcp://h:8786"])
-    assert Execution.from_args(args).using(None) == Execution()
+    assert Execution.from_args(args) == Execution(address="tcp://h:8786")
+    assert (
+        Execution(threads_per_cell=2).run
+        == RunOptions(threads_per_cell=2)
+        == Execution.from_args(build_parser().parse_args(["run", "s.toml", "--threads-per-cell", "2"])).run
+    )
 
 
 def test_run_sweep_builds_its_execution_from_keywords(tmp_path):

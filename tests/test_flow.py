@@ -11,6 +11,7 @@ from prefect.testing.utilities import prefect_test_harness
 
 from geosweep.flows.sweep_flow import sweep_flow
 from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.execution import Execution
 from geosweep.sweeps.plan import make_plan
 from tests.sweep_util import assert_stores_bitwise_equal
 from tests.test_family_sweeps import CHAIN as CHAIN_SPEC
@@ -61,7 +62,10 @@ def test_flow_on_local_cluster_equals_serial_bitwise(spec, prefect_server, clust
     seen = []
     plan = make_plan(spec)
     out = sweep_flow(
-        plan, store=str(tmp_path / "flow.zarr"), address=lc.scheduler_address, slice_seconds=0.2, progress=seen.append
+        plan,
+        store=str(tmp_path / "flow.zarr"),
+        execution=Execution(address=lc.scheduler_address, slice_seconds=0.2),
+        progress=seen.append,
     )
     n = CELLS[request.node.callspec.id]
     assert out["total"] == n and out["ran"] == n and not out["errors"]
@@ -95,9 +99,11 @@ def test_flow_takes_the_plan_or_plans_a_spec_once(prefect_server, tmp_path):
     BUILDS.clear()
     plan = make_plan(COUNTED_SPEC)
     assert len(BUILDS) == 2  # k = 0.5, 2.0
-    out = sweep_flow(plan, store=str(tmp_path / "plan.zarr"), n_workers=2, slice_seconds=0.01)
+    out = sweep_flow(plan, store=str(tmp_path / "plan.zarr"), execution=Execution(n_workers=2, slice_seconds=0.01))
     assert out["ran"] == 8 and out["slices"] >= 4 and len(BUILDS) == 2  # no build in the flow or on workers
-    out = sweep_flow(COUNTED_SPEC, store=str(tmp_path / "spec.zarr"), n_workers=2, slice_seconds=0.01)
+    out = sweep_flow(
+        COUNTED_SPEC, store=str(tmp_path / "spec.zarr"), execution=Execution(n_workers=2, slice_seconds=0.01)
+    )
     assert out["ran"] == 8 and len(BUILDS) == 4  # a spec (a deployment's parameter) is planned once
     with get_client(sync_client=True) as client:
         runs = {r.parameters.get("store"): r.parameters for r in client.read_flow_runs()}

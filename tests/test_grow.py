@@ -20,6 +20,7 @@ import zarr
 
 from geosweep.flows.cli import main
 from geosweep.sweeps.engine import run_sweep
+from geosweep.sweeps.execution import Execution
 from geosweep.sweeps.store import StoreMismatchError, StoreRef, verify
 from tests.proc_util import geosweep, store_files
 from tests.sweep_util import assert_stores_bitwise_equal
@@ -318,8 +319,8 @@ def test_the_prefect_flow_grows_on_a_local_cluster(tmp_path):
     run_sweep(spec, store, serial=True)
     bigger = _with(spec, params_kappa12=[0.0, 10.0, 20.0])
     with prefect_test_harness(server_startup_timeout=120):
-        out = sweep_flow(bigger, store=str(store), n_workers=2, slice_seconds=0.01, grow=True)
+        out = sweep_flow(bigger, store=str(store), execution=Execution(n_workers=2, slice_seconds=0.01), grow=True)
         assert out["ran"] == 2 and out["skipped"] == 4 and not out["errors"]
         with pytest.raises(StoreMismatchError, match="cannot be removed"):
-            sweep_flow(_with(spec, params_kappa12=[0.0]), store=str(store), n_workers=2, grow=True)
+            sweep_flow(_with(spec, params_kappa12=[0.0]), store=str(store), execution=Execution(n_workers=2), grow=True)
     _assert_same_as_from_scratch(store, bigger, tmp_path)

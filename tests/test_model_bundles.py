@@ -26,6 +26,14 @@ omega = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4, 2.6, 2
 """
 
 
+def _slices(plan, cells, shards, target, n_workers, cheap_cuts=True, min_slice_seconds=0.0):
+    """The work list's slicing of ``cells`` (:func:`geosweep.sweeps.worklist.shard_slices`)."""
+    from geosweep.sweeps.worklist import Slicing, shard_slices
+
+    slicing = Slicing.of(target, n_workers, cheap_cuts, min_slice_seconds)
+    return shard_slices(plan.grid, cells, plan.cost_array(), shards, slicing)
+
+
 def test_large_models_are_built_on_the_worker_bitwise(tmp_path):
     spec = tmp_path / "big.toml"
     spec.write_text(BIG)
@@ -137,10 +145,10 @@ def test_shards_enough_for_the_workers_are_not_split():
     plan = _chain_plan(1500)
     cells = list(plan.grid.cells())
     shards = shard_shape(plan)
-    by_shard = plan.shard_slices(cells, shards, 10.0, 1)
+    by_shard = _slices(plan, cells, shards, 10.0, 1)
     assert len(by_shard) >= 2
     assert all(len(slices) == 1 for slices in by_shard.values())
-    many_workers = plan.shard_slices(cells, shards, 10.0, len(by_shard))
+    many_workers = _slices(plan, cells, shards, 10.0, len(by_shard))
     assert sum(len(slices) for slices in many_workers.values()) >= 4 * len(by_shard)
 
 
@@ -149,14 +157,14 @@ def test_the_last_shards_a_run_takes_are_cut_finer():
     10 ms on 2 workers: one idle for a quarter of a shard). The shards come in the order a run takes
     them, the costliest first, and with 4 shards per worker or more the last ``n_workers`` of them are
     cut in ``TAIL_PIECES`` slices."""
-    from geosweep.sweeps.plan import TAIL_PIECES
+    from geosweep.sweeps.worklist import TAIL_PIECES
 
     plan = _chain_plan(1500)
     cells = list(plan.grid.cells())
     shards = (2, 1, 100)  # 15 shards of 200 cells
     cost = plan.cost_array()
     for n_workers in (2, 3):
-        by_shard = plan.shard_slices(cells, shards, 10.0, n_workers)
+        by_shard = _slices(plan, cells, shards, 10.0, n_workers)
         order = list(by_shard)
         assert len(order) >= 2 * n_workers
         totals = [sum(cost[c] for s in by_shard[sh] for c in s) for sh in order]
@@ -168,7 +176,7 @@ def test_the_last_shards_a_run_takes_are_cut_finer():
     # fewer than 4 shards per worker: the last wave is a large part of the run, its shards stay whole
     # (cut, their values would travel to a writer task: 10⁴ cells of 0.1 ms on 2 worker processes, 4
     # shards, ran 1.6× slower)
-    assert all(len(slices) == 1 for slices in plan.shard_slices(cells, shards, 10.0, 4).values())
+    assert all(len(slices) == 1 for slices in _slices(plan, cells, shards, 10.0, 4).values())
 
 
 def test_on_worker_processes_short_cells_keep_the_last_shards_whole():
@@ -178,8 +186,8 @@ def test_on_worker_processes_short_cells_keep_the_last_shards_whole():
     plan = _chain_plan(1500)
     cells = list(plan.grid.cells())
     shards = (2, 1, 100)
-    cut = plan.shard_slices(cells, shards, 10.0, 2)
-    whole = plan.shard_slices(cells, shards, 10.0, 2, cheap_cuts=False)
+    cut = _slices(plan, cells, shards, 10.0, 2)
+    whole = _slices(plan, cells, shards, 10.0, 2, cheap_cuts=False)
     assert list(whole) == list(cut) and any(len(s) > 1 for s in cut.values())
     assert all(len(slices) == 1 for slices in whole.values())
     assert sorted(c for slices in whole.values() for s in slices for c in s) == sorted(cells)
@@ -194,10 +202,10 @@ def test_on_worker_processes_few_shards_are_split_only_so_far_that_every_worker_
     cells = list(plan.grid.cells())
     shards = (2, 1, 750)  # 2 shards of equal cost
     for n_workers, slices in ((1, 2), (2, 2), (4, 4)):
-        by_shard = plan.shard_slices(cells, shards, 10.0, n_workers, cheap_cuts=False)
+        by_shard = _slices(plan, cells, shards, 10.0, n_workers, cheap_cuts=False)
         assert len(by_shard) == 2 and sum(len(s) for s in by_shard.values()) == slices, (n_workers, by_shard)
         assert sorted(c for group in by_shard.values() for s in group for c in s) == sorted(cells)
-    assert sum(len(s) for s in plan.shard_slices(cells, shards, 10.0, 2).values()) >= 8
+    assert sum(len(s) for s in _slices(plan, cells, shards, 10.0, 2).values()) >= 8
 
 
 def test_many_small_models_load_without_churning_the_collector():

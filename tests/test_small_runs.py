@@ -13,8 +13,9 @@ from distributed import Client, LocalCluster
 
 from geosweep.sweeps import engine
 from geosweep.sweeps.engine import LOCAL_WORKER, run_sweep
-from geosweep.sweeps.plan import MIN_SLICE_SECONDS, make_plan
+from geosweep.sweeps.plan import make_plan
 from geosweep.sweeps.store import ArrayCache, StoreRef, ensure_store, shard_shape
+from geosweep.sweeps.worklist import MIN_SLICE_SECONDS
 from tests.sweep_util import assert_stores_bitwise_equal
 
 SPEC = {
@@ -28,14 +29,22 @@ SPEC = {
 }
 
 
+def _slices(plan, cells, shards, target, n_workers, cheap_cuts=True, min_slice_seconds=0.0):
+    """The work list's slicing of ``cells`` (:func:`geosweep.sweeps.worklist.shard_slices`)."""
+    from geosweep.sweeps.worklist import Slicing, shard_slices
+
+    slicing = Slicing.of(target, n_workers, cheap_cuts, min_slice_seconds)
+    return shard_slices(plan.grid, cells, plan.cost_array(), shards, slicing)
+
+
 def test_slices_of_cells_computed_together_are_not_cut_below_the_minimum():
     plan = make_plan(SPEC)
     cells = list(plan.grid.cells())
     total = float(plan.cost_array().sum())
     shards = (1, 1, 50)  # 6 shards: fewer than 2 per worker for 4 workers, so shards are cut
-    fine = plan.shard_slices(cells, shards, 10.0, 4)
+    fine = _slices(plan, cells, shards, 10.0, 4)
     assert sum(len(s) for s in fine.values()) >= 16  # 4 per worker without a minimum
-    coarse = plan.shard_slices(cells, shards, 10.0, 4, min_slice_seconds=MIN_SLICE_SECONDS)
+    coarse = _slices(plan, cells, shards, 10.0, 4, min_slice_seconds=MIN_SLICE_SECONDS)
     n = sum(len(s) for s in coarse.values())
     assert n == max(len(coarse), min(16, int(total / MIN_SLICE_SECONDS))), (n, total)
     assert sorted(c for group in coarse.values() for s in group for c in s) == sorted(cells)

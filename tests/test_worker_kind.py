@@ -116,16 +116,19 @@ def test_local_worker_processes_block_sigint_and_the_driver_does_not():
 
 @pytest.mark.parametrize(("integrators", "processes"), [(["rkmk4", "cf4"], False), (["dg_avf"], True)])
 def test_the_command_line_counts_only_cells_computed_alone(monkeypatch, integrators, processes, dask_path):
-    """``geosweep run``'s own local cluster: processes for many short cells computed one by one (the
+    """``geosweep run``'s own local cluster, chosen once by ``run_sweep`` on the cells to run
+    (:func:`geosweep.sweeps.worklist.resolve`): processes for many short cells computed one by one (the
     discrete gradient's), threads for as many computed together (the chain's Lie methods)."""
-    from contextlib import ExitStack
-
     from geosweep.flows.cli.common import _execution
+    from geosweep.sweeps.store import shard_shape
+    from geosweep.sweeps.worklist import WorkList, resolve
 
     monkeypatch.setattr(ex, "AUTO_PROCESS_MIN_CELLS", 10)
     monkeypatch.setattr(ex, "AUTO_PROCESS_CELL_SECONDS", 1.0)
     plan = make_plan({**_chain(16), "integrators": integrators, "h": [0.01]})  # 16 or 32 cells
     args = build_parser().parse_args(["run", "spec.toml", "--no-prefect", "--workers", "2"])
-    with ExitStack() as stack:
-        execution, _address, _client = _execution(args, stack, plan)
-        assert execution.processes is processes
+    execution = _execution(args)
+    assert execution.processes is None  # left to the run
+    work = WorkList(plan, list(plan.grid.cells()), plan.cost_array(), shard_shape(plan))
+    choices = resolve(execution.model_copy(update={"in_driver_below": 0.0}), work, lambda _: None)
+    assert not choices.local and choices.execution.processes is processes

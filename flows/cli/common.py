@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from contextlib import ExitStack
 from importlib import resources
-from typing import Any
 
 from geosweep.flows.output import LOG, store_problem
 from geosweep.sweeps.execution import Execution, SchedulerUnreachable, cluster_config
@@ -72,31 +70,21 @@ def _check_scheduler(address: str | None) -> None:
         raise SchedulerUnreachable(f"cannot reach the Dask scheduler at --address {address}: {reason}") from None
 
 
-def _execution(args: argparse.Namespace, stack: ExitStack, plan: Any = None) -> tuple[Execution, str | None, Any]:
-    """The run's :class:`Execution` from the command line, and its started (or connected) Dask cluster:
-    (execution, scheduler address, client or None); the cluster lives as long as ``stack``. With the
-    run's ``plan``, a local cluster is of processes or threads as its cells suit
-    (:meth:`Execution.for_cells`, unless ``--processes``/``--threads`` chose), and none is started or
-    connected to for a few short cells, which the run computes in this process
-    (:meth:`Execution.in_driver`: of every cell, so of any part of them a resumed run has left)."""
-    execution = Execution.from_args(args)
-    cost = plan.cost_array() if plan is not None else None  # 0: cells not applicable
-    if cost is not None and execution.in_driver(cost):
-        if execution.cluster_file:  # not started, but a bad file is refused all the same
-            cluster_config(execution.cluster_file)
-        return execution, None, None
-    if cost is not None and execution.processes is None and execution.starts_local_cluster:
-        from geosweep.sweeps.together import joint_mask
-
-        # cells computed together run well on threads
-        execution = execution.for_cells(cost[(cost > 0) & ~joint_mask(plan, cost)], LOG.info)
-    address, client = execution.start(
-        stack,
-        LOG.info,
+def _execution(args: argparse.Namespace) -> Execution:
+    """The run's :class:`Execution` from the command line, whole: every choice it leaves open (in the
+    driver or on Dask, processes or threads, threads per cell, slicing) is made once by ``run_sweep`` on the
+    cells left to run (:func:`geosweep.sweeps.worklist.resolve`), which also starts or connects to its
+    cluster (:meth:`Execution.connect`: its dashboard link logged). A ``--cluster`` file is read and
+    checked now, before any work."""
+    execution = Execution.from_args(
+        args,
+        dashboard=True,
         quiet_workers=LOG.level > logging.DEBUG,
         exit_on_interrupt=getattr(args, "exit_on_interrupt", False),
     )
-    return execution, address, client
+    if execution.cluster_file:
+        cluster_config(execution.cluster_file)
+    return execution
 
 
 def _read_damaged(ref, read):

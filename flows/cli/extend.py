@@ -27,14 +27,12 @@ def cmd_extend(args: argparse.Namespace) -> int:
     hook, close = progress_reporter(enabled=LOG.isEnabledFor(logging.INFO))
     with ExitStack() as stack:
         stack.callback(close)
-        execution, address, client = _execution(args, stack)
         result = extend(
             ref.url,
             args.T,
             recompute=args.recompute,
             storage_options=args.storage_options,
-            client=client,
-            execution=execution.using(None if client is not None else address),
+            execution=_execution(args),
             progress=hook,
             log=LOG.info,
         )

@@ -60,14 +60,13 @@ def ensure_store(plan: Plan, ref: StoreRef, log=None, grow: bool = False) -> boo
 
 
 def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) -> bool:
-    ds, encoding = template(plan)
-    if ref.exists():
+    if ref.exists():  # the template is built only where it is needed: not to resume a store
         group = ref.open_group("r")
         attrs = dict(group.attrs)
         ours = readable_format(attrs.get("geosweep_format")) and not attrs.get(CREATED_ATTR)
         # killed before the template's attributes were written: a bare group holding nothing but
         # (some of) the arrays this template creates
-        bare = not attrs and set(group.keys()) <= set(ds.variables)
+        bare = not attrs and set(group.keys()) <= set(template(plan)[0].variables)
         if (ours or bare) and _no_results(group):
             if log:
                 log(f"store {ref.url}: its creation was interrupted; creating it again")
@@ -77,7 +76,7 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) ->
             if EXTENDING_ATTR in attrs:  # finished by `geosweep extend` (sweeps.extension), refused to any other run
                 raise StoreMismatchError(interrupted(ref.url, attrs) or "")
             if GROWING_ATTR in attrs or (grow and attrs.get("spec_hash") != plan.spec.spec_hash):
-                grow_store(plan, ref, attrs, ds, log)  # refused (StoreMismatchError) unless it only adds values
+                grow_store(plan, ref, attrs, template(plan)[0], log)  # refused unless it only adds values
                 return False
             if attrs.get("spec_hash") != plan.spec.spec_hash or not spec_attr_intact(attrs):
                 raise StoreMismatchError(mismatch_message(ref.url, attrs, plan.spec, grow_hint))
@@ -87,6 +86,7 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) ->
     if ref.is_local and Path(ref.url).is_dir():  # a run killed while zarr wrote the root metadata left it behind
         for leftover in Path(ref.url).glob(f"*{PARTIAL_SUFFIX}"):
             leftover.unlink(missing_ok=True)
+    ds, encoding = template(plan)
     try:
         write_template(ds, encoding, ref.url, None if ref.is_local else ref.storage_options or {})
         group = ref.open_group("r+")
