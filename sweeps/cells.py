@@ -155,7 +155,7 @@ def _continued(traj: Trajectory, saved: dict | None) -> tuple[Trajectory, bool, 
     return traj, False, None, (0, 0)
 
 
-#: the store's arrays as this process opened them for a run: (url, lease token) -> ArrayCache
+#: process-wide state: the store's arrays as this process opened them for a run: (url, lease token) -> ArrayCache
 _RUN_ARRAYS: dict[tuple[str, str], ArrayCache] = {}
 _RUN_ARRAYS_LOCK = threading.Lock()
 #: runs whose opened store a worker process keeps (the oldest is dropped first)

@@ -44,6 +44,7 @@ from geosweep.sweeps.gc_policy import fewer_collections
 from geosweep.sweeps.lease import Lease
 from geosweep.sweeps.plan import Plan, make_plan
 from geosweep.sweeps.progress import Progress, SweepResult, Tracker
+from geosweep.sweeps.run_options import RunOptions
 from geosweep.sweeps.spec import SweepSpec
 from geosweep.sweeps.store import StoreRef, done_mask, ensure_store, mark_fillers, record_run, shard_shape, sweep_shards
 from geosweep.sweeps.worklist import WorkList, cell_threads, resolve  # noqa: F401 - cell_threads re-exported
@@ -109,7 +110,7 @@ def run_sweep(
             n_workers=n_workers,
             processes=processes,
             slice_seconds=slice_seconds,
-            threads_per_cell=threads_per_cell,
+            run=RunOptions(threads_per_cell=threads_per_cell),
         )
     plan = make_plan(spec)
     ref = StoreRef.of(store if store is not None else default_store_path(plan.spec), storage_options)

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from geosweep import config
 from geosweep.sweeps import run_options
 from geosweep.sweeps.backends.paths import ALL, MicroPaths
 
@@ -75,17 +76,15 @@ def auto_processes(costs: Any) -> bool:
 #: one process (medians of 10; benchmarks/README.md, "Small runs in the driver"): 300 cells (0.005 s
 #: estimated) 0.88×, 1 000 (0.018 s) 0.98×, 2 000 (0.037 s) 1.10×, 3 000 (0.055 s) 1.13×; 10 cells of
 #: 10 ms (too long for this rule) 1.36×. The rule is monotone: a part of such a run is such a run too.
-IN_DRIVER_SECONDS = 0.025
+IN_DRIVER_SECONDS: float = config.IN_DRIVER_BELOW.default
 #: environment variable overriding :data:`IN_DRIVER_SECONDS` (seconds ≥ 0; 0: every run goes to Dask)
-IN_DRIVER_ENV = "GEOSWEEP_IN_DRIVER_BELOW"
+IN_DRIVER_ENV = config.IN_DRIVER_BELOW.name
 
 
 def in_driver_seconds() -> float:
     """The threshold of :func:`runs_in_driver`: ``GEOSWEEP_IN_DRIVER_BELOW`` (seconds ≥ 0), else
-    :data:`IN_DRIVER_SECONDS`."""
-    from geosweep.sweeps.env_seconds import env_seconds
-
-    return env_seconds(IN_DRIVER_ENV, IN_DRIVER_SECONDS, zero=True)
+    :data:`IN_DRIVER_SECONDS` (:class:`geosweep.config.ConfigError` for a bad value)."""
+    return float(config.IN_DRIVER_BELOW.get())
 
 
 def runs_in_driver(costs: Any, below: float | None = None) -> bool:
@@ -123,18 +122,6 @@ def worker_process_environ() -> dict[str, Any]:
     return env
 
 
-@contextmanager
-def _without_environ(names: tuple[str, ...]) -> Iterator[None]:
-    """``names`` out of ``os.environ`` meanwhile (processes spawned meanwhile start without them), then back."""
-    saved = {name: os.environ.pop(name) for name in names if name in os.environ}
-    try:
-        yield
-    finally:
-        for name in names:
-            os.environ.pop(name, None)  # a nanny's copy of Dask's value, if any
-        os.environ.update(saved)
-
-
 def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> Any:
     """A ``distributed.LocalCluster`` of ``n_workers`` geosweep workers (:data:`LOCAL_WORKER`;
     default: one per core); ``kwargs`` go to ``LocalCluster`` (dashboard, logs, memory, env).
@@ -154,7 +141,7 @@ def local_cluster(n_workers: int | None, *, processes: bool, **kwargs: Any) -> A
     preload = [*kwargs.pop("preload", ()), worker_logs.PRELOAD]
     # each nanny reads the environment of its worker process when it is made (in cluster.scale's start)
     pre_spawn = {"distributed.nanny.pre-spawn-environ": worker_process_environ()}
-    with dask.config.set(pre_spawn), _without_environ(DROPPED_WORKER_ENV):
+    with dask.config.set(pre_spawn), config.without(DROPPED_WORKER_ENV):
         with _sigint_blocked_in_new_threads():
             cluster = LocalCluster(n_workers=0, **LOCAL_WORKER, processes=True, preload=preload, **kwargs)
         # the workers started once the cluster object exists: Ctrl-C while they start closes it (its nannies

@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
-from geosweep.sweeps.env_seconds import env_seconds
+from geosweep import config
 from geosweep.sweeps.liveness import WorkersUnresponsive
 
-ENV = "GEOSWEEP_FIRST_WORKER_TIMEOUT"
+ENV = config.FIRST_WORKER_TIMEOUT.name
 #: default seconds to wait for a first worker
-FIRST_WORKER_SECONDS = 1800.0
+FIRST_WORKER_SECONDS: float = config.FIRST_WORKER_TIMEOUT.default
 #: seconds between the lines that say what the cluster's jobs are doing
 REPORT_EVERY = 60.0
 #: seconds a cluster may have no job in the queue before the run stops (submission takes a moment)
@@ -40,6 +40,7 @@ class NoWorkerConnected(WorkersUnresponsive):
     """No Dask worker connected: the jobs were refused, ended, or waited past the timeout (exit 1)."""
 
 
+#: process-wide state: the describers of the clusters this process waits on now (:func:`describing`)
 _DESCRIBERS: list[Callable[[], JobsState | None]] = []
 
 
@@ -55,7 +56,7 @@ def describing(describer: Callable[[], JobsState | None]) -> Iterator[None]:
 
 def first_worker_seconds() -> float:
     """``GEOSWEEP_FIRST_WORKER_TIMEOUT`` (seconds >= 0; 0: no limit) or :data:`FIRST_WORKER_SECONDS`."""
-    return env_seconds(ENV, FIRST_WORKER_SECONDS, zero=True, hint=" (0: wait as long as it takes)")
+    return float(config.FIRST_WORKER_TIMEOUT.get())
 
 
 def _state() -> JobsState | None:

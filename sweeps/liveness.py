@@ -23,12 +23,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from geosweep.sweeps.env_seconds import env_seconds
+from geosweep import config
 
 #: default seconds without a heartbeat after which a worker is reported, and after which a cluster
 #: whose workers are all silent stops the run (below the scheduler's default worker-ttl of 300 s)
-UNRESPONSIVE_SECONDS = 120.0
-ENV = "GEOSWEEP_WORKER_TIMEOUT"
+UNRESPONSIVE_SECONDS: float = config.WORKER_TIMEOUT.default
+ENV = config.WORKER_TIMEOUT.name
 
 
 class WorkersUnresponsive(RuntimeError):
@@ -37,7 +37,7 @@ class WorkersUnresponsive(RuntimeError):
 
 def unresponsive_seconds() -> float:
     """The timeout: ``GEOSWEEP_WORKER_TIMEOUT`` (seconds, > 0) or :data:`UNRESPONSIVE_SECONDS`."""
-    return env_seconds(ENV, UNRESPONSIVE_SECONDS, zero=False)
+    return float(config.WORKER_TIMEOUT.get())
 
 
 class Heartbeats:

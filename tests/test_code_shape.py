@@ -20,13 +20,7 @@ MAX_MODULE_LINES = 400
 MAX_COMPLEXITY = 15
 #: files not held to the rules yet, each with the reason; delete an entry once its file keeps them
 #: (the last test fails on an entry that is no longer needed)
-ALLOWED = {
-    # until the engine split lands (issue 50 item 1, the engine's branch): remove after merging it
-    "sweeps/engine.py": "until the engine split lands",
-    "flows/cli/run.py": "until the engine split lands",
-    # until the first-run protocol is an object (issue 50 item 4, the configuration's branch)
-    "flows/firstrun.py": "until the first-run object lands",
-}
+ALLOWED: dict[str, str] = {}
 
 
 def _files() -> list[Path]:

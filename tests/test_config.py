@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIRS = ("geosweep", "kernels", "sweeps", "flows", "analysis", "deploy")
 #: h1's files (the execution layer, rewritten on another branch): their reads go through geosweep.config
 #: when that branch is merged; until then at most this many environment accesses each
-PENDING = {"sweeps/execution.py": 5, "sweeps/first_worker.py": 1, "sweeps/liveness.py": 1}
+PENDING: dict[str, int] = {}
 #: names that are not geosweep's variables: a credentials variable the deploy README's example names
 #: (``--storage-options env:GEOSWEEP_S3``: any name works)
 NOT_SETTINGS = {"GEOSWEEP_S3"}

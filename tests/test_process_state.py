@@ -15,6 +15,8 @@ DIRS = ("sweeps", "flows", "kernels")
 
 #: state that must exist for the life of the process, by module
 PROCESS_STATE = {
+    "sweeps/cells.py": {"_RUN_ARRAYS"},
+    "sweeps/first_worker.py": {"_DESCRIBERS"},
     "sweeps/lease.py": {"_ACTIVE"},
     "sweeps/spec_file.py": {"_PARSED"},
     "sweeps/store/checksums.py": {"_DTYPE_NAMES"},
@@ -30,7 +32,7 @@ PROCESS_STATE = {
     "kernels/top/family.py": {"_REFS"},
 }
 #: h1's files (the execution layer, rewritten on another branch): named there when it is merged
-PENDING = {"sweeps/engine.py": {"_RUN_ARRAYS"}, "sweeps/first_worker.py": {"_DESCRIBERS"}}
+PENDING: dict[str, set[str]] = {}
 #: constant tables: module-level data the package reads and never changes
 TABLES = {
     "sweeps/__init__.py": {"_HOMES"},

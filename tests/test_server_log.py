@@ -11,7 +11,7 @@ import sys
 
 SCRIPT = """
 from geosweep.flows.output import configure
-from geosweep.flows.firstrun import _TemporaryServer
+from geosweep.flows.prefect_server import _TemporaryServer
 configure()
 server = _TemporaryServer()
 server.join()

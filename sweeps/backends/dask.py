@@ -270,7 +270,7 @@ class DaskRun:
                 if lost():
                     break
                 redo = again.redo(sh, exc) if sh is not None and self.paths.resubmit else None
-                if redo is not None:
+                if sh is not None and redo is not None:
                     self.submit(sh, redo)
                     continue
                 errors.append(again.why if sh is not None and self.paths.resubmit else f"{type(exc).__name__}: {exc}")
