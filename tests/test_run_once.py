@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 import geosweep.flows.cli as cli
-from geosweep.sweeps import spec as spec_mod
+from geosweep.sweeps import spec_file as spec_mod
 from geosweep.sweeps import together
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.plan import Plan
