@@ -72,11 +72,25 @@ def test_no_module_but_config_reads_or_sets_the_environment():
     assert not found, f"environment accessed outside geosweep/config.py (declare it there): {found}"
 
 
+def _project_files() -> list[str]:
+    """The project's files (relative paths): git's list in a checkout, else (CI's copy of the files,
+    which has no .git) every file but virtual environments, caches and results."""
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if out.returncode == 0 and out.stdout.strip():
+        return out.stdout.split()
+    junk = {".venv", ".git", "__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache", "results"}
+    return [
+        p.relative_to(ROOT).as_posix()
+        for p in ROOT.rglob("*")
+        if p.is_file() and not junk & set(p.relative_to(ROOT).parts) and not p.name.endswith(".egg-info")
+        and ".egg-info" not in p.as_posix()
+    ]  # fmt: skip
+
+
 def _tracked_text_files() -> list[Path]:
-    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     suffixes = {".py", ".md", ".ipynb", ".toml", ".yaml", ".yml", ".sh", ".cfg", ".txt", ""}
     skip = ("tests/", "CHANGELOG.md")  # the tests name variables of their own; the changelog is history
-    return [ROOT / f for f in out.split() if Path(f).suffix in suffixes and not f.startswith(skip)]
+    return [ROOT / f for f in _project_files() if Path(f).suffix in suffixes and not f.startswith(skip)]
 
 
 def test_every_geosweep_variable_named_anywhere_is_declared():
