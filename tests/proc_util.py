@@ -59,6 +59,7 @@ def dask_cluster(tmp_path: Path, env: dict[str, str], workers: int) -> Iterator[
             scheduler = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1"]
             port = address.rsplit(":", 1)[1]
             procs.append(subprocess.Popen([*scheduler, "--port", port, "--dashboard-address", ":0"], **start))
+            wait_for_scheduler(address, procs[0])
             worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--no-nanny", "--no-dashboard"]
             for _ in range(workers):
                 procs.append(subprocess.Popen([*worker, "--nthreads", "2", "--resources", "geosweep-slice=1"], **start))
@@ -81,3 +82,20 @@ def store_files(path: str | os.PathLike) -> dict[str, tuple[int, int]]:
         for d, _, files in os.walk(path)
         for f in files
     }
+
+
+def wait_for_scheduler(address: str, proc: subprocess.Popen, seconds: float = 120) -> None:
+    """Until the scheduler process at ``tcp://host:port`` accepts connections: a run started before
+    that is refused at once (``geosweep run --address`` checks the address before any work)."""
+    import socket
+
+    host, port = address.removeprefix("tcp://").rsplit(":", 1)
+    t0 = time.monotonic()
+    while True:
+        assert proc.poll() is None, "the scheduler exited"
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return
+        except OSError:
+            assert time.monotonic() - t0 < seconds, f"no scheduler at {address} after {seconds} s"
+            time.sleep(0.1)

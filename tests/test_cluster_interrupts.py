@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests.proc_util import wait_for_scheduler
 from tests.slurm_cluster import slurm  # noqa: F401 - the fixture
 from tests.test_cli_output import LONG, N_LONG, _cells_done, _cmd
 from tests.test_signals import _free_port, _run_and_signal_group, _start
@@ -92,6 +93,7 @@ def test_ctrl_c_on_an_address_cluster_is_one_line_exit_130_and_releases_the_runs
             [*dask, "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--dashboard-address", ":0"], env, log
         )
     ]
+    wait_for_scheduler(address, procs[0])
     worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--no-dashboard", "--nthreads", "2"]
     procs.append(_start([*worker, "--resources", "geosweep-slice=1"], env, log))
     try:

@@ -668,13 +668,14 @@ def test_cli_run_with_storage_options_and_cluster_file(s3, prefect_server, clust
     assert "storage_options=STORAGE_OPTIONS" in p.stdout and "testing" not in p.stdout  # no secrets printed
     assert_bitwise_equal(xr.open_zarr(url, storage_options=s3), reference)
 
-    # the default path (the Prefect flow, on the test server) on a cluster file resumes the S3 store
+    # the default path (the Prefect flow, on the test server) on a cluster file resumes the S3 store: it is
+    # complete, so no cluster starts (every choice is made on the cells still to run: none)
     p = _geosweep(
         "run", str(spec), "--store", url, "--storage-options", so, "--cluster", str(local),
         env={"PREFECT_API_URL": prefect_server},
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]
-    assert "starting local cluster" in p.stderr and "cells complete: 4/4" in p.stdout
+    assert "starting local cluster" not in p.stderr and "cells complete: 4/4" in p.stdout, p.stderr[-3000:]
     assert "distributed." not in p.stderr and "\r" not in p.stderr  # no Dask INFO, no bar in a log file
 
     p = _geosweep("status", url, "--storage-options", so)

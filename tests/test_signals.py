@@ -19,7 +19,7 @@ import time
 import psutil
 import pytest
 
-from tests.proc_util import store_files
+from tests.proc_util import store_files, wait_for_scheduler
 from tests.test_cli_output import LONG, N_LONG, _alive, _cells_done, _cmd
 
 #: a process that gets SIGTERM while Python code runs inside a GC callback (as distributed's GC
@@ -222,6 +222,7 @@ def test_a_paused_worker_of_an_address_cluster_is_named_and_never_hangs_the_run(
     log = open(tmp_path / "cluster.log", "w")
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     procs = [_start([*dask, "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0"], env, log)]
+    wait_for_scheduler(address, procs[0])
     worker_cmd = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--no-nanny", "--no-dashboard"]
     run = None
     try:

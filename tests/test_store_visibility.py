@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from tests.proc_util import store_files
+from tests.proc_util import store_files, wait_for_scheduler
 from tests.test_cli_output import LONG, _cells_done, _cmd
 from tests.test_signals import _free_port, _start
 
@@ -53,6 +53,7 @@ class Cluster:
         port = self.address.rsplit(":", 1)[1]
         sched = [sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", port]
         self.procs = [_start([*sched, "--dashboard-address", ":0"], self.env, self.log)]
+        wait_for_scheduler(self.address, self.procs[0])
         worker = [
             sys.executable,
             "-m",
