@@ -1,9 +1,9 @@
 """A real Slurm on this machine for the tests: ``munged``, ``slurmctld`` and ``slurmd`` (Debian's
 ``slurm-wlm`` 22.05 and ``munge``), one node on loopback, configured in a temporary directory.
 
-:func:`slurm` is a session fixture: it installs the packages when they are missing and the tests run
-as root (``apt-get install -y slurm-wlm munge``), otherwise the tests that use it are skipped with the
-reason. It sets ``SLURM_CONF`` for this process and its children (``sbatch``, ``squeue``, ``scancel``
+:func:`slurm` is a session fixture, used only when asked (``GEOSWEEP_TEST_SLURM=1``; .ci/run sets it):
+it installs the packages when they are missing and the tests run as root (``apt-get install -y
+slurm-wlm munge``), otherwise the tests that use it are skipped with the reason. It sets ``SLURM_CONF`` for this process and its children (``sbatch``, ``squeue``, ``scancel``
 of dask-jobqueue and geosweep) and stops the daemons at the end.
 
 :func:`slurm_user` runs a driver, and so its jobs, as a non-root user (``geosweep-test``, created when
@@ -64,6 +64,18 @@ class Slurm:
 
 def _run(cmd: list[str], env: dict | None = None, check: bool = True, timeout: float = 60):
     return subprocess.run(cmd, env=env, capture_output=True, text=True, check=check, timeout=timeout)
+
+
+#: the variable that lets the tests install Slurm (apt-get, as root), start its daemons and add a user
+OPT_IN = "GEOSWEEP_TEST_SLURM"
+
+
+def opted_out() -> str | None:
+    """Why the Slurm tests are skipped when they were not asked for (``GEOSWEEP_TEST_SLURM=1``), else None:
+    without it the suite installs nothing, starts no daemon and adds no user on the machine."""
+    if os.environ.get(OPT_IN, "") == "1":
+        return None
+    return f"the real Slurm's tests install and start Slurm on this machine: set {OPT_IN}=1 to run them"
 
 
 def _missing() -> list[str]:
@@ -321,7 +333,7 @@ def stop(procs: list[subprocess.Popen]) -> None:
 @pytest.fixture(scope="session")
 def slurm(tmp_path_factory):
     """A running one-node Slurm (see the module docstring), or the tests are skipped with the reason."""
-    reason = _install()
+    reason = opted_out() or _install()
     if reason:
         pytest.skip(reason)
     # the configuration and munge's socket readable by the non-root user of slurm_user (pytest's own
