@@ -2,9 +2,10 @@
 ``slurm-wlm`` 22.05 and ``munge``), one node on loopback, configured in a temporary directory.
 
 :func:`slurm` is a session fixture, used only when asked (``GEOSWEEP_TEST_SLURM=1``; .ci/run sets it):
-it installs the packages when they are missing and the tests run as root (``apt-get install -y
-slurm-wlm munge``), otherwise the tests that use it are skipped with the reason. It sets ``SLURM_CONF`` for this process and its children (``sbatch``, ``squeue``, ``scancel``
-of dask-jobqueue and geosweep) and stops the daemons at the end.
+it installs the packages when they are missing and the tests run as root (``apt-get install -y slurm-wlm
+munge``), otherwise the tests that use it are skipped with the reason. It sets ``SLURM_CONF`` for this
+process and its children (``sbatch``, ``squeue``, ``scancel`` of dask-jobqueue and geosweep) and stops
+the daemons at the end.
 
 :func:`slurm_user` runs a driver, and so its jobs, as a non-root user (``geosweep-test``, created when
 the tests run as root). When the test interpreter lives in a directory that user cannot enter (pyenv in
@@ -27,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from geosweep import config
 
 PACKAGES = ("slurm-wlm", "munge")
 #: the non-root user of :func:`slurm_user`
@@ -66,16 +69,12 @@ def _run(cmd: list[str], env: dict | None = None, check: bool = True, timeout: f
     return subprocess.run(cmd, env=env, capture_output=True, text=True, check=check, timeout=timeout)
 
 
-#: the variable that lets the tests install Slurm (apt-get, as root), start its daemons and add a user
-OPT_IN = "GEOSWEEP_TEST_SLURM"
-
-
 def opted_out() -> str | None:
     """Why the Slurm tests are skipped when they were not asked for (``GEOSWEEP_TEST_SLURM=1``), else None:
     without it the suite installs nothing, starts no daemon and adds no user on the machine."""
-    if os.environ.get(OPT_IN, "") == "1":
+    if config.TEST_SLURM.get():
         return None
-    return f"the real Slurm's tests install and start Slurm on this machine: set {OPT_IN}=1 to run them"
+    return f"the real Slurm's tests install and start Slurm on this machine: set {config.TEST_SLURM.name}=1 to run them"
 
 
 def _missing() -> list[str]:

@@ -10,13 +10,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PROBE = '''
+PROBE = """
 from tests.slurm_cluster import slurm  # noqa: F401
 
 
 def test_uses_slurm(slurm):  # noqa: F811
     raise AssertionError("the Slurm fixture ran without the opt-in")
-'''
+"""
 
 
 def test_without_the_opt_in_the_slurm_tests_skip_and_say_how_to_run_them(tmp_path):
