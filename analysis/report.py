@@ -53,6 +53,10 @@ class Report:
         return f"{(self.location or str(self.out)).rstrip('/')}/index.md"
 
 
+#: bytes: a store this small is read into memory before the figures are drawn (see :func:`_open`)
+LOAD_BYTES = 256 * 2**20
+
+
 def _save(rep: Report, name: str, fig, caption: str) -> None:
     import matplotlib.pyplot as plt
 
@@ -130,12 +134,16 @@ def make_report(
 
 
 def _open(store: str | os.PathLike | xr.Dataset, storage_options: dict | None) -> tuple[xr.Dataset, str]:
-    """The store's dataset and where it is (a path or URL, or "(in-memory Dataset)")."""
+    """The store's dataset and where it is (a path or URL, or "(in-memory Dataset)"). A store of at
+    most :data:`LOAD_BYTES` is read into memory once: the figures index it cell by cell, and each
+    index of a lazy (dask) dataset builds and computes a task graph of its own (benchmarks/README.md:
+    the same figures and index, in less time)."""
     if isinstance(store, xr.Dataset):
         return store, "(in-memory Dataset)"
     from geosweep.sweeps.store import open_results  # refuses a store of another format (StoreFormatError)
 
-    return open_results(os.fspath(store), storage_options), os.fspath(store)
+    ds = open_results(os.fspath(store), storage_options)
+    return (ds.load() if ds.nbytes <= LOAD_BYTES else ds), os.fspath(store)
 
 
 def _absent_figure_notes(rep: Report, ds: xr.Dataset, err: str) -> None:

@@ -28,7 +28,9 @@ WARM = (
 
 
 #: modules whose tests share a costly module-scoped fixture (see pytest_collection_modifyitems)
-ONE_WORKER_MODULES = frozenset({"test_report_figures.py", "test_nightly.py", "test_s2_systems.py"})
+ONE_WORKER_MODULES = frozenset(
+    {"test_report_figures.py", "test_nightly.py", "test_s2_systems.py", "test_readme_blocks.py"}
+)
 
 
 def _is_controller(config: pytest.Config) -> bool:
@@ -54,7 +56,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in slurm:
         item.add_marker(pytest.mark.xdist_group("slurm"))
     # a module whose module-scoped fixture is costly runs on one worker: its fixture is built once, not
-    # on both (the report figures' examples cost 70–75 s per worker, a Prefect server ~10 s)
+    # on both (the report figures' examples cost 70–75 s per worker, the README's run lines ~100 s, a Prefect
+    # server ~10 s)
     for item in items:
         module = item.nodeid.split("::")[0].rsplit("/", 1)[-1]
         if module in ONE_WORKER_MODULES and not item.get_closest_marker("xdist_group"):
