@@ -1,5 +1,6 @@
-"""Shared fixtures and how the suite runs on several pytest-xdist workers (``-n 2 --dist loadgroup``;
-the default is one process, see pyproject.toml). The ``s2_`` fixtures serve the (S²)ⁿ physics tests (spec sphere.md).
+"""Shared fixtures and how the suite runs on several pytest-xdist workers (``-n 3 --dist loadgroup`` in
+pyproject.toml's addopts; ``-n 0`` is one process). The ``s2_`` fixtures serve the (S²)ⁿ physics tests
+(spec sphere.md).
 
 On workers: the built-in families' kernels are compiled once, before the workers start (two
 processes compiling the same kernels into Numba's on-disk cache at once can race); every test that
