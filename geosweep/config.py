@@ -166,6 +166,12 @@ TEST_PAUSE_SECONDS = Setting(
     "tests only: how long GEOSWEEP_TEST_PAUSE waits",
     "flows/entry.py", positive=True,
 )  # fmt: skip
+TEST_SLURM = Setting(
+    "GEOSWEEP_TEST_SLURM", FLAG, False,
+    "tests only: the real Slurm's tests may apt-get install Slurm and munge (as root), start their daemons "
+    "and add a user geosweep-test; unset, they are skipped (.ci/run sets it)",
+    "tests/slurm_cluster.py",
+)  # fmt: skip
 PEERS_DIR = Setting(
     "GEOSWEEP_PEERS_DIR", PATH, "/tmp",
     "benchmarks only: where the peer comparisons' virtual environments live",
@@ -193,6 +199,7 @@ SETTINGS: dict[str, Setting] = {
         TEST_EXIT_AT,
         TEST_PAUSE,
         TEST_PAUSE_SECONDS,
+        TEST_SLURM,
         PEERS_DIR,
         STORE,
         REPORT_DIR,
