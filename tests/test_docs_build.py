@@ -94,6 +94,15 @@ def test_store_page_lists_every_family_variable_and_flag():
         section = page.split(f"## Family `{family}`", 1)[1].split("\n## ", 1)[0]
         for d in FAMILIES[family].diagnostics(model):
             assert f"| `{d.name}` |" in section, (family, d.name)
+    from geosweep.sweeps.plan import make_plan
+    from geosweep.sweeps.store.schema import template
+
+    ds, _ = template(make_plan(ref.SAMPLE_SPEC))
+    coords = page.split("## Coordinates", 1)[1].split("\n## ", 1)[0]
+    for name in ds.coords:
+        assert f"| `{name}` |" in coords, name
+    for name in ds.attrs:
+        assert f"`{name}`" in page, name
 
 
 def test_every_page_is_in_a_toctree():

@@ -286,7 +286,70 @@ def store_markdown() -> str:
         lines += _table(["variable", "per-cell dims", "units", "what", "computed over"], rows) + [""]
         if famdef.state_labels:
             lines += ["`state` labels: " + " ".join(_code(s) for s in famdef.state_labels) + ".", ""]
+    lines += _coordinates_and_attrs()
+    lines += [
+        "## Objects beside the arrays",
+        "",
+        "`_checkpoints/<cell>.npz`: the state of a partial cell after its last segment (removed once the",
+        "cell's shard is written); `_carries/<shard>.npz`: each finished cell's final carry, from which",
+        "`geosweep extend` continues it; `<store>.lease` (beside the store): the lease of the run writing",
+        "it. See [how a store stays correct](../../explanation/store.md).",
+        "",
+    ]
     return "\n".join(lines)
+
+
+#: a small sweep whose store template shows every kind of coordinate: both method axes (a mixed
+#: fixed-step/adaptive grid), a swept parameter that changes the body count, fixed parameters
+SAMPLE_SPEC = {
+    "name": "sample",
+    "system": "pendulum_chain",
+    "integrators": ["rkmk4", "rkmk45"],
+    "h": [0.01],
+    "tol": [1e-6],
+    "T": 0.1,
+    "dt_out": 0.05,
+    "params": {"N": [2, 3]},
+}
+
+
+def _coordinates_and_attrs() -> list[str]:
+    """The coordinates and group attributes of a store, from the template of :data:`SAMPLE_SPEC`."""
+    from geosweep.sweeps.plan import make_plan
+    from geosweep.sweeps.store.schema import template
+
+    ds, _encoding = template(make_plan(SAMPLE_SPEC))
+    lines = [
+        "## Coordinates",
+        "",
+        "As the store template writes them (`geosweep.sweeps.store.schema.template`), here for a",
+        f"sample sweep of `{SAMPLE_SPEC['system']}` over both method axes and `N`; a store has one",
+        "coordinate per sweep axis and per fixed parameter of its own system.",
+        "",
+    ]
+    rows = []
+    for name, c in ds.coords.items():
+        kind = "fixed parameter" if c.attrs.get("fixed_parameter") else ("scalar" if not c.dims else "")
+        rows.append(
+            [
+                _code(name),
+                ", ".join(map(str, c.dims)) or "—",
+                c.attrs.get("units", ""),
+                c.attrs.get("long_name", ""),
+                kind,
+            ]
+        )
+    lines += _table(["coordinate", "dims", "units", "what", ""], rows) + [""]
+    lines += [
+        "## Group attributes",
+        "",
+        "Written with the template: " + ", ".join(_code(k) for k in ds.attrs) + ".",
+        "Each run then adds its record to `runs` (cells run, and per grow or extension what changed).",
+        f"The store format is `geosweep_format = {ds.attrs['geosweep_format']}`; a store of another",
+        "format is refused, not misread.",
+        "",
+    ]
+    return lines
 
 
 #: page name → its generator
