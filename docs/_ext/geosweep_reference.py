@@ -235,7 +235,9 @@ def integrators_markdown() -> str:
 
 def _family_models() -> dict[str, tuple[str, Any]]:
     """One system per family (the first registered) and its model at the declared defaults."""
-    from geosweep.kernels.registry import SYSTEMS
+    from geosweep.kernels.registry import SYSTEMS, load_builtins
+
+    load_builtins()  # every built-in family and system, not only those imported so far
 
     out: dict[str, tuple[str, Any]] = {}
     for name, sysdef in SYSTEMS.items():
