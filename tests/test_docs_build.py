@@ -13,7 +13,7 @@ import importlib.util
 import shutil
 import subprocess
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -119,8 +119,8 @@ def test_every_page_is_in_a_toctree():
             for entry in tree.splitlines():
                 entry = entry.strip()
                 if entry and not entry.startswith(":"):
-                    base = "" if entry.startswith("/") else path.parent.relative_to(DOCS).as_posix()
-                    listed.add(str(Path(base, entry.lstrip("/"))).lstrip("./") if base != "." else entry.lstrip("/"))
+                    here = PurePosixPath(path.parent.relative_to(DOCS).as_posix())
+                    listed.add(entry.lstrip("/") if entry.startswith("/") else (here / entry).as_posix())
     assert pages - listed == set(), pages - listed
 
 
