@@ -140,13 +140,14 @@ def test_the_toy_method_reaches_its_order_on_the_shared_stepper():
     assert abs(np.log2(errs[-2] / errs[-1]) - 3) < 0.25, errs
 
 
-# ---- the README's integrator table lists the registry ----------------------------------------------
+# ---- the integrator table of docs/explanation/preservation.md lists the registry --------------------
 def _readme_table() -> dict[str, set[str]]:
-    """Integrator name → the families its README row names (the table under `| integrator | family |`)."""
+    """Integrator name → the families its row names (the table under `| integrator | family |` of
+    docs/explanation/preservation.md, the prose companion of the generated integrator reference)."""
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    text = (Path(__file__).resolve().parents[1] / "docs" / "explanation" / "preservation.md").read_text()
     rows = text.split("| integrator | family | order | notes |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
     out: dict[str, set[str]] = {}
     for row in rows:
@@ -159,5 +160,5 @@ def _readme_table() -> dict[str, set[str]]:
 def test_the_readme_integrator_table_matches_the_registry():
     table = _readme_table()
     missing = sorted(i.name for i in INTEGRATORS.values() if i.family not in table.get(i.name, ()))
-    assert not missing, f"README's integrator table lacks {missing}"
-    assert not sorted(set(table) - set(INTEGRATORS)), "README names integrators the registry does not have"
+    assert not missing, f"docs/explanation/preservation.md's integrator table lacks {missing}"
+    assert not sorted(set(table) - set(INTEGRATORS)), "the docs' table names integrators the registry does not have"

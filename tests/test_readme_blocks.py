@@ -1,4 +1,5 @@
-"""Every fenced code block of README.md and deploy/README.md runs here (or is listed with the reason it cannot).
+"""Every fenced code block of README.md, deploy/README.md and the documentation's pages (docs/**/*.md,
+:data:`READMES`) runs here (or is listed with the reason it cannot).
 
 Blocks are found by their first line (:data:`BLOCKS`): a block that is added, or whose first line
 changes, fails :func:`test_every_block_is_checked` until it is given a check here. Shell blocks
@@ -26,7 +27,20 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-READMES = ("README.md", "deploy/README.md")
+#: the documentation's pages written by hand (the generated reference pages and build output are not)
+NOT_PAGES = ("_build/", "reference/generated/", "jupyter_execute/")
+DOC_PAGES = tuple(
+    sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "docs").rglob("*.md")
+        if not p.relative_to(ROOT / "docs").as_posix().startswith(NOT_PAGES)
+    )
+)
+READMES = ("README.md", "deploy/README.md", *DOC_PAGES)
+GETTING_STARTED = "docs/getting-started.md"
+OWN_SYSTEM = "docs/howto/own-system.md"
+KERNELS = "docs/howto/kernels.md"
+GROW = "docs/howto/grow-a-study.md"
 
 # --------------------------------------------------------------------------------------------
 # the blocks
@@ -34,9 +48,11 @@ READMES = ("README.md", "deploy/README.md")
 
 
 def code_blocks(name: str) -> list[tuple[str, str]]:
-    """(language, text) of every fenced block of ``name`` (a path under the repository root)."""
+    """(language, text) of every fenced code block of ``name`` (a path under the repository root);
+    MyST directives (```` ```{toctree} ````, ```` ```{eval-rst} ````, …) are not code blocks."""
     text = (ROOT / name).read_text()
-    return [(m.group(1), m.group(2)) for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)]
+    found = re.finditer(r"^```(\{[\w-]+\}|\w*)[^\n]*\n(.*?)^```", text, flags=re.S | re.M)
+    return [(m.group(1), m.group(2)) for m in found if not m.group(1).startswith("{")]
 
 
 def block(name: str, first_line: str) -> str:
@@ -63,24 +79,30 @@ VENV = "python3 -m venv .venv && . .venv/bin/activate && python3 -m pip install 
 
 #: how each block is checked, by (file, start of its first line); "" language blocks included
 BLOCKS: dict[tuple[str, str], str] = {
-    ("README.md", "spec (TOML/YAML) →"): "not code: the pipeline diagram",
     ("README.md", f"{VENV}python3 -m pip install -c constraints.txt -e . &&"): "shell: set-up + demo",
     ("README.md", f'{VENV}python3 -m pip install -c constraints.txt -e ".[test]"'): "shell: the CI command",
-    ("README.md", "# sphere.toml"): "spec: validated as written, run shortened",
-    ("README.md", "geosweep validate sphere.toml"): "shell: the sweep commands",
-    ("README.md", "import xarray as xr, geosweep"): "python: against the shortened sphere store",
-    ("README.md", "geosweep report results/sphere-demo.zarr"): "shell: reports of the demo store",
-    ("README.md", "import geosweep\n"): "python: the front door, executed in a scratch directory",
-    ("README.md", "from geosweep.kernels.systems.lj_sphere import lj_sphere"): "python: executed",
-    ("README.md", "from geosweep.kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
-    ("README.md", "from geosweep.kernels.chain.model import build_chain"): "python: executed, against cells alone",
-    ("README.md", "from geosweep.sweeps.engine import run_sweep"): "python: executed with a shortened spec_dict",
-    ("README.md", "geosweep run sweeps/examples/long_energy.toml"): "shell: parsed, spec and cluster validated",
-    ("README.md", "from geosweep import sweeps"): "python: executed in a scratch directory (run, extend)",
-    ("README.md", "import numpy as np"): "python: my_systems.py of `geosweep run my_sweep.toml --import`",
-    ("README.md", "# your package's pyproject.toml"): "toml: parsed, group checked",
-    ("README.md", "import math"): "python: executed, then a short sweep",
-    ("README.md", "kernels/    geosweep.kernels"): "layout: folders and packages match pyproject",
+    ("README.md", "import geosweep\nfrom geosweep.sweeps import Execution\n\nsol"): "python: the ten lines, run",
+    ("README.md", "geosweep validate sphere.toml"): "shell: the sweep commands (getting started's)",
+    (GETTING_STARTED, f"{VENV}python3 -m pip install -c constraints.txt -e . &&"): "shell: set-up + demo",
+    (GETTING_STARTED, "# sphere.toml"): "spec: validated as written, run shortened",
+    (GETTING_STARTED, "geosweep validate sphere.toml"): "shell: the sweep commands",
+    (GETTING_STARTED, "import xarray as xr, geosweep"): "python: against the shortened sphere store",
+    (GETTING_STARTED, "geosweep report results/sphere-demo.zarr"): "shell: reports of the demo store",
+    (GETTING_STARTED, "import geosweep\nfrom geosweep.sweeps import Execution\ngeosweep.systems()"): (
+        "python: the front door, executed in a scratch directory"
+    ),
+    ("docs/index.md", "python3 -m pip install -c constraints.txt -e"): "shell: the docs build",
+    ("docs/explanation/architecture.md", "spec (TOML/YAML) →"): "not code: the pipeline diagram",
+    ("docs/explanation/architecture.md", "kernels/    geosweep.kernels"): "layout: folders match pyproject",
+    (KERNELS, "from geosweep.kernels.systems.lj_sphere import lj_sphere"): "python: executed",
+    (KERNELS, "from geosweep.kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
+    (KERNELS, "from geosweep.kernels.chain.model import build_chain"): "python: executed, against cells alone",
+    (KERNELS, "from geosweep.sweeps.engine import run_sweep"): "python: executed with a shortened spec_dict",
+    (GROW, "geosweep run sweeps/examples/long_energy.toml"): "shell: parsed, spec and cluster validated",
+    (GROW, "from geosweep import sweeps"): "python: executed in a scratch directory (run, extend)",
+    (OWN_SYSTEM, "import numpy as np"): "python: my_systems.py of `geosweep run my_sweep.toml --import`",
+    (OWN_SYSTEM, "# your package's pyproject.toml"): "toml: parsed, group checked",
+    (OWN_SYSTEM, "import math"): "python: executed, then a short sweep",
     ("deploy/README.md", "export NUMBA_CACHE_DIR="): "shell: validate run, Slurm run parsed",
     (
         "deploy/README.md",
@@ -117,6 +139,9 @@ COMMANDS: dict[str, str] = {
     "python3 -m pip install -c constraints.txt -e .": "skip: installs packages (test_lint checks the pins)",
     "python3 -m pip install -c constraints.txt -e '.[test]'": "skip: installs packages",
     "python3 -m pytest": "skip: this suite itself",
+    # docs/index.md: the docs build (tests/test_docs_build.py runs it)
+    "python3 -m pip install -c constraints.txt -e '.[docs]'": "skip: installs packages",
+    "python3 -m sphinx -W --keep-going -n -b html docs docs/_build/html": "skip: test_docs_build builds it",
     "geosweep demo": "run",
     # README: the sweep commands
     "geosweep validate sphere.toml": "run",
@@ -298,8 +323,8 @@ def workspace(tmp_path_factory) -> Path:
     """A directory with the README's files: sphere.toml (shortened), my_sweep.toml and my_systems.py
     (the rotor ring of "Your own (S²)ⁿ system") for the --import line."""
     d = tmp_path_factory.mktemp("readme")
-    (d / "sphere.toml").write_text(shortened_sphere_spec(block("README.md", "# sphere.toml")))
-    (d / "my_systems.py").write_text(block("README.md", "import numpy as np"))
+    (d / "sphere.toml").write_text(shortened_sphere_spec(block(GETTING_STARTED, "# sphere.toml")))
+    (d / "my_systems.py").write_text(block(OWN_SYSTEM, "import numpy as np"))
     (d / "my_sweep.toml").write_text(
         'name = "ring"\nsystem = "rotor_ring"\nintegrators = ["implicit_vi", "rk4"]\nh = [0.01]\nT = 0.5\n'
         "dt_out = 0.1\n[params]\nn = 6\nk = [0.5, 1.0]\n"
@@ -311,10 +336,10 @@ def workspace(tmp_path_factory) -> Path:
 def test_readme_sphere_spec_is_valid_as_written():
     from geosweep.sweeps.plan import make_plan
 
-    spec = tomllib.loads(block("README.md", "# sphere.toml"))
+    spec = tomllib.loads(block(GETTING_STARTED, "# sphere.toml"))
     plan = make_plan(spec)
     assert plan.grid.shape == (3, 3, 3, 2)  # integrator × h × omega × sense
-    short = make_plan(tomllib.loads(shortened_sphere_spec(block("README.md", "# sphere.toml"))))
+    short = make_plan(tomllib.loads(shortened_sphere_spec(block(GETTING_STARTED, "# sphere.toml"))))
     assert short.grid.shape == plan.grid.shape and short.spec.T == plan.spec.T
 
 
@@ -334,13 +359,14 @@ def test_demo_spec_is_valid_as_shipped_and_shortened_on_the_same_axes(tmp_path):
 
 @pytest.fixture(scope="module")
 def ran(workspace) -> dict[str, subprocess.CompletedProcess]:
-    """Every "run" line of README.md's shell blocks, in order, in the workspace."""
+    """Every "run" line of the shell blocks of README.md and the docs' pages, in order, in the
+    workspace; a line that several pages give (the set-up, the sweep commands) runs once."""
     out = {}
     for name, text in _shell_blocks():
-        if name != "README.md":
+        if name == "deploy/README.md":
             continue
         for cmd in commands(text):
-            if COMMANDS[cmd] != "run":
+            if COMMANDS[cmd] != "run" or cmd in out:
                 continue
             if cmd.startswith("python3 -m geosweep.analysis.render") and not _has_browser():
                 continue  # headless Chromium (apt-get install -y chromium), as tests/test_report_html.py
@@ -375,12 +401,35 @@ def test_readme_analysis_block(ran, workspace, monkeypatch):
 
     monkeypatch.chdir(workspace)
     ns: dict = {}
-    code = block("README.md", "import xarray as xr, geosweep")
+    code = block(GETTING_STARTED, "import xarray as xr, geosweep")
     *body, last = code.strip().splitlines()
     exec("\n".join(body), ns)
     table = eval(last.split("#")[0], ns)
     assert isinstance(table, pd.DataFrame) and table.shape == (3, 3)  # integrator × h
     assert table.notna().all().all()
+
+
+def test_readme_ten_lines(tmp_path, monkeypatch):
+    """The front page's example runs as written, and its comments say what it gives: the heavy top's
+    symplectic SLGI at h = 0.01 to T = 10 keeps the energy error near 3e-5; the sweep's store is
+    integrator × h × omega, its table integrator × h, and every cell is classified."""
+    import pandas as pd
+
+    from geosweep.kernels.status import Status
+
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {}
+    code = block("README.md", "import geosweep\nfrom geosweep.sweeps import Execution\n\nsol")
+    assert len(code.strip().splitlines()) <= 12
+    exec(code, ns)
+    sol, ds = ns["sol"], ns["ds"]
+    assert sol.status == Status.OK and 2e-5 < sol["max_rel_energy_error"] < 5e-5, sol["max_rel_energy_error"]
+    assert dict(ds.sizes)["integrator"] == 2 and int((ds.status == 0).sum()) == 8
+    *_, table_line, classify_line = code.strip().splitlines()
+    table = eval(table_line.split("#")[0], ns)
+    assert isinstance(table, pd.DataFrame) and table.shape == (2, 2) and table.notna().all().all()
+    classes = eval(classify_line.split("#")[0], ns)
+    assert set(np.unique(classes.values)) <= {"round-off", "bounded", "drifting"}
 
 
 def test_readme_front_door_block(tmp_path, monkeypatch):
@@ -390,7 +439,7 @@ def test_readme_front_door_block(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     ns: dict = {}
-    exec(block("README.md", "import geosweep\n"), ns)
+    exec(block(GETTING_STARTED, "import geosweep\nfrom geosweep.sweeps import Execution\ngeosweep.systems()"), ns)
     sol = ns["sol"]
     assert sol.status == Status.OK and sol["max_rel_energy_error"] < 1e-8 and sol["max_unit_error"] < 1e-14
     direct = geosweep.integrate(ns["chain"], "rkmk45", T=2.0, dt_out=0.1, tol=1e-8)
@@ -400,7 +449,7 @@ def test_readme_front_door_block(tmp_path, monkeypatch):
 
 def test_readme_kernel_blocks():
     ns: dict = {}
-    code = block("README.md", "from geosweep.kernels.systems.lj_sphere import lj_sphere")
+    code = block(KERNELS, "from geosweep.kernels.systems.lj_sphere import lj_sphere")
     *body, last = code.strip().splitlines()
     exec("\n".join(body), ns)
     expr, comment = last.split("#", 1)
@@ -409,14 +458,14 @@ def test_readme_kernel_blocks():
     assert float(want[0]) / 1.05 < mean_de < float(want[0]) * 1.05, (mean_de, want)
     assert unit_err < 10 * float(want[1]), (unit_err, want)
     assert repr(status) == want[2], (repr(status), want)
-    exec(block("README.md", "from geosweep.kernels.registry import FAMILIES, RunRequest"), ns)
+    exec(block(KERNELS, "from geosweep.kernels.registry import FAMILIES, RunRequest"), ns)
     assert ns["traj"].finished and ns["traj"].steps == 1000
 
 
 def test_readme_cells_together_block():
     """The block's values are each cell's own (a few cells checked against start → advance → collect)."""
     ns: dict = {}
-    exec(block("README.md", "from geosweep.kernels.chain.model import build_chain"), ns)
+    exec(block(KERNELS, "from geosweep.kernels.chain.model import build_chain"), ns)
     values, ts2, models, req = ns["values"], ns["ts2"], ns["models"], ns["req"]
     assert values["max_rel_energy_error"].shape == (1000,) and (ns["stack"].status == 0).all()
     for i in (0, 517, 999):
@@ -433,7 +482,7 @@ def test_readme_run_sweep_block(workspace, monkeypatch):
     spec_dict = tomllib.loads((workspace / "sphere.toml").read_text())  # the same sweep: the later calls resume
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
         ns = {"spec_dict": spec_dict, "my_distributed_client": client}
-        exec(block("README.md", "from geosweep.sweeps.engine import run_sweep"), ns)
+        exec(block(KERNELS, "from geosweep.sweeps.engine import run_sweep"), ns)
     import xarray as xr
 
     assert int((xr.open_zarr(workspace / "s.zarr").status == 0).sum()) == 54
@@ -443,7 +492,7 @@ def test_readme_extend_block(tmp_path, monkeypatch):
     import xarray as xr
 
     monkeypatch.chdir(tmp_path)
-    exec(block("README.md", "from geosweep import sweeps"), {})
+    exec(block(GROW, "from geosweep import sweeps"), {})
     ds = xr.open_zarr(tmp_path / "long.zarr")
     assert float(ds.attrs["T"]) == 20.0 and list(ds.h.values) == [0.01, 0.005]  # the user's spec grew the
     assert int((ds.status == 0).sum()) == 3 and int((ds.status == -2).sum()) == 1  # extended store (h0 pinned)
@@ -451,7 +500,7 @@ def test_readme_extend_block(tmp_path, monkeypatch):
 
 
 def test_readme_long_energy_lines_parse(monkeypatch):
-    text = block("README.md", "geosweep run sweeps/examples/long_energy.toml")
+    text = block(GROW, "geosweep run sweeps/examples/long_energy.toml")
     for cmd in commands(text):
         assert COMMANDS[cmd].startswith("parse: ")
         _parse(cmd, ROOT, monkeypatch)
@@ -460,7 +509,7 @@ def test_readme_long_energy_lines_parse(monkeypatch):
 def test_readme_entry_point_block():
     from geosweep.flows.plugins import GROUP
 
-    data = tomllib.loads(block("README.md", "# your package's pyproject.toml"))
+    data = tomllib.loads(block(OWN_SYSTEM, "# your package's pyproject.toml"))
     (group,) = data["project"]["entry-points"]
     assert group == GROUP
 
@@ -474,7 +523,7 @@ def test_readme_skew_gradient_block(tmp_path):
     from geosweep.sweeps.engine import run_sweep
 
     path = tmp_path / "readme_lv.py"  # a file, as the README asks (Numba caches compiled code by file)
-    path.write_text(block("README.md", "import math"))
+    path.write_text(block(OWN_SYSTEM, "import math"))
     spec = importlib.util.spec_from_file_location("readme_lv", path)
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
     system = SYSTEMS["lotka_volterra"].build()
@@ -516,10 +565,11 @@ def test_deploy_readme_nightly_block_imports():
 
 
 def test_readme_gearbox_forms_are_accepted():
-    """Every `form = "…"` the README's systems table gives the gearbox validates and builds."""
+    """Every `form = "…"` the gearbox's row of docs/explanation/preservation.md gives validates and builds."""
     from geosweep.sweeps.plan import make_plan
 
-    row = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("| `gearbox` |"))
+    page = (ROOT / "docs" / "explanation" / "preservation.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| `gearbox` |"))
     forms = re.findall(r'`form = "(\w+)"`|`"(\w+)"`', row)
     forms = sorted({a or b for a, b in forms})
     assert forms == ["canonical", "qr", "reduced"], forms
@@ -529,10 +579,11 @@ def test_readme_gearbox_forms_are_accepted():
 
 
 def test_readme_layout_block_matches_the_package_mapping():
-    """The README's layout names each folder with the package it is installed as (pyproject's package-dir)."""
+    """The layout (docs/explanation/architecture.md) names each folder with the package it is installed as."""
     import tomllib
 
-    block = next(t for _l, t in code_blocks("README.md") if t.startswith("kernels/    geosweep.kernels"))
+    layout = "docs/explanation/architecture.md"
+    block = next(t for _l, t in code_blocks(layout) if t.startswith("kernels/    geosweep.kernels"))
     mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
     listed = {}
     for line in block.splitlines():
