@@ -113,7 +113,7 @@ def _alias_uses(path: Path, aliases: set[int], modules: set[str]) -> list[str]:
                 except (ImportError, AttributeError):
                     continue
                 if id(obj) in aliases:
-                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                    found.append(f"{path.name}:{node.lineno}")
                 elif full in modules:
                     bound.add(name.asname or name.name)
         elif isinstance(node, ast.Import):
@@ -121,7 +121,7 @@ def _alias_uses(path: Path, aliases: set[int], modules: set[str]) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr == "integrate" and isinstance(node.value, ast.Name):
             if node.value.id in bound:
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+                found.append(f"{path.name}:{node.lineno}")
     return found
 
 
@@ -134,3 +134,25 @@ def test_nothing_of_the_project_calls_an_alias():
     assert len(files) > 200
     found = [line for p in files if p.name != Path(__file__).name for line in _alias_uses(p, aliases, set(MODULES))]
     assert not found, found
+
+
+#: the old calls of the jobs the front door does (geosweep.run, geosweep.open, geosweep.extend)
+_OLD_CALLS = re.compile(r"\brun_sweep\(|\bopen_zarr\(|sweeps\.extend\(|\bextend_store\(")
+
+
+def test_every_notebook_and_example_uses_the_front_door(tmp_path):
+    """examples/: every notebook's code (and any example script) runs, opens and extends stores through
+    ``geosweep.run``/``open``/``extend`` and calls no deprecated alias."""
+    import nbformat
+
+    aliases = {id(m.integrate) for m in MODULES.values()}
+    notebooks = sorted((ROOT / "examples").glob("*.ipynb"))
+    assert notebooks
+    for nb_path in notebooks:
+        code = "\n".join(c.source for c in nbformat.read(nb_path, as_version=4).cells if c.cell_type == "code")
+        script = tmp_path / f"{nb_path.stem}.py"
+        script.write_text(code)
+        assert not _OLD_CALLS.search(code), (nb_path.name, _OLD_CALLS.search(code).group(0))
+        assert "geosweep.open(" in code and not _alias_uses(script, aliases, set(MODULES)), nb_path.name
+    for path in (ROOT / "examples").rglob("*.py"):
+        assert not _OLD_CALLS.search(path.read_text()), path.name
