@@ -569,7 +569,7 @@ class GeosweepAccessor:
         )
         used = used.transpose(*da.dims)
         n_round = roundoff.sum(dim)
-        expected = np.nan
+        expected: xr.DataArray | float = np.nan
         if "integrator" in da.dims:
             expected = xr.DataArray(self.expected_orders().sel(integrator=da["integrator"].values).values,
                                     dims="integrator", coords={"integrator": da["integrator"]})  # fmt: skip
@@ -595,7 +595,7 @@ class GeosweepAccessor:
                 "regime": regime,
             }
         )
-        if "integrator" in out.dims:
+        if isinstance(expected, xr.DataArray) and "integrator" in out.dims:
             out = out.assign_coords(expected_order=("integrator", np.asarray(expected.values, dtype=np.float64)))
         out.attrs.update(error_var=str(da.name), dim=dim)
         return out

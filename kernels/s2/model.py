@@ -11,7 +11,7 @@ from __future__ import annotations
 import types as pytypes
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numba import types
@@ -117,7 +117,7 @@ class S2System:
 
     name: str
     M: np.ndarray
-    potential: object
+    potential: Callable[..., Any]
     params: np.ndarray
     q0: np.ndarray
     w0: np.ndarray
