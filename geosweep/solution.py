@@ -92,10 +92,12 @@ class Solution:
 
     @property
     def system(self) -> str:
+        """The registered name of the system the cell ran."""
         return str(self.spec.system)
 
     @property
     def integrator(self) -> str:
+        """The integrator's registered name."""
         return str(self.spec.integrators[0])
 
     @property
