@@ -101,6 +101,17 @@ def run_sweep(
     :class:`geosweep.sweeps.lease.LeaseLost` if another run takes the lease over meanwhile and
     :class:`geosweep.sweeps.lease.StoreWriteError` when the store refuses writes for good (disk full,
     read-only). Integration failures are recorded as cell status, not raised.
+
+    >>> import os, tempfile
+    >>> from geosweep.sweeps.engine import run_sweep
+    >>> spec = {"name": "doc-top", "system": "heavy_top", "integrators": ["lp_rkmk4"], "h": [0.01, 0.005],
+    ...         "T": 0.1, "dt_out": 0.05}  # times in s
+    >>> store = os.path.join(tempfile.mkdtemp(), "top.zarr")
+    >>> result = run_sweep(spec, store, serial=True)
+    >>> result.complete, result.total, result.ran
+    (True, 2, 2)
+    >>> run_sweep(spec, store, serial=True).skipped  # run again: every cell is complete, none is recomputed
+    2
     """
     log = log or (lambda msg: None)
     if execution is None:

@@ -106,6 +106,14 @@ class SkewSystem:
     superset of ``labels`` that every variant of one system shares (every gearbox form), so that a
     sweep over the variants stores one labelled ``state`` layout; entries a variant does not carry
     are NaN (empty: ``labels``).
+
+    >>> import geosweep
+    >>> rb = geosweep.system("rigid_body_lp").model  # the free rigid body, x = body angular momentum
+    >>> rb.N, rb.labels, rb.casimirs
+    (3, ('m1', 'm2', 'm3'), ('norm2',))
+    >>> x = rb.x0
+    >>> bool(abs((rb.f(x) * rb.gradH(x)).sum()) < 1e-15)  # dH/dt = ∇H·S∇H = 0: S is skew
+    True
     """
 
     name: str

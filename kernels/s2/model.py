@@ -113,6 +113,14 @@ class S2System:
         only under rotations about ``axis`` (``axis·J`` conserved), ``"none"`` otherwise.
     axis: unit vector used when ``symmetry == "axis"``.
     extras: system-specific constant data kept for diagnostics (not used by kernels).
+
+    >>> import geosweep
+    >>> s = geosweep.system("spring_pendula").model  # four pendula: SI units (kg, m, s; energies in J)
+    >>> s.name, s.n, s.is_diagonal, s.q0.shape
+    ('spring_pendula', 4, True, (4, 3))
+    >>> q, w = s.initial_state()
+    >>> round(s.energy(q, w), 6)
+    -0.312356
     """
 
     name: str
