@@ -172,28 +172,19 @@ def state_part(da: xr.DataArray, part: str) -> xr.DataArray:
     return da.sel(state=labels).rename(state="component").assign_coords(component=["x", "y", "z"])
 
 
-def demo_spec() -> dict[str, Any]:
-    """The small sweep the accessor's examples read (about a second to run): four spring-coupled
-    spherical pendula (times in s, energies in J) with the explicit variational integrator (order 2)
-    and classical RK4 on the ambient ODE, at two step sizes h (s) to T = 2 s.
-
-    >>> demo_spec()["integrators"], demo_spec()["h"]
-    (['explicit_vi', 'rk4'], [0.02, 0.01])
-    """
-    return {"name": "accessor-demo", "system": "spring_pendula", "integrators": ["explicit_vi", "rk4"],
-            "h": [0.02, 0.01], "T": 2.0, "dt_out": 0.1}  # fmt: skip
-
-
 @xr.register_dataset_accessor("geosweep")
 class GeosweepAccessor:
     """Analysis of one geosweep results Dataset (``import geosweep`` registers it; times in the
-    system's time units, energies in its energy units). The examples of its methods read ``ds``, the
-    store of :func:`demo_spec`:
+    system's time units, energies in its energy units). The examples of its methods read ``ds``, this
+    store (about a second to run): four spring-coupled spherical pendula (times in s, energies in J)
+    with the explicit variational integrator (order 2) and classical RK4 on the ambient ODE, at two
+    step sizes h (s) to T = 2 s:
 
     >>> import geosweep, os, tempfile
-    >>> from geosweep.analysis.accessor import demo_spec
+    >>> spec = {"name": "accessor-demo", "system": "spring_pendula", "integrators": ["explicit_vi", "rk4"],
+    ...         "h": [0.02, 0.01], "T": 2.0, "dt_out": 0.1}
     >>> store = os.path.join(tempfile.mkdtemp(), "demo.zarr")
-    >>> geosweep.run(demo_spec(), store, serial=True).complete
+    >>> geosweep.run(spec, store, serial=True).complete
     True
     >>> ds = geosweep.open(store)
     >>> ds.geosweep.sweep_dims
