@@ -103,7 +103,7 @@ def _alias_uses(path: Path, aliases: set[int], modules: set[str]) -> list[str]:
     tree = ast.parse(path.read_text(), str(path))
     bound, found = set(), []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("geosweep.kernels"):
+        if isinstance(node, ast.ImportFrom) and node.module in {m.rsplit(".", k)[0] for m in modules for k in (0, 1)}:
             if path.name == "__init__.py" and node.module in modules:  # a package re-exporting its alias
                 continue
             for name in node.names:
