@@ -174,7 +174,22 @@ def state_part(da: xr.DataArray, part: str) -> xr.DataArray:
 
 @xr.register_dataset_accessor("geosweep")
 class GeosweepAccessor:
-    """Analysis of one geosweep results Dataset (``import geosweep`` registers it)."""
+    """Analysis of one geosweep results Dataset (``import geosweep`` registers it; times in the
+    system's time units, energies in its energy units). The examples of its methods read ``ds``, this
+    store (about a second to run): four spring-coupled spherical pendula (times in s, energies in J)
+    with the explicit variational integrator (order 2) and classical RK4 on the ambient ODE, at two
+    step sizes h (s) to T = 2 s:
+
+    >>> import geosweep, os, tempfile
+    >>> spec = {"name": "accessor-demo", "system": "spring_pendula", "integrators": ["explicit_vi", "rk4"],
+    ...         "h": [0.02, 0.01], "T": 2.0, "dt_out": 0.1}
+    >>> store = os.path.join(tempfile.mkdtemp(), "demo.zarr")
+    >>> geosweep.run(spec, store, serial=True).complete
+    True
+    >>> ds = geosweep.open(store)
+    >>> ds.geosweep.sweep_dims
+    ('integrator', 'h')
+    """
 
     def __init__(self, ds: xr.Dataset):
         self._ds = ds
@@ -183,13 +198,21 @@ class GeosweepAccessor:
     # ------------------------------------------------------------------ basics
     @property
     def sweep_dims(self) -> tuple[Hashable, ...]:
-        """Sweep axes (dims of ``status``), e.g. ``("integrator", "h", "omega")``."""
+        """Sweep axes (dims of ``status``), e.g. ``("integrator", "h", "omega")``.
+
+        >>> ds.geosweep.sweep_dims
+        ('integrator', 'h')
+        """
         return sweep_dims(self._ds)
 
     @property
     def family(self) -> str:
         """Kernel family of the store's system: ``s2``, ``se3`` or ``ts2`` (attr ``system_family``,
-        else the coordinate ``integrator_family``)."""
+        else the coordinate ``integrator_family``).
+
+        >>> ds.geosweep.family
+        's2'
+        """
         if "system_family" in self._ds.attrs:
             return str(self._ds.attrs["system_family"])
         if "integrator_family" in self._ds.coords:
@@ -200,18 +223,31 @@ class GeosweepAccessor:
 
     @property
     def system(self) -> str:
+        """The store's system name (attr ``system``; ``"unknown"`` if absent).
+
+        >>> ds.geosweep.system
+        'spring_pendula'
+        """
         return str(self._ds.attrs.get("system", "unknown"))
 
     @property
     def step_dim(self) -> str | None:
-        """``"h"`` if the store has step sizes, else ``"tol"``, else None."""
+        """``"h"`` if the store has step sizes, else ``"tol"``, else None.
+
+        >>> ds.geosweep.step_dim
+        'h'
+        """
         for d in ("h", "tol"):
             if d in self.sweep_dims:
                 return d
         return None
 
     def status(self) -> xr.DataArray:
-        """``status`` loaded into memory (one int8 per cell); the only thing selections compute."""
+        """``status`` loaded into memory (one int8 per cell); the only thing selections compute.
+
+        >>> ds.geosweep.status().values.tolist()
+        [[0, 0], [0, 0]]
+        """
         if self._status_cache is None:
             if "status" not in self._ds:
                 raise KeyError("not a geosweep Dataset: no 'status' variable")
@@ -219,17 +255,31 @@ class GeosweepAccessor:
         return self._status_cache
 
     def status_labels(self) -> dict[int, str]:
-        """Status code → label, from the ``flag_values``/``flag_meanings`` attrs of ``status``."""
+        """Status code → label, from the ``flag_values``/``flag_meanings`` attrs of ``status``.
+
+        >>> ds.geosweep.status_labels()[5]
+        'energy_blowup'
+        """
         return status_labels(self._ds["status"])
 
     def status_counts(self) -> dict[str, int]:
-        """Counts per status label over all cells."""
+        """Counts per status label over all cells.
+
+        >>> ds.geosweep.status_counts()
+        {'ok': 4}
+        """
         return describe_status(self.status().values, self.status_labels())
 
     def integrators(self) -> pd.DataFrame:
         """One row per integrator: ``family``, ``order``, ``adaptive`` from the ``integrator_*`` coords.
 
         A coordinate the store lacks gives a column of None.
+
+        >>> ds.geosweep.integrators()
+                   family  order  adaptive
+        integrator
+        explicit_vi     s2      2     False
+        rk4             s2      4     False
         """
         names = [str(n) for n in np.atleast_1d(self._ds["integrator"].values)]
         cols = {}
@@ -239,26 +289,42 @@ class GeosweepAccessor:
         return pd.DataFrame(cols, index=pd.Index(names, name="integrator"))
 
     def is_adaptive(self, name: str) -> bool | None:
-        """Whether integrator ``name`` is adaptive (coord ``integrator_adaptive``); None if not stored."""
+        """Whether integrator ``name`` is adaptive (coord ``integrator_adaptive``); None if not stored.
+
+        >>> ds.geosweep.is_adaptive("rk4")
+        False
+        """
         if "integrator_adaptive" not in self._ds.coords:
             return None
         return bool(self._ds["integrator_adaptive"].sel(integrator=name))
 
     def expected_orders(self) -> xr.DataArray:
-        """Nominal order per integrator (coord ``integrator_order``, as float; NaN if not stored)."""
+        """Nominal order per integrator (coord ``integrator_order``, as float; NaN if not stored).
+
+        >>> ds.geosweep.expected_orders().values.tolist()
+        [2.0, 4.0]
+        """
         if "integrator_order" in self._ds.coords:
             return self._ds["integrator_order"].astype(np.float64).reset_coords(drop=True)
         return xr.full_like(self._ds["integrator"], np.nan, dtype=np.float64).reset_coords(drop=True)
 
     def state(self, part: str, snapshots: bool = False) -> xr.DataArray:
         """The 3-vector ``part`` (e.g. ``"q"``, ``"w"``, ``"x"``) of ``final_state`` (or of
-        ``snapshot_state`` with ``snapshots``), selected by the ``state`` labels, on ``component``."""
+        ``snapshot_state`` with ``snapshots``), selected by the ``state`` labels, on ``component``.
+
+        >>> ds.geosweep.state("q").dims
+        ('integrator', 'h', 'body', 'component')
+        """
         return state_part(self._ds["snapshot_state" if snapshots else "final_state"], part)
 
     def default_selection(self) -> dict[str, Any]:
         """The slice figures show by default: store attr ``report_sel`` (a dict), else the system's
         declared ``report_sel`` (e.g. the sphere's vortex case ``omega = 3.25``) and parameter
-        defaults, where swept; every other swept parameter at its first label."""
+        defaults, where swept; every other swept parameter at its first label.
+
+        >>> ds.geosweep.default_selection()  # nothing but the method axes is swept here
+        {}
+        """
         declared = self._ds.attrs.get("report_sel") or declared_selection(self.system)
         extra = [str(d) for d in self.sweep_dims if d not in METHOD_DIMS]
         picks = {d: self._ds[d].values[0].item() for d in extra}
@@ -274,7 +340,12 @@ class GeosweepAccessor:
         """The Dataset at one label of every swept parameter (integrator, h, tol stay), and its
         description (``"omega = 3.25"``). Unspecified axes take :meth:`default_selection`;
         ``select``/``labels`` may be text (CLI ``--sel omega=3.25``). Bad names or values raise
-        ``ValueError`` naming the field."""
+        ``ValueError`` naming the field.
+
+        >>> sub, description = ds.geosweep.slice()
+        >>> dict(sub.sizes)["integrator"], description
+        (2, '')
+        """
         picks = self.default_selection()
         picks.update(parse_selection(self._ds, {**(select or {}), **labels}))
         sub = self._ds.sel(picks) if picks else self._ds
@@ -318,15 +389,26 @@ class GeosweepAccessor:
         the filler ``tol`` values of fixed-step integrators). How many cells were left out,
         by status, is reported (:class:`CellsDroppedWarning`) and stored in
         ``attrs["geosweep_selection"]``. ``status`` and ``done`` are kept unmasked.
+
+        >>> ds.geosweep.ok().attrs["geosweep_selection"]
+        'geosweep: ok cells: kept 4 of 4 cells; left out 0 (none)'
         """
         return self._mask(self.status() == 0, "ok cells", drop_empty)
 
     def failed(self, drop_empty: bool = True) -> xr.Dataset:
-        """Cells whose integration failed (status > 0), others masked (reported as :meth:`ok`)."""
+        """Cells whose integration failed (status > 0), others masked (reported as :meth:`ok`).
+
+        >>> ds.geosweep.failed(drop_empty=False).attrs["geosweep_selection"]
+        'geosweep: failed cells: kept 0 of 4 cells; left out 4 (ok: 4)'
+        """
         return self._mask(self.status() > 0, "failed cells", drop_empty)
 
     def failures(self) -> pd.DataFrame:
-        """One row per failed cell: its sweep coordinates, status label and ``fail_*`` values."""
+        """One row per failed cell: its sweep coordinates, status label and ``fail_*`` values.
+
+        >>> len(ds.geosweep.failures())  # every cell of the demo reached T
+        0
+        """
         st = self.status()
         labels = self.status_labels()
         cols = [c for c in ("fail_step", "fail_time", "fail_index", "fail_value") if c in self._ds]
@@ -340,7 +422,12 @@ class GeosweepAccessor:
     # ------------------------------------------------------------------ energy
     def relative_energy_error(self) -> xr.DataArray:
         """(E(t) − E0)/|E0| over time: the stored ``rel_energy_error``, else ``energy_error``
-        (absolute E − E0 in every family) divided by ``|E0|``."""
+        (absolute E − E0 in every family) divided by ``|E0|``.
+
+        >>> rel = ds.geosweep.relative_energy_error()
+        >>> rel.dims, rel.attrs["units"]
+        (('integrator', 'h', 'time'), '1')
+        """
         ds = self._ds
         out = ds["rel_energy_error"] if "rel_energy_error" in ds else ds["energy_error"] / abs(ds["E0"])
         return out.rename("relative_energy_error").assign_attrs(units="1", long_name="(E − E0)/|E0|")
@@ -356,7 +443,11 @@ class GeosweepAccessor:
         """The energy scale of an energy-error variable: 1 for a relative one (dimensionless, e.g.
         ``max_rel_energy_error``, ``rel_energy_error``, ``energy_error_38``), ``|E0|`` for an absolute
         one (the units of ``E0``, e.g. ``energy_error``, ``mean_abs_energy_error``); None for any
-        other variable (no round-off floor is known for it)."""
+        other variable (no round-off floor is known for it).
+
+        >>> ds.geosweep.energy_scale(ds.max_rel_energy_error)
+        1.0
+        """
         if "energy" not in str(da.name) or "slope" in str(da.name):
             return None
         units = str(da.attrs.get("units", "") or "1").replace(" ", "")
@@ -369,7 +460,12 @@ class GeosweepAccessor:
     def roundoff_floor(self, da: xr.DataArray) -> xr.DataArray | None:
         """Per cell, the level below which an energy error is round-off, in ``da``'s units:
         ``ROUNDOFF_ULPS · ε · scale · steps`` (ε machine epsilon, scale from :meth:`energy_scale`,
-        steps the cell's accepted steps, 1 if not stored). None if ``da`` is not an energy error."""
+        steps the cell's accepted steps, 1 if not stored). None if ``da`` is not an energy error.
+
+        >>> floor = ds.geosweep.roundoff_floor(ds.max_rel_energy_error)
+        >>> bool((floor < 1e-10).all())  # 10·ε per step, over 100 or 200 steps
+        True
+        """
         scale = self.energy_scale(da)
         if scale is None:
             return None
@@ -408,6 +504,10 @@ class GeosweepAccessor:
         line), ``n_points`` and scalar ``t0``, ``t1`` (the window actually used). ``relative``
         uses ``rel_energy_error`` for ``energy_error``; ``only_ok`` masks cells with status ≠ 0 (reported).
         Lazy on dask-backed data.
+
+        >>> fit = ds.geosweep.drift(relative=True)
+        >>> fit.slope.dims, fit.slope.attrs["units"]
+        (('integrator', 'h'), 's-1')
         """
         da = self._series(var, relative)
         da = self._ok_only(da, only_ok, f"drift of {getattr(da, 'name', var)}")
@@ -473,6 +573,10 @@ class GeosweepAccessor:
         change/σ_r, ``level`` (max |value| in the window), ``roundoff_floor``, boolean
         ``drifting`` and ``classification`` (``"round-off"``, ``"bounded"``, ``"drifting"``,
         ``"undetermined"``).
+
+        >>> cls = ds.geosweep.classify(relative=True)
+        >>> cls.classification.sel(h=0.01).values.tolist()  # the VI's error stays bounded, RK4's drifts
+        ['bounded', 'drifting']
         """
         fit = self.drift(var, window, relative=relative, only_ok=only_ok)
         da = self._series(var, relative)
@@ -516,7 +620,11 @@ class GeosweepAccessor:
     # ------------------------------------------------------------------ convergence and cost
     def default_error_var(self) -> str:
         """The summary error used by default for orders and work–precision: the first present of the
-        family's declared ``order_error_vars`` (:class:`geosweep.kernels.registry.FamilyDef`)."""
+        family's declared ``order_error_vars`` (:class:`geosweep.kernels.registry.FamilyDef`).
+
+        >>> ds.geosweep.default_error_var()
+        'mean_abs_energy_error'
+        """
         for name in declared_order_error_vars(str(self._ds.attrs.get("system", "")), self.family):
             if name in self._ds:
                 if name == "global_error" and not bool(np.isfinite(self._ds[name].values).any()):
@@ -541,6 +649,12 @@ class GeosweepAccessor:
         or below ½ without one: O(1) errors that barely fall — the slope is not an order) or
         ``"too few points"``; ``expected_order`` per integrator from the coord
         ``integrator_order`` (NaN if not stored).
+
+        >>> fit = ds.geosweep.order()
+        >>> fit.regime.values.tolist(), fit.expected_order.values.tolist()
+        (['fitted', 'fitted'], [2.0, 4.0])
+        >>> bool(abs(fit.order.sel(integrator="explicit_vi") - 2.0) < 0.2)
+        True
         """
         dim = dim or self.step_dim
         if dim is None:
@@ -569,7 +683,7 @@ class GeosweepAccessor:
         )
         used = used.transpose(*da.dims)
         n_round = roundoff.sum(dim)
-        expected = np.nan
+        expected: xr.DataArray | float = np.nan
         if "integrator" in da.dims:
             expected = xr.DataArray(self.expected_orders().sel(integrator=da["integrator"].values).values,
                                     dims="integrator", coords={"integrator": da["integrator"]})  # fmt: skip
@@ -595,7 +709,7 @@ class GeosweepAccessor:
                 "regime": regime,
             }
         )
-        if "integrator" in out.dims:
+        if isinstance(expected, xr.DataArray) and "integrator" in out.dims:
             out = out.assign_coords(expected_order=("integrator", np.asarray(expected.values, dtype=np.float64)))
         out.attrs.update(error_var=str(da.name), dim=dim)
         return out
@@ -607,6 +721,10 @@ class GeosweepAccessor:
         evaluations, every family; ``"evals"`` is an alias) or any other per-cell scalar.
         Cells with status ≠ 0 or a non-finite error/cost are left out, with the count reported.
         Computes the two scalar variables.
+
+        >>> wp = ds.geosweep.work_precision(cost_var="f_evals")
+        >>> list(wp.columns), len(wp)
+        (['integrator', 'h', 'mean_abs_energy_error', 'f_evals'], 4)
         """
         ds = self._ds
         error_var = error_var or self.default_error_var()

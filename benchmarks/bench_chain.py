@@ -33,7 +33,7 @@ from scipy.integrate import solve_ivp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from geosweep.kernels.chain.family import reference_solution
-from geosweep.kernels.chain.integrate import integrate, scipy_rhs
+from geosweep.kernels.chain.integrate import _integrate, scipy_rhs
 from geosweep.kernels.chain.model import build_chain
 
 
@@ -52,8 +52,8 @@ def cost_per_step() -> None:
     for n in (10, 20, 50, 100, 200, 400):
         model = build_chain(n)
         steps = max(2000, 400_000 // n)
-        integrate(model, "rkmk4", 1e-3, 10, 10)  # compile / load cache
-        t = _best_of(lambda m=model, k=steps: integrate(m, "rkmk4", 1e-3, k, k))
+        _integrate(model, "rkmk4", 1e-3, 10, 10)  # compile / load cache
+        t = _best_of(lambda m=model, k=steps: _integrate(m, "rkmk4", 1e-3, k, k))
         us = 1e6 * t / steps
         ns.append(n)
         costs.append(us)
@@ -109,7 +109,7 @@ def work_precision(n: int = 20, T: float = 3.0) -> None:
 
         def run_rkmk4(k=steps):
             nonlocal r
-            r = integrate(model, "rkmk4", T / k, k, k)
+            r = _integrate(model, "rkmk4", T / k, k, k)
 
         t = _best_of(run_rkmk4)
         err = float(np.linalg.norm(r.y - ref))
@@ -120,7 +120,7 @@ def work_precision(n: int = 20, T: float = 3.0) -> None:
 
         def run_rkmk45(tol=tol):
             nonlocal r
-            r = integrate(model, "rkmk45", T, 1, adaptive=True, tol=tol)
+            r = _integrate(model, "rkmk45", T, 1, adaptive=True, tol=tol)
 
         t = _best_of(run_rkmk45)
         err = float(np.linalg.norm(r.y - ref))
@@ -191,7 +191,7 @@ def order8_vs_scipy(n: int = 20, T: float = 3.0, repeats: int = 7, ic: str = "pa
     print(f"\n== order 8: rkmk853 vs scipy DOP853 (compiled O(N) RHS), N = {n}, T = {T}, ic = {ic} ==")
     model = build_chain(n, ic=ic)
     k_ref = 24000  # rkmk8 at h = 1.25e-4 (error ≈ 1e-15), checked against scipy at 1e-13
-    ref = integrate(model, tableaux.get("rkmk8"), T / k_ref, k_ref, k_ref).y
+    ref = _integrate(model, tableaux.get("rkmk8"), T / k_ref, k_ref, k_ref).y
     d = np.linalg.norm(ref - reference_solution(model, T))
     print(f"reference: rkmk8, {k_ref} steps; ‖ref − DOP853(1e-13)‖ = {d:.1e}")
     rhs = scipy_rhs(model)
@@ -201,10 +201,10 @@ def order8_vs_scipy(n: int = 20, T: float = 3.0, repeats: int = 7, ic: str = "pa
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 return solve_ivp(rhs, (0.0, T), model.y0.ravel(), method="DOP853", rtol=tol, atol=tol)
-        return integrate(model, name, T, 1, adaptive=True, tol=tol, exponent=0.125, ambient_rhs="fast")
+        return _integrate(model, name, T, 1, adaptive=True, tol=tol, exponent=0.125, ambient_rhs="fast")
 
     names = ("scipy", "rkmk853", "dop853_ambient")
-    short = [integrate(model, "rkmk853", 1e-3, 1, adaptive=True, tol=1e-4).wall_time for _ in range(20)]
+    short = [_integrate(model, "rkmk853", 1e-3, 1, adaptive=True, tol=1e-4).wall_time for _ in range(20)]
     print(f"fixed cost of one driver call (1-step run; inside every rkmk853 time): {np.median(short) * 1e3:.2f} ms")
     # 1. the curves: final error, evaluations and constraint errors at each tolerance (deterministic)
     tols = 10.0 ** -np.arange(3.0, 14.5, 0.5)  # scipy raises rtol < 2.2e-14 to 2.2e-14 (it warns)

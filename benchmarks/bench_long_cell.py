@@ -32,7 +32,7 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 warnings.filterwarnings("ignore")
 
-from geosweep.kernels.s2.integrate import integrate  # noqa: E402
+from geosweep.kernels.s2.integrate import _integrate  # noqa: E402
 from geosweep.kernels.systems.lj_sphere import lj_sphere  # noqa: E402
 from geosweep.sweeps.engine import run_sweep  # noqa: E402
 
@@ -62,9 +62,9 @@ def main() -> None:
     args = ap.parse_args()
     T = args.steps * H
     model = lj_sphere()
-    integrate(model, "explicit_vi", H, 200, 200)  # compile / load the cache
+    _integrate(model, "explicit_vi", H, 200, 200)  # compile / load the cache
     c0, t0 = time.process_time(), time.perf_counter()
-    tr = integrate(model, "explicit_vi", H, args.steps, int(DT_OUT / H))
+    tr = _integrate(model, "explicit_vi", H, args.steps, int(DT_OUT / H))
     kernel, kernel_cpu = time.perf_counter() - t0, time.process_time() - c0
     assert tr.info["status"] == 0, tr.info
     rate = args.steps / kernel

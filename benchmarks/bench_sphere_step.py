@@ -9,7 +9,7 @@ Run from the repository root::
 Rows (default system ``lj_sphere()``: ε = 0.01, σ from the mesh, Ω = 3.25, h = 0.005):
 
 * ``potential``: one call of ``lj_potential`` (energy + gradient), n = 642 and 2562;
-* ``explicit_vi``: ms per step of ``integrate(..., "explicit_vi", ...)`` (one potential call
+* ``explicit_vi``: ms per step of ``_integrate(..., "explicit_vi", ...)`` (one potential call
   per step plus the O(n) update and the per-step diagnostics E, J, |q|, q·ω);
 * ``rk4``: ms per step of the RK4 baseline (four potential calls per step);
 * ``reference``: the previous kernel (scalar loop over i < j with Newton's third law,
@@ -46,7 +46,7 @@ import numpy as np  # noqa: E402
 from llvmlite import binding as llvm_binding  # noqa: E402
 
 from geosweep.kernels._jit import JIT_OPTIONS  # noqa: E402
-from geosweep.kernels.s2.integrate import integrate  # noqa: E402
+from geosweep.kernels.s2.integrate import _integrate  # noqa: E402
 from geosweep.kernels.s2.model import POTENTIAL_SIG  # noqa: E402
 from geosweep.kernels.systems.lj_sphere import lj_potential, lj_sphere  # noqa: E402
 
@@ -128,11 +128,11 @@ def time_steps(system, method: str, steps: int, repeats: int, h: float = 0.005) 
     argument list); it is measured with 0-step runs and subtracted, so the figures are the
     marginal cost of one step.
     """
-    integrate(system, method, h, 2, 1)  # warm-up: compilation / cache load
-    fixed = float(np.median([integrate(system, method, h, 0, 1).wall_time for _ in range(repeats)]))
+    _integrate(system, method, h, 2, 1)  # warm-up: compilation / cache load
+    fixed = float(np.median([_integrate(system, method, h, 0, 1).wall_time for _ in range(repeats)]))
     out = []
     for _ in range(repeats):
-        tr = integrate(system, method, h, steps, steps)
+        tr = _integrate(system, method, h, steps, steps)
         if tr.info["status"] != 0 or tr.info["steps_done"] != steps:
             raise RuntimeError(f"{system.name} {method}: run failed ({tr.info}); timing invalid")
         out.append((tr.wall_time - fixed) / steps * 1e3)
@@ -209,7 +209,7 @@ def main() -> None:
             slope = math.log(t_large[name] / t_small[name]) / math.log(2562 / 642)
             print(f"# cost slope {name}: t ∝ n^{slope:.2f} (642 → 2562, ×{t_large[name] / t_small[name]:.1f})")
     for (name, n), ms in fixed.items():
-        print(f"# fixed per-integrate() overhead {name} n={n}: {ms:.1f} ms (subtracted above)")
+        print(f"# fixed per-_integrate() overhead {name} n={n}: {ms:.1f} ms (subtracted above)")
     if "reference explicit_vi" in t_small:
         print(f"# speed-up explicit_vi vs reference: ×{t_small['reference explicit_vi'] / t_small['explicit_vi']:.2f}")
 

@@ -16,7 +16,7 @@ import time
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from geosweep.kernels.torus.integrate import integrate  # noqa: E402
+from geosweep.kernels.torus.integrate import _integrate  # noqa: E402
 from geosweep.kernels.torus.model import torus  # noqa: E402
 
 
@@ -24,12 +24,12 @@ def bench(N_p: int, steps: int, repeat: int, neighbour_list: str = "auto") -> tu
     """Best-of-``repeat`` µs/step and the number of neighbour-list builds."""
     model = torus(N_p=N_p, g0=0.05, tilt=0.3, neighbour_list=neighbour_list)
     h = 1e-3 * 80 / N_p
-    integrate(model, "v2_newmark", h, 10, 10)  # compile / load cache
+    _integrate(model, "v2_newmark", h, 10, 10)  # compile / load cache
     best = float("inf")
     rebuilds = 0
     for _ in range(repeat):
         t0 = time.perf_counter()
-        tr = integrate(model, "v2_newmark", h, steps, 100)
+        tr = _integrate(model, "v2_newmark", h, steps, 100)
         best = min(best, time.perf_counter() - t0)
         rebuilds = tr.info["nbl_rebuilds"]
         assert tr.info["status"] == 0, tr.info

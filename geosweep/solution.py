@@ -71,7 +71,13 @@ class Solution:
     def compute(cls, plan: Plan, carry: Mapping[str, Any] | None = None) -> Solution:
         """Run the one cell of ``plan`` through the sweep engine's cell computation
         (:func:`geosweep.sweeps.engine.compute_cell`), from t = 0 or continuing ``carry`` (the final
-        carry of a shorter run of the same cell)."""
+        carry of a shorter run of the same cell).
+
+        >>> import geosweep
+        >>> plan = geosweep.api.cell_plan(geosweep.api.cell_spec("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01))
+        >>> geosweep.Solution.compute(plan).status.name
+        'OK'
+        """
         from geosweep.sweeps.engine import compute_cell
 
         r = compute_cell(
@@ -82,30 +88,64 @@ class Solution:
     # ---- what ran ------------------------------------------------------------------------
     @property
     def spec(self) -> Any:
-        """The one-cell :class:`~geosweep.sweeps.spec.SweepSpec` this solution is a sweep of."""
+        """The one-cell :class:`~geosweep.sweeps.spec.SweepSpec` this solution is a sweep of.
+
+        >>> import geosweep
+        >>> sol = geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01)
+        >>> sol.spec.system, sol.spec.h, sol.spec.T
+        ('heavy_top', [0.01], 0.1)
+        """
         return self.plan.spec
 
     @property
     def model(self) -> Any:
-        """The family model the cell ran on."""
+        """The family model the cell ran on.
+
+        >>> import geosweep
+        >>> sol = geosweep.integrate(geosweep.system("heavy_top", M=10.0), "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01)
+        >>> type(sol.model).__name__, sol.model is not None
+        ('TopModel', True)
+        """
         return self.plan.first_model
 
     @property
     def system(self) -> str:
+        """The registered name of the system the cell ran.
+
+        >>> import geosweep
+        >>> geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01).system
+        'heavy_top'
+        """
         return str(self.spec.system)
 
     @property
     def integrator(self) -> str:
+        """The integrator's registered name.
+
+        >>> import geosweep
+        >>> geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01).integrator
+        'lp_rkmk4'
+        """
         return str(self.spec.integrators[0])
 
     @property
     def T(self) -> float:
-        """Final time (system time units)."""
+        """Final time (system time units).
+
+        >>> import geosweep
+        >>> geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01).T  # s
+        0.1
+        """
         return float(self.spec.T)
 
     @property
     def times(self) -> np.ndarray:
-        """Sample times ``k·dt_out``, k = 0..n (system time units)."""
+        """Sample times ``k·dt_out``, k = 0..n (system time units).
+
+        >>> import geosweep
+        >>> geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01).times.tolist()  # s
+        [0.0, 0.05, 0.1]
+        """
         return np.arange(self.plan.sizes["time"]) * float(self.spec.dt_out)
 
     # ---- stored values -------------------------------------------------------------------
@@ -121,7 +161,13 @@ class Solution:
         return name in self.values
 
     def keys(self) -> Iterator[str]:
-        """The stored names (as a store's variables)."""
+        """The stored names (as a store's variables).
+
+        >>> import geosweep
+        >>> sol = geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01)
+        >>> {"energy", "max_rel_energy_error", "steps", "final_state"} <= set(sol.keys())
+        True
+        """
         return iter(self.values)
 
     def __repr__(self) -> str:
@@ -180,13 +226,25 @@ class Solution:
 
     @property
     def samples(self) -> xr.Dataset:
-        """Every stored time series (dims ``time``, …), labelled by ``time`` (system time units)."""
+        """Every stored time series (dims ``time``, …), labelled by ``time`` (system time units).
+
+        >>> import geosweep
+        >>> sol = geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01)
+        >>> sol.samples["energy"].dims, sol.samples["energy"].attrs["units"]
+        (('time',), 'J')
+        """
         ds = self.to_dataset()
         return ds[[name for name in ds.data_vars if "time" in ds[name].dims]]
 
     @property
     def snapshots(self) -> xr.DataArray:
-        """The stored full states (dims ``snapshot``, ``body``, ``state``), labelled by ``snapshot_time``."""
+        """The stored full states (dims ``snapshot``, ``body``, ``state``), labelled by ``snapshot_time``.
+
+        >>> import geosweep
+        >>> snaps = geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01).snapshots
+        >>> snaps.dims, snaps.snapshot_time.values.tolist()  # t = 0 and T by default (snapshot_dt)
+        (('snapshot', 'body', 'state'), [0.0, 0.1])
+        """
         return self.to_dataset()["snapshot_state"]
 
     # ---- resuming and extending ----------------------------------------------------------
@@ -232,7 +290,17 @@ class Solution:
     @classmethod
     def from_checkpoint(cls, saved: Mapping[str, Any], model: Any = None) -> Solution:
         """The solution :meth:`checkpoint` saved (e.g. ``np.load(path)``), its model built again from the
-        spec unless ``model`` (the built model of a system not registered in this process) is given."""
+        spec unless ``model`` (the built model of a system not registered in this process) is given.
+
+        >>> import geosweep, numpy as np, os, tempfile
+        >>> sol = geosweep.integrate("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01)
+        >>> path = os.path.join(tempfile.mkdtemp(), "sol.npz")
+        >>> np.savez(path, **sol.checkpoint())
+        >>> with np.load(path) as saved:
+        ...     again = geosweep.Solution.from_checkpoint(dict(saved))
+        >>> again.continue_to(0.2)["steps"]
+        np.int64(20)
+        """
         from geosweep.api import cell_plan
         from geosweep.sweeps.spec import SweepSpec
 

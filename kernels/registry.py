@@ -29,6 +29,15 @@ class Param:
 
     ``kind`` is one of ``float``, ``int``, ``str``, ``bool``. ``choices`` restricts values;
     ``gt``/``ge``/``le`` are numeric bounds. ``default`` of ``None`` means optional.
+
+    >>> from geosweep.kernels.registry import Param
+    >>> M = Param("M", float, 15.0, units="kg", doc="mass of the top", gt=0.0)
+    >>> M.check(10)
+    10.0
+    >>> M.check(-1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: must be > 0.0, got -1.0
     """
 
     name: str
@@ -111,6 +120,14 @@ class RunRequest:
     with ``n_out = round(T/dt_out)``). Fixed-step cells set ``h`` (a divisor of ``dt_out``);
     adaptive cells set ``tol`` instead (``h`` is ``None``: the controller chooses the steps).
     ``snapshot_every``: output intervals between stored full states (0: only t = 0 and t = T).
+
+    >>> from geosweep.kernels.registry import RunRequest
+    >>> RunRequest(T=1.0, dt_out=0.1, h=0.01).adaptive  # 10 steps per output interval
+    False
+    >>> RunRequest(T=1.0, dt_out=0.1)
+    Traceback (most recent call last):
+    ...
+    ValueError: a RunRequest needs exactly one of h (fixed step) or tol (adaptive)
     """
 
     T: float
@@ -165,7 +182,15 @@ class Figure:
 
 @dataclass(frozen=True)
 class SystemDef:
-    """A sweepable system: parameters and a builder returning a family model object."""
+    """A sweepable system: parameters and a builder returning a family model object.
+
+    >>> import geosweep
+    >>> top = geosweep.system("heavy_top").sysdef
+    >>> top.family, top.param("M").units, top.time_units, top.energy_units
+    ('top', 'kg', 's', 'J')
+    >>> top.build(**{**{p.name: p.default for p in top.params}, "M": 10.0}).name
+    'heavy_top'
+    """
 
     name: str
     family: str

@@ -77,30 +77,34 @@ def run_sweep(
 ) -> SweepResult:
     """Run every cell of ``spec`` (a :class:`Plan`, or anything :func:`make_plan` takes) not yet complete in ``store``.
 
-    Execution: ``execution`` (:class:`~geosweep.sweeps.execution.Execution`, e.g. from the command line),
-    else one made of ``address``, ``n_workers``, ``serial``, ``processes``, ``slice_seconds`` and
-    ``threads_per_cell``; ``client`` (a ``distributed.Client``) runs the Dask backend on a cluster of the
-    caller's. A new local cluster has ``n_workers`` workers running one slice each (default: all cores;
-    :data:`LOCAL_WORKER`) — threads, or processes for many sub-millisecond cells
-    (:func:`geosweep.sweeps.execution.auto_processes`); ``serial=True`` runs in this process without Dask,
-    and so does a run of a few short cells whatever the execution
-    (:func:`geosweep.sweeps.execution.runs_in_driver`); results are bitwise the same on every path and
-    any ``threads_per_cell``. Every such choice is made once, on the pending cells
+    Execution: ``execution`` (:class:`~geosweep.sweeps.execution.Execution`, e.g. from the command line), else one made
+    of ``address``, ``n_workers``, ``serial``, ``processes``, ``slice_seconds`` and ``threads_per_cell``; ``client`` (a
+    ``distributed.Client``) runs the Dask backend on a cluster of the caller's. A new local cluster has ``n_workers``
+    workers running one slice each (default: all cores; :data:`LOCAL_WORKER`) — threads, or processes for many
+    sub-millisecond cells (:func:`geosweep.sweeps.execution.auto_processes`); ``serial=True`` runs in this process
+    without Dask, and so does a run of a few short cells whatever the execution
+    (:func:`geosweep.sweeps.execution.runs_in_driver`); results are bitwise the same on every path and any
+    ``threads_per_cell``. Every such choice is made once, on the pending cells
     (:func:`geosweep.sweeps.worklist.resolve`).
 
-    ``grow=True``: ``spec`` may add values at the end of sweep axes of the store's spec (:mod:`geosweep.sweeps.grow`)
-    or have a larger ``T``: the store grows in place and its finished cells continue from their final carries
-    (:mod:`geosweep.sweeps.extension`; ``recompute``: every finished cell is computed again from t = 0, where
-    cells without a carry are otherwise refused with :class:`geosweep.sweeps.extension.ExtendError`).
-    ``keep_carries``: keep each finished cell's final carry in the store (default), so that it can be extended.
+    ``grow=True``: ``spec`` may add values at the end of sweep axes of the store's spec (:mod:`geosweep.sweeps.grow`) or
+    have a larger ``T``: the store grows in place and its finished cells continue from their final carries
+    (:mod:`geosweep.sweeps.extension`; ``recompute``: every finished cell is computed again from t = 0, where cells
+    without a carry are otherwise refused with :class:`geosweep.sweeps.extension.ExtendError`). ``keep_carries``: keep
+    each finished cell's final carry in the store (default), so that it can be extended.
 
-    Raises :class:`geosweep.sweeps.spec.SpecError` for a bad spec,
-    :class:`geosweep.sweeps.store.StoreMismatchError` if ``store`` holds another sweep,
-    :class:`geosweep.sweeps.store.StoreFormatError` if it has another store format and
+    Raises :class:`geosweep.sweeps.spec.SpecError` for a bad spec, :class:`geosweep.sweeps.store.StoreMismatchError` if
+    ``store`` holds another sweep, :class:`geosweep.sweeps.store.StoreFormatError` if it has another store format and
     :class:`geosweep.sweeps.lease.StoreBusyError` while another run writes it — all before any work;
     :class:`geosweep.sweeps.lease.LeaseLost` if another run takes the lease over meanwhile and
-    :class:`geosweep.sweeps.lease.StoreWriteError` when the store refuses writes for good (disk full,
-    read-only). Integration failures are recorded as cell status, not raised.
+    :class:`geosweep.sweeps.lease.StoreWriteError` when the store refuses writes for good (disk full, read-only).
+    Integration failures are recorded as cell status, not raised.
+
+    >>> import os, tempfile; store = os.path.join(tempfile.mkdtemp(), "top.zarr")
+    >>> spec = {"name": "doc-top", "system": "heavy_top", "integrators": ["lp_rkmk4"], "h": [0.01, 0.005], "T": 0.1,
+    ...         "dt_out": 0.05}  # times in s
+    >>> run_sweep(spec, store, serial=True).ran, run_sweep(spec, store, serial=True).skipped  # the second resumes
+    (2, 2)
     """
     log = log or (lambda msg: None)
     if execution is None:

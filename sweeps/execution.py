@@ -238,6 +238,12 @@ class Execution(BaseModel):
     ``paths``: the engine's speed-only micro-paths (:class:`~geosweep.sweeps.backends.paths.MicroPaths`).
     Every choice left open here (worker kind, in-driver, threads per cell, slicing) is made once per run,
     on its pending cells, by :func:`geosweep.sweeps.worklist.resolve`.
+
+    >>> from geosweep.sweeps import Execution
+    >>> Execution(serial=True).serial  # in this process, no Dask
+    True
+    >>> Execution(n_workers=2, threads_per_cell=2).run.threads_per_cell  # a RunOptions field, by keyword
+    2
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")

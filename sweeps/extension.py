@@ -347,6 +347,16 @@ def extend(
 
         from geosweep import sweeps
         sweeps.extend("results/sphere.zarr", T=2000.0, serial=True)
+
+    >>> import geosweep, os, tempfile
+    >>> from geosweep import sweeps
+    >>> spec = geosweep.api.cell_spec("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01)
+    >>> store = os.path.join(tempfile.mkdtemp(), "top.zarr")
+    >>> _ = geosweep.run(spec, store, serial=True)
+    >>> sweeps.extend(store, T=0.2, serial=True).complete  # continue to 0.2 s
+    True
+    >>> geosweep.open(store).sizes["time"]
+    5
     """
     from geosweep.sweeps.engine import run_sweep
 

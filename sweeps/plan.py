@@ -34,6 +34,14 @@ class Plan(BaseModel):
     ``models`` maps a parameter combination (the cell's indices along the swept parameter
     axes, :meth:`Grid.combination`) to its model; ``sizes`` are the store's per-cell
     dimension lengths (``time``, ``snapshot``, then the largest family sizes over every model).
+
+    >>> from geosweep.sweeps.plan import make_plan
+    >>> plan = make_plan({"name": "doc-plan", "system": "heavy_top", "integrators": ["lp_rkmk4", "slgi0"],
+    ...                   "h": [0.01], "T": 1.0, "dt_out": 0.1, "params": {"M": [10.0, 15.0]}})
+    >>> plan.spec.system, plan.grid.dims, plan.sizes["time"]
+    ('heavy_top', ('integrator', 'h', 'M'), 11)
+    >>> sorted(plan.idefs), type(plan.first_model).__name__
+    (['lp_rkmk4', 'slgi0'], 'TopModel')
     """
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
@@ -140,6 +148,16 @@ def make_plan(source: Plan | SweepSpec | str | os.PathLike | dict) -> Plan:
     """Validate a spec and build its models, once. A :class:`Plan` is returned unchanged.
 
     Raises :class:`geosweep.sweeps.spec.SpecError` (every problem, with its field) before any work.
+
+    >>> from geosweep.sweeps.plan import make_plan
+    >>> plan = make_plan({"name": "doc-plan", "system": "heavy_top", "integrators": ["lp_rkmk4"], "h": [0.01],
+    ...                   "T": 1.0, "dt_out": 0.1, "params": {"M": [10.0, 15.0]}})  # T, dt_out, h in s; M in kg
+    >>> plan.grid.size
+    2
+    >>> make_plan({"name": "bad", "system": "heavy_top", "integrators": ["lp_rkmk4"], "T": 1.0, "dt_out": 0.1})
+    Traceback (most recent call last):
+    ...
+    geosweep.sweeps.spec_error.SpecError: invalid sweep spec 'bad': h: needs at least one step size ...
     """
     if isinstance(source, Plan):
         return source

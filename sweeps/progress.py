@@ -43,7 +43,14 @@ class Progress:
 
 @dataclass
 class SweepResult:
-    """Summary of one ``run_sweep`` call."""
+    """Summary of one ``run_sweep`` call.
+
+    >>> import geosweep, os, tempfile
+    >>> spec = geosweep.api.cell_spec("heavy_top", "lp_rkmk4", T=0.1, dt_out=0.05, h=0.01)
+    >>> result = geosweep.run(spec, os.path.join(tempfile.mkdtemp(), "top.zarr"), serial=True)
+    >>> result.complete, result.total, result.failed_cells, result.wall_time > 0
+    (True, 1, 0, True)
+    """
 
     store: str
     total: int
@@ -63,7 +70,12 @@ class SweepResult:
 
 class Tracker:
     """Counts a run's finished cells and segments and tells ``progress`` (thread-safe: segment events
-    arrive on the Dask client's thread). ``steps_of``: each pending cell's steps (progress by steps)."""
+    arrive on the Dask client's thread). ``steps_of``: each pending cell's steps (progress by steps).
+
+        >>> from geosweep.sweeps.progress import SweepResult
+        >>> SweepResult("s.zarr", total=4, skipped=1, ran=3, failed_cells=1, wall_time=2.0, slices=1).complete
+        True
+    """
 
     def __init__(
         self, total: int, skipped: int, steps_of: dict[Cell, int], progress: Callable[[Progress], None] | None

@@ -123,9 +123,9 @@ def s2_lj_default():
 def s2_lj_default_run(s2_lj_default):
     """Explicit VI on Ex. 6 with the spec's reference setting h = 0.005, T = 5 (N = 1000),
     every step sampled (~1 s)."""
-    from geosweep.kernels.s2.integrate import integrate
+    from geosweep.kernels.s2.integrate import _integrate
 
-    return integrate(s2_lj_default, "explicit_vi", 0.005, 1000, stride=1)
+    return _integrate(s2_lj_default, "explicit_vi", 0.005, 1000, stride=1)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from geosweep.kernels.core.trajectory import Trajectory
-from geosweep.kernels.s2.integrate import integrate
+from geosweep.kernels.s2.integrate import _integrate
 from geosweep.kernels.s2.model import threaded_potential
 from geosweep.kernels.s2.stepper import initial_state, make_stepper
 from geosweep.kernels.systems.lj_sphere import lj_potential, lj_sphere
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _THREADS_SCRIPT = r"""
 import json, sys
 import numpy as np
-from geosweep.kernels.s2.integrate import integrate
+from geosweep.kernels.s2.integrate import _integrate
 from geosweep.kernels.s2.model import threaded_potential
 from geosweep.kernels.s2.stepper import make_stepper
 from geosweep.kernels.systems.lj_sphere import lj_sphere
@@ -47,11 +47,11 @@ cases = [("lj42", lj_sphere(level=1), "explicit_vi", 0.005, 400),
          ("coulomb162", charged_sphere(level=2), "explicit_vi", 0.01, 300)]
 report = {}
 for name, system, method, h, n in cases:
-    ref = arrays(integrate(system, method, h, n, 10, snapshot_stride=50))
-    row = {"summary": integrate(system, method, h, n, 10).summary}
+    ref = arrays(_integrate(system, method, h, n, 10, snapshot_stride=50))
+    row = {"summary": _integrate(system, method, h, n, 10).summary}
     for k in (2, 3):
         sp = make_stepper(system, method, threads=k)
-        tr = integrate(system, method, h, n, 10, snapshot_stride=50, threads=k)
+        tr = _integrate(system, method, h, n, 10, snapshot_stride=50, threads=k)
         same = all(np.array_equal(a.view(np.int64), b.view(np.int64)) for a, b in zip(arrays(tr), ref))
         row[k] = {"threads": sp.threads, "threaded_cb": sp.cb is threaded_potential(system.potential), "bitwise": same}
     report[name] = row
@@ -82,7 +82,7 @@ def test_energy_behaviour_of_the_threaded_user_potential():
     from tests.custom_threaded import charged_sphere
 
     s = charged_sphere(level=2)
-    runs = [integrate(s, "explicit_vi", h, n, n // 100, threads=2) for h, n in ((0.02, 500), (0.01, 1000))]
+    runs = [_integrate(s, "explicit_vi", h, n, n // 100, threads=2) for h, n in ((0.02, 500), (0.01, 1000))]
     assert [r.core.stepper.threads for r in runs] == [2, 2]
     e1, e2 = (r.summary["max_abs_dE"] for r in runs)
     assert 3.5 < e1 / e2 < 4.5  # order 2
@@ -149,7 +149,7 @@ def test_the_family_warmup_compiles_the_threaded_copies():
 
 def test_checkpoint_resume_on_two_threads_equals_one_thread_run():
     s = lj_sphere(level=2)
-    ref = integrate(s, "explicit_vi", 0.005, 600, 10)
+    ref = _integrate(s, "explicit_vi", 0.005, 600, 10)
     q, w = s.initial_state()
     kw = {"T": 3.0, "dt_out": 0.05, "h": 0.005, "n_steps": 600}
     traj = Trajectory(make_stepper(s, "explicit_vi", threads=2), initial_state(s, q, w), **kw)

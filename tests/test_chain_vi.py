@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geosweep.kernels.chain.integrate import integrate as integrate_lie
+from geosweep.kernels.chain.integrate import _integrate as integrate_lie
 from geosweep.kernels.chain.model import ChainModel, build_chain
 from geosweep.kernels.chain.s2_bridge import chain_as_s2
-from geosweep.kernels.s2.integrate import integrate as integrate_s2
+from geosweep.kernels.s2.integrate import _integrate as integrate_s2
 from geosweep.kernels.status import Status
 
 

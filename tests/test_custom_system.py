@@ -10,7 +10,7 @@ import xarray as xr
 from distributed import Client, LocalCluster
 
 from geosweep.kernels.registry import SYSTEMS, register_system
-from geosweep.kernels.s2 import integrate
+from geosweep.kernels.s2.integrate import _integrate
 from geosweep.kernels.s2.model import gradient_fd_error
 from geosweep.sweeps.engine import run_sweep
 from tests.custom_rotors import rotor_ring
@@ -50,10 +50,10 @@ def test_user_potential_gradient_and_invariants():
     assert gradient_fd_error(s, q + 0.01) < 1e-7
     _, g = s.potential_and_gradient(q)
     assert np.abs(np.cross(q, g).sum(axis=0)).max() < 1e-14  # rotation invariance
-    tr = integrate(s, "explicit_vi", 0.01, 2000, 10)
+    tr = _integrate(s, "explicit_vi", 0.01, 2000, 10)
     assert tr.summary["max_momentum_error"] < 1e-13 * (1 + np.linalg.norm(tr.momentum[0]))
     assert tr.summary["max_unit_error"] < 1e-14 * (1 + np.sqrt(2000))
-    coarse = integrate(s, "explicit_vi", 0.02, 1000, 10).summary["max_abs_dE"]
+    coarse = _integrate(s, "explicit_vi", 0.02, 1000, 10).summary["max_abs_dE"]
     assert 3.5 < coarse / tr.summary["max_abs_dE"] < 4.5  # second order
 
 

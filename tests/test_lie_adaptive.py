@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from geosweep.kernels.chain.family import reference_solution
-from geosweep.kernels.chain.integrate import integrate
+from geosweep.kernels.chain.integrate import _integrate
 from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.status import Status
 
@@ -25,7 +25,7 @@ E3 = [
 def _check_e3(n, mode, steps, rej, hmin, hmax, err_a, err_c) -> None:
     model = build_chain(n, length_mode=mode)  # paper IC, m_i = 1, g = 9.81
     ref = reference_solution(model, T, 1e-13)
-    r = integrate(model, "rkmk45", T, 1, adaptive=True, tol=1e-6, theta=0.85, exponent=0.25, h0=T / 100)
+    r = _integrate(model, "rkmk45", T, 1, adaptive=True, tol=1e-6, theta=0.85, exponent=0.25, h0=T / 100)
     assert r.status == Status.OK and r.summary["t_end"] == T
     k = r.info["steps"]
     assert abs(k - steps) <= 0.15 * steps, (k, steps)
@@ -34,7 +34,7 @@ def _check_e3(n, mode, steps, rej, hmin, hmax, err_a, err_c) -> None:
     assert hmax / 1.5 <= r.summary["h_max_used"] <= hmax * 1.5
     ea = np.linalg.norm(r.y - ref)
     assert err_a / 2 <= ea <= err_a * 2, ea
-    c = integrate(model, "rkmk5", T / k, k, k)  # constant step, same number of steps
+    c = _integrate(model, "rkmk5", T / k, k, k)  # constant step, same number of steps
     ec = np.linalg.norm(c.y - ref)
     assert err_c / 2 <= ec <= err_c * 2, ec
 
@@ -49,9 +49,9 @@ def test_step_sequence_independent_of_output_grid() -> None:
     """Dense output: Δt_out = 0.005 and Δt_out = T give the same steps and the same y(T)."""
     model = build_chain(2)
     dt = 0.005
-    r = integrate(model, "rkmk45", dt, int(round(T / dt)), adaptive=True, tol=1e-6)
+    r = _integrate(model, "rkmk45", dt, int(round(T / dt)), adaptive=True, tol=1e-6)
     assert r.status == Status.OK
-    r1 = integrate(model, "rkmk45", T, 1, adaptive=True, tol=1e-6)
+    r1 = _integrate(model, "rkmk45", T, 1, adaptive=True, tol=1e-6)
     assert r.info["steps"] == r1.info["steps"] and r.info["rejected"] == r1.info["rejected"]
     assert np.array_equal(r.y, r1.y)
 
@@ -60,7 +60,7 @@ def test_dense_output_accuracy_and_grid() -> None:
     """Samples at t_k = k Δt_out agree with a tight reference to about the global error."""
     model = build_chain(2, ic="twisted", kappa=0.5)
     dt, n = 0.25, 8
-    r = integrate(model, "rkmk45", dt, n, adaptive=True, tol=1e-8)
+    r = _integrate(model, "rkmk45", dt, n, adaptive=True, tol=1e-8)
     assert r.info["samples"] == n + 1 and np.all(np.isfinite(r.diag))
     for k in (3, 5, 8):
         yk = reference_solution(model, k * dt, 1e-13)
@@ -76,7 +76,7 @@ def test_tolerance_proportionality() -> None:
     ref = reference_solution(model, 1.0, 1e-13)
     errs, steps = [], []
     for tol in (1e-5, 1e-7, 1e-9):
-        r = integrate(model, "rkmk45", 1.0, 1, adaptive=True, tol=tol)
+        r = _integrate(model, "rkmk45", 1.0, 1, adaptive=True, tol=tol)
         errs.append(np.linalg.norm(r.y - ref))
         steps.append(r.info["steps"])
     assert errs[0] > errs[1] > errs[2]
@@ -91,7 +91,7 @@ def test_other_embedded_pairs_run_adaptively(method: str) -> None:
     model = build_chain(2, ic="twisted")
     ref = reference_solution(model, 1.0, 1e-13)
     alpha = 1 / 3 if method == "cf3" else 0.25
-    r = integrate(model, method, 0.1, 10, adaptive=True, tol=1e-7, exponent=alpha)
+    r = _integrate(model, method, 0.1, 10, adaptive=True, tol=1e-7, exponent=alpha)
     assert r.status == Status.OK and r.info["samples"] == 11
     assert np.all(np.isfinite(r.diag))
     assert np.linalg.norm(r.y - ref) <= 1e-4

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from geosweep.kernels.chain.family import reference_solution
-from geosweep.kernels.chain.integrate import integrate
+from geosweep.kernels.chain.integrate import _integrate
 from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.lie import tableaux
 from geosweep.kernels.lie.methods import LieAction
@@ -136,7 +136,7 @@ def test_a_method_added_to_the_tableaux_appears_in_every_family(action: LieActio
 def test_the_toy_method_reaches_its_order_on_the_shared_stepper():
     model = build_chain(2, masses="e1", ic="random", seed=1)
     ref = reference_solution(model, 0.5, 1e-13)
-    errs = [np.linalg.norm(integrate(model, TOY, 0.5 / n, n, n).y - ref) for n in (20, 40, 80)]
+    errs = [np.linalg.norm(_integrate(model, TOY, 0.5 / n, n, n).y - ref) for n in (20, 40, 80)]
     assert abs(np.log2(errs[-2] / errs[-1]) - 3) < 0.25, errs
 
 

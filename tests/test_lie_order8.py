@@ -20,7 +20,7 @@ import pytest
 
 from geosweep.kernels.chain import family as chain_family
 from geosweep.kernels.chain.family import INTEGRATORS, reference_solution
-from geosweep.kernels.chain.integrate import chain_stepper, integrate
+from geosweep.kernels.chain.integrate import _integrate, chain_stepper
 from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.lie import tableaux
@@ -139,12 +139,12 @@ def chain2():
     rkmk8 itself at 512 steps (its truncation error is far below round-off there)."""
     model = build_chain(2, ic="random", seed=2)
     T = 0.5
-    return model, T, integrate(model, "rkmk8", T / 512, 512, 512).y
+    return model, T, _integrate(model, "rkmk8", T / 512, 512, 512).y
 
 
 def _slope(model, T, ref, method) -> tuple[float, np.ndarray]:
     ns = np.array([3, 4, 6, 8, 12, 16])
-    errs = np.array([np.linalg.norm(integrate(model, method, T / n, n, n).y - ref) for n in ns])
+    errs = np.array([np.linalg.norm(_integrate(model, method, T / n, n, n).y - ref) for n in ns])
     return float(np.polyfit(np.log(T / ns), np.log(errs), 1)[0]), errs
 
 
@@ -169,7 +169,7 @@ def test_rkmk853_tolerance_proportionality() -> None:
     for tol in tols:
         # one first trial step for every tol (the default rule's grows with tol): the controller's
         # tolerance proportionality alone
-        r = integrate(model, "rkmk853", 1.0, 1, adaptive=True, tol=tol, exponent=ALPHA, h0=0.01)
+        r = _integrate(model, "rkmk853", 1.0, 1, adaptive=True, tol=tol, exponent=ALPHA, h0=0.01)
         assert r.status == Status.OK
         errs.append(np.linalg.norm(r.y - ref))
         steps.append(r.info["steps"])
@@ -197,7 +197,7 @@ def test_dense_output_error_decays_like_h8(chain2, method) -> None:
         tr.advance()
         assert tr.steps == 1 and tr.status == Status.OK
         assert tr.costs()["f_evals"] == 13 and dense_evals(tr.S) == 3
-        exact = [integrate(model, "rkmk8", k * H / 160, 40, 40).y.ravel() for k in (1, 2, 3)]
+        exact = [_integrate(model, "rkmk8", k * H / 160, 40, 40).y.ravel() for k in (1, 2, 3)]
         errs.append(max(np.linalg.norm(tr.snaps[k] - exact[k - 1]) for k in (1, 2, 3)))
     slopes = np.diff(np.log(errs)) / np.diff(np.log(Hs))
     assert np.all(np.abs(slopes - 8) < 0.5) and errs[-1] > 1e-14, (slopes, errs)
@@ -210,11 +210,11 @@ def test_constraints_at_round_off(n) -> None:
     step and every sample; the ambient DOP853 on the same driver lets them drift (to about the
     local error, far above round-off)."""
     model = build_chain(n, ic="twisted")
-    r = integrate(model, "rkmk853", 0.05, 60, adaptive=True, tol=1e-6, exponent=ALPHA)
+    r = _integrate(model, "rkmk853", 0.05, 60, adaptive=True, tol=1e-6, exponent=ALPHA)
     assert r.status == Status.OK and r.info["samples"] == 61
     assert r.diag[:, 4].max() <= 2e-15 * n and r.diag[:, 5].max() <= 2e-14
     assert r.core.reduced("unit_error") <= 2e-15 * n and r.core.reduced("tangency_error") <= 2e-14
-    a = integrate(model, "dop853_ambient", 0.05, 60, adaptive=True, tol=1e-6, exponent=ALPHA)
+    a = _integrate(model, "dop853_ambient", 0.05, 60, adaptive=True, tol=1e-6, exponent=ALPHA)
     assert a.status == Status.OK
     assert a.core.reduced("unit_error") > 30 * max(r.core.reduced("unit_error"), 1e-16)
     assert a.core.reduced("tangency_error") > 30 * max(r.core.reduced("tangency_error"), 1e-16)

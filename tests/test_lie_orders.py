@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from geosweep.kernels.chain.family import reference_solution
-from geosweep.kernels.chain.integrate import integrate
+from geosweep.kernels.chain.integrate import _integrate
 from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.lie import tableaux
 
@@ -25,7 +25,7 @@ def setting():
 
 
 def _orders(model, ref, method) -> tuple[np.ndarray, np.ndarray]:
-    errs = np.array([np.linalg.norm(integrate(model, method, T / n, n, n).y - ref) for n in STEPS])
+    errs = np.array([np.linalg.norm(_integrate(model, method, T / n, n, n).y - ref) for n in STEPS])
     return np.log2(errs[:-1] / errs[1:]), errs
 
 

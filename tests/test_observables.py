@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from geosweep.kernels.chain.family import FAMILY as CHAIN
-from geosweep.kernels.chain.integrate import integrate as chain_integrate
+from geosweep.kernels.chain.integrate import _integrate as chain_integrate
 from geosweep.kernels.chain.model import build_chain
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import COMMON_DIAGNOSTICS, UNIT_SPHERE_DIAGNOSTICS
 from geosweep.kernels.core.trajectory import Reductions
 from geosweep.kernels.lie import tableaux
 from geosweep.kernels.registry import RunRequest
-from geosweep.kernels.s2 import integrate as s2_integrate
 from geosweep.kernels.s2 import stepper as s2
 from geosweep.kernels.s2.family import FAMILY as S2
+from geosweep.kernels.s2.integrate import _integrate as s2_integrate
 from geosweep.kernels.status import Status
 from geosweep.kernels.systems.catalogue import double_spherical_pendulum, spring_pendula
 from geosweep.kernels.systems.lj_sphere import lj_sphere
@@ -70,7 +70,7 @@ def test_s2_result_is_keyed_by_the_stored_names(system):
 
 def test_torus_result_is_keyed_by_the_stored_names_and_fails_with_a_status():
     model = torus()
-    tr = torus_integrate.integrate(model, "v2_newmark", 1e-3, 300, 10)
+    tr = torus_integrate._integrate(model, "v2_newmark", 1e-3, 300, 10)
     assert set(tr.values) == {d.name for d in SE3.diagnostics(model)}
     assert _same(tr["first_wall_contact_t"], tr.summary["first_wall_t"])
     assert _same(tr["max_abs_energy_error"], tr.summary["max_abs_dE"]) and tr["steps"] == tr.info["steps_done"]
@@ -93,7 +93,7 @@ def test_se3_stored_names_come_from_its_declared_observables(build):
     model = build(N_p=8) if build is torus else build()
     own = observables.names(se3_stepper.OBSERVABLES, model)
     assert [d.name for d in SE3.diagnostics(model)] == [d.name for d in COMMON_DIAGNOSTICS] + list(own)
-    tr = torus_integrate.integrate(model, "v2_newmark", 1e-3, 40, 10)
+    tr = torus_integrate._integrate(model, "v2_newmark", 1e-3, 40, 10)
     assert set(tr.values) == {d.name for d in SE3.diagnostics(model)}
     (u,) = [o for o in se3_stepper.OBSERVABLES if "U_0" in o.columns]
     stored_u0 = {out.diagnostic.name for out in u.outputs if out.applies(model) and out.column == 0}
@@ -132,7 +132,7 @@ def test_top_integrate_is_keyed_by_the_declared_stored_names(integrator):
     from geosweep.kernels.top import family as top
 
     model = top.heavy_top()
-    tr = top.integrate(model, integrator, 1e-3, 20, 5)
+    tr = top._integrate(model, integrator, 1e-3, 20, 5)
     declared = [d.name for d in top.diagnostics(model)]
     assert declared[: len(COMMON_DIAGNOSTICS)] == [d.name for d in COMMON_DIAGNOSTICS]
     assert declared[len(COMMON_DIAGNOSTICS) :] == list(observables.names(top.STORED_SLGI, model))
@@ -156,7 +156,7 @@ def test_quad_integrate_is_keyed_by_the_declared_stored_names():
     assert qs.OBS_NAMES == observables.obs_names(quad.OBSERVABLES) and list(qs.RED) == list(
         observables.reductions(quad.OBSERVABLES)
     )
-    tr = quad.integrate(model, "quad_rkmk4", 0.1, 20)
+    tr = quad._integrate(model, "quad_rkmk4", 0.1, 20)
     assert set(tr.values) == set(declared) and tr.status is Status.OK
     assert tr["max_thrust"].shape == (2,) and tr["rot_mom"].shape == (21, 2, 3)
     assert _same(tr["max_unit_err"], [tr.core.reduced("unit_err_1"), tr.core.reduced("unit_err_2")])

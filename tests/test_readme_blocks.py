@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -451,7 +452,9 @@ def test_readme_kernel_blocks():
     ns: dict = {}
     code = block(KERNELS, "from geosweep.kernels.systems.lj_sphere import lj_sphere")
     *body, last = code.strip().splitlines()
-    exec("\n".join(body), ns)
+    with warnings.catch_warnings(record=True):  # the block still calls a deprecated alias (kernels/deprecation.py)
+        warnings.simplefilter("always", DeprecationWarning)  # until README.md's rewrite (issue 51) drops it
+        exec("\n".join(body), ns)
     expr, comment = last.split("#", 1)
     mean_de, unit_err, status = eval(expr, ns)
     want = [w.strip() for w in comment.split(",")]

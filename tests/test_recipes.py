@@ -119,5 +119,5 @@ def test_a_diagnostic_declared_on_a_converted_family_reaches_a_real_store(monkey
     ds = xr.open_zarr(store)
     assert ds["max_thrust_1"].attrs["long_name"] == "max |u_1| over every step (toy)"
     assert float(ds["max_thrust_1"].squeeze()) == float(ds["max_thrust"].squeeze().isel(link=0)) > 0.0
-    tr = quad.integrate(quad.two_quadrotors(), "quad_rkmk4", 0.2, 20)
+    tr = quad._integrate(quad.two_quadrotors(), "quad_rkmk4", 0.2, 20)
     assert tr["max_thrust_1"] == tr["max_thrust"][0]  # the kernels-alone result has it too

@@ -13,7 +13,7 @@ import inspect
 import numpy as np
 import pytest
 
-from geosweep.kernels.s2.integrate import integrate
+from geosweep.kernels.s2.integrate import _integrate
 from geosweep.kernels.s2.model import gradient_fd_error
 from geosweep.kernels.s2.systems import SYSTEMS, dipole_array, sphere_three_body
 
@@ -87,7 +87,7 @@ def test_ex5_paper_data():
 def ex2():
     s = sphere_three_body()
     return {
-        (m, h): integrate(s, m, h, int(round(10.0 / h)), stride=10)
+        (m, h): _integrate(s, m, h, int(round(10.0 / h)), stride=10)
         for m in ("explicit_vi", "rk2")
         for h in (1e-3, 1e-4)
     }
@@ -126,8 +126,8 @@ def test_ex5_vi_energy_and_unit_length():
     """h = 1e-3, T = 10: mean|ΔE| 1.0869e-8 J (000: 8.5403e-10 J at an unstated h; our mean
     scales as h², 2.669e-9 at h = 5e-4), mean unit error 8.1e-15 (000: 1.6140e-14)."""
     s = dipole_array()
-    a = integrate(s, "explicit_vi", 1e-3, 10_000, stride=10)
-    b = integrate(s, "explicit_vi", 5e-4, 20_000, stride=20)
+    a = _integrate(s, "explicit_vi", 1e-3, 10_000, stride=10)
+    b = _integrate(s, "explicit_vi", 5e-4, 20_000, stride=20)
     assert a.status == 0 and b.status == 0
     assert a.summary["E0"] == pytest.approx(-1.24597506e-3, rel=1e-8)
     assert a.summary["mean_abs_dE"] == pytest.approx(1.0869e-8, rel=0.01)
@@ -141,8 +141,8 @@ def test_ex5_energy_bounded_for_the_vi_drifting_for_rk2():
     and last 10 % −1.07e-8 and −1.22e-8; RK2: 5.5e-8 → 7.2e-7 (drifts up), unit error 1.6e-4
     (000: RK45 dissipates, unit error 1.76e-4)."""
     s = dipole_array()
-    vi = integrate(s, "explicit_vi", 1e-3, 100_000, stride=100)
-    rk = integrate(s, "rk2", 1e-3, 100_000, stride=100)
+    vi = _integrate(s, "explicit_vi", 1e-3, 100_000, stride=100)
+    rk = _integrate(s, "rk2", 1e-3, 100_000, stride=100)
     e, k = vi.energy_error, len(vi.energy_error) // 10
     assert vi.summary["max_abs_dE"] <= 6e-8
     assert abs(e[-k:].mean() - e[:k].mean()) <= 0.2 * vi.summary["max_abs_dE"]

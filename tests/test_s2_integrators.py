@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from geosweep.kernels.s2.integrate import INFO_FIELDS, METHODS, SUMMARY_FIELDS, integrate
+from geosweep.kernels.s2.integrate import INFO_FIELDS, METHODS, SUMMARY_FIELDS, _integrate
 from geosweep.kernels.s2.model import normalise_and_project
 from geosweep.kernels.status import Status
 from geosweep.kernels.systems.catalogue import double_spherical_pendulum, elastic_rod, spring_pendula
@@ -62,7 +62,7 @@ def _K(M: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 
 def _one_step(system, method, h, q, w):
-    tr = integrate(system, method, h, 1, q0=q, w0=w)
+    tr = _integrate(system, method, h, 1, q0=q, w0=w)
     assert tr.status == Status.OK
     return tr.q, tr.w
 
@@ -164,8 +164,8 @@ def test_implicit_step_solves_28_and_25(case):
 def test_a7_implicit_equals_explicit_ex3(ex3):
     """Measured after 100 steps: |Δq| 1.3e-14, |Δω| 1.4e-13 with max|ω| 10.8 (relative 1.3e-14),
     |Δ(ΔE)| at round-off. (The spec's "≤ 1e-13" holds for q; for ω it is read relative.)"""
-    e = integrate(ex3, "explicit_vi", 0.005, 100)
-    i = integrate(ex3, "implicit_vi", 0.005, 100)
+    e = _integrate(ex3, "explicit_vi", 0.005, 100)
+    i = _integrate(ex3, "implicit_vi", 0.005, 100)
     wscale = max(1.0, np.linalg.norm(ex3.initial_state()[1], axis=1).max())
     assert np.abs(e.q - i.q).max() <= 1e-13
     assert np.abs(e.w - i.w).max() <= 1e-13 * wscale
@@ -178,15 +178,15 @@ def test_a7_implicit_equals_explicit_ex3(ex3):
 # --------------------------------------------------------------------------------------
 def test_a4_ex3_energy_order(ex3):
     """h = 0.01 → 0.005 (T = 20): mean|ΔE| 1.4630e-4 → 3.6204e-5, ratio 4.04 (spec 4.0 ± 0.4)."""
-    a = integrate(ex3, "explicit_vi", 0.01, 2000, stride=2000)
-    b = integrate(ex3, "explicit_vi", 0.005, 4000, stride=4000)
+    a = _integrate(ex3, "explicit_vi", 0.01, 2000, stride=2000)
+    b = _integrate(ex3, "explicit_vi", 0.005, 4000, stride=4000)
     assert abs(a.summary["mean_abs_dE"] / b.summary["mean_abs_dE"] - 4.0) <= 0.4
     assert abs(a.summary["mean_abs_dE"] - 1.44e-4) <= 0.1 * 1.44e-4  # spec ours h = 0.01
 
 
 def test_a4_sphere_md_energy_order(s2_lj_default, s2_lj_default_run):
     """T = 5: max|ΔE| 1.5807e-2 (h = 0.01) / 3.9048e-3 (h = 0.005) = 4.05; mean ratio 4.06."""
-    a = integrate(s2_lj_default, "explicit_vi", 0.01, 500, stride=500)
+    a = _integrate(s2_lj_default, "explicit_vi", 0.01, 500, stride=500)
     b = s2_lj_default_run
     assert a.status == 0
     assert abs(a.summary["max_abs_dE"] / b.summary["max_abs_dE"] - 4.0) <= 0.5
@@ -196,7 +196,7 @@ def test_a4_sphere_md_energy_order(s2_lj_default, s2_lj_default_run):
 @pytest.fixture(scope="module")
 def ex3_reference(ex3):
     """RK4 with h = 1/3200 at T = 1 (error ~1e-11, far below the tested errors)."""
-    return integrate(ex3, "rk4", 1.0 / 3200, 3200, stride=3200)
+    return _integrate(ex3, "rk4", 1.0 / 3200, 3200, stride=3200)
 
 
 def _traj_error(tr, ref) -> float:
@@ -210,8 +210,8 @@ def _traj_error(tr, ref) -> float:
 def test_observed_trajectory_order_ex3(ex3, ex3_reference, method, order, lo, hi):
     """Error in (q, ω/10) at T = 1, N = 100 → 200. Measured ratios: rk4 15.4, rk4_proj 14.7,
     explicit_vi 4.03, rk2 4.00."""
-    e1 = _traj_error(integrate(ex3, method, 1.0 / 100, 100, stride=100), ex3_reference)
-    e2 = _traj_error(integrate(ex3, method, 1.0 / 200, 200, stride=200), ex3_reference)
+    e1 = _traj_error(_integrate(ex3, method, 1.0 / 100, 100, stride=100), ex3_reference)
+    e2 = _traj_error(_integrate(ex3, method, 1.0 / 200, 200, stride=200), ex3_reference)
     assert lo <= e1 / e2 <= hi
     assert abs(np.log2(e1 / e2) - order) <= 0.4
 
@@ -228,8 +228,8 @@ def _half_ratio(tr) -> float:
 def test_a5_no_drift_ex3(ex3):
     """T = 60, every step sampled: second half / first half of mean|ΔE| = 0.977 for the VI
     (≤ 1.5); RK2 drifts (2.77), which shows the check discriminates."""
-    vi = integrate(ex3, "explicit_vi", 0.005, 12_000, stride=1)
-    rk = integrate(ex3, "rk2", 0.005, 12_000, stride=1)
+    vi = _integrate(ex3, "explicit_vi", 0.005, 12_000, stride=1)
+    rk = _integrate(ex3, "rk2", 0.005, 12_000, stride=1)
     assert vi.status == 0 and np.isfinite(vi.energy_error).all()
     assert _half_ratio(vi) <= 1.5
     assert _half_ratio(rk) > 1.5
@@ -240,12 +240,12 @@ def test_explicit_vi_time_reversible(ex3):
     """Symmetric scheme: 200 steps forward, flip ω, 200 steps → (q0, −ω0). Measured 3.2e-15 (q),
     1.9e-14 (ω); RK2 (not symmetric) misses by orders of magnitude."""
     q0, w0 = ex3.initial_state()
-    f = integrate(ex3, "explicit_vi", 0.005, 200)
-    b = integrate(ex3, "explicit_vi", 0.005, 200, q0=f.q, w0=-f.w)
+    f = _integrate(ex3, "explicit_vi", 0.005, 200)
+    b = _integrate(ex3, "explicit_vi", 0.005, 200, q0=f.q, w0=-f.w)
     assert np.abs(b.q - q0).max() <= 1e-13
     assert np.abs(b.w + w0).max() <= 1e-12
-    f = integrate(ex3, "rk2", 0.005, 200)
-    b = integrate(ex3, "rk2", 0.005, 200, q0=f.q, w0=-f.w)
+    f = _integrate(ex3, "rk2", 0.005, 200)
+    b = _integrate(ex3, "rk2", 0.005, 200, q0=f.q, w0=-f.w)
     assert np.abs(b.q - q0).max() > 1e-6
 
 
@@ -253,8 +253,8 @@ def test_implicit_vi_time_reversible_rod():
     """Ex. 4, 500 steps of 1e-4: measured 7.6e-13 (q), 4.9e-11 (ω, |ω| up to 10)."""
     s = elastic_rod()
     q0, w0 = s.initial_state()
-    f = integrate(s, "implicit_vi", 1e-4, 500)
-    b = integrate(s, "implicit_vi", 1e-4, 500, q0=f.q, w0=-f.w)
+    f = _integrate(s, "implicit_vi", 1e-4, 500)
+    b = _integrate(s, "implicit_vi", 1e-4, 500, q0=f.q, w0=-f.w)
     assert np.abs(b.q - q0).max() <= 1e-11
     assert np.abs(b.w + w0).max() <= 1e-9
 
@@ -266,7 +266,7 @@ def test_a9_domain_failure_sphere_md(s2_lj_default):
     """h = 0.1: steps 1, 2 succeed (max|a| 0.0618, 0.0639); the step from k = 2 fails for
     molecule 308 with |a| = 7.168. Samples k = 0..2 finite, NaN after; final state = the
     state after 2 steps."""
-    tr = integrate(s2_lj_default, "explicit_vi", 0.1, 50, stride=1)
+    tr = _integrate(s2_lj_default, "explicit_vi", 0.1, 50, stride=1)
     assert tr.status == Status.DOMAIN
     assert tr.info["fail_step"] == 3 and tr.info["steps_done"] == 2
     assert tr.info["fail_step"] <= 5
@@ -280,7 +280,7 @@ def test_a9_domain_failure_sphere_md(s2_lj_default):
     # the failing |a| is reported in fail_value
     assert abs(tr.summary["max_step_norm"] - 0.06393) <= 1e-5
     assert np.isfinite(tr.q).all() and np.isfinite(tr.w).all()
-    ok = integrate(s2_lj_default, "explicit_vi", 0.1, 2)
+    ok = _integrate(s2_lj_default, "explicit_vi", 0.1, 2)
     assert ok.status == Status.OK
     assert np.array_equal(tr.q, ok.q) and np.array_equal(tr.w, ok.w)
     assert abs(ok.summary["max_step_norm"] - 0.06393) <= 1e-5
@@ -290,7 +290,7 @@ def test_nonconverged_implicit(ex3):
     """maxit = 2 (Ex. 1 needs 5 iterations at the first step): status 2 at k = 1, last Picard
     change (measured 1.06e-7) reported, initial state kept."""
     s = double_spherical_pendulum()
-    tr = integrate(s, "implicit_vi", 0.01, 100, maxit=2)
+    tr = _integrate(s, "implicit_vi", 0.01, 100, maxit=2)
     assert tr.status == Status.NONCONVERGED
     assert tr.info["fail_step"] == 1 and tr.info["steps_done"] == 0
     assert tr.summary["drift_slope"] == 0.0  # finite: no step, no drift
@@ -298,13 +298,13 @@ def test_nonconverged_implicit(ex3):
     assert np.isfinite(tr.energy[0]) and np.isnan(tr.energy[1:]).all()
     q0, w0 = s.initial_state()
     assert np.array_equal(tr.q, q0) and np.array_equal(tr.w, w0)
-    assert integrate(s, "implicit_vi", 0.01, 100, maxit=7).status == Status.OK
+    assert _integrate(s, "implicit_vi", 0.01, 100, maxit=7).status == Status.OK
 
 
 def test_nonfinite_rk2(ex3):
     """RK2 on Ex. 3 with h = 0.5 blows up (E ≈ 7e3, 5e20, 6e87) and the 4th step overflows:
     status NONFINITE, completed samples finite, NaN after, final state finite."""
-    tr = integrate(ex3, "rk2", 0.5, 50, stride=1)
+    tr = _integrate(ex3, "rk2", 0.5, 50, stride=1)
     assert tr.status == Status.NONFINITE
     assert tr.info["fail_step"] == 4 and tr.info["steps_done"] == 3
     for arr in (tr.energy, tr.energy_error, tr.unit_error, tr.tangency_error, tr.momentum):
@@ -320,7 +320,7 @@ def test_nonfinite_rk2(ex3):
 # --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ex3_methods(ex3):
-    return {m: integrate(ex3, m, 0.005, 4000, stride=1) for m in METHODS}
+    return {m: _integrate(ex3, m, 0.005, 4000, stride=1) for m in METHODS}
 
 
 def test_rk4_unit_error_grows_vi_does_not(ex3_methods):
@@ -354,8 +354,8 @@ def test_projection_and_rk2_energy(ex3_methods):
 # driver bookkeeping
 # --------------------------------------------------------------------------------------
 def test_stride_does_not_change_summaries(ex3):
-    a = integrate(ex3, "explicit_vi", 0.005, 1000, stride=1)
-    b = integrate(ex3, "explicit_vi", 0.005, 1000, stride=7)
+    a = _integrate(ex3, "explicit_vi", 0.005, 1000, stride=1)
+    b = _integrate(ex3, "explicit_vi", 0.005, 1000, stride=7)
     assert a.summary == b.summary or all(
         (np.isnan(a.summary[k]) and np.isnan(b.summary[k])) or a.summary[k] == b.summary[k] for k in SUMMARY_FIELDS
     )
@@ -368,18 +368,18 @@ def test_stride_does_not_change_summaries(ex3):
 
 def test_argument_errors(ex3):
     with pytest.raises(ValueError):
-        integrate(double_spherical_pendulum(), "explicit_vi", 0.01, 10)
+        _integrate(double_spherical_pendulum(), "explicit_vi", 0.01, 10)
     with pytest.raises(ValueError):
-        integrate(ex3, "leapfrog", 0.01, 10)
+        _integrate(ex3, "leapfrog", 0.01, 10)
     with pytest.raises(ValueError):
-        integrate(ex3, "explicit_vi", 0.0, 10)
+        _integrate(ex3, "explicit_vi", 0.0, 10)
     with pytest.raises(ValueError):
-        integrate(ex3, "explicit_vi", 0.01, 10, stride=0)
+        _integrate(ex3, "explicit_vi", 0.01, 10, stride=0)
 
 
 def test_t0_normalisation_only(ex3):
     """The printed IC (0.4698, 0.1710, 0.8660) has |q| = 0.99999; it is normalised once, so
     u_0 = 0 and τ_0 = 0 to round-off."""
     assert abs(np.linalg.norm(ex3.q0[2]) - 1.0) > 1e-6
-    tr = integrate(ex3, "explicit_vi", 0.005, 0)
+    tr = _integrate(ex3, "explicit_vi", 0.005, 0)
     assert tr.unit_error[0] <= 2.3e-16 and tr.tangency_error[0] <= 1e-15

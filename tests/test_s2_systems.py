@@ -11,7 +11,7 @@ import types
 import numpy as np
 import pytest
 
-from geosweep.kernels.s2.integrate import integrate
+from geosweep.kernels.s2.integrate import _integrate
 from geosweep.kernels.s2.model import gradient_fd_error, momentum_map, normalise_and_project
 from geosweep.kernels.systems.catalogue import double_spherical_pendulum, elastic_rod, spring_pendula
 from geosweep.kernels.systems.icosphere import icosphere
@@ -149,7 +149,7 @@ def ex1_runs():
     out = {}
     for scale in (9.81, 1.0):
         s = double_spherical_pendulum(l1=scale, l2=scale, g=scale)
-        out[scale] = (s, integrate(s, "implicit_vi", 0.01, 10_000, stride=10))
+        out[scale] = (s, _integrate(s, "implicit_vi", 0.01, 10_000, stride=10))
     return out
 
 
@@ -204,7 +204,7 @@ def test_ex3_a1_a2_a3():
     """Measured mean|ΔE| 3.62035e-5 (spec 3.6204e-5), E0 −0.3123560, mean u 2.7e-15,
     max u 4.6e-15 (bound 6.4e-13), τ 2.0e-14 (bound 1.1e-11)."""
     s = spring_pendula()
-    tr = integrate(s, "explicit_vi", 0.005, 4000, stride=40)
+    tr = _integrate(s, "explicit_vi", 0.005, 4000, stride=40)
     assert tr.status == 0
     assert _rel(tr.summary["mean_abs_dE"], 3.6204e-5) <= 0.10
     assert abs(tr.summary["E0"] - (-0.312356)) <= 1e-6
@@ -229,7 +229,7 @@ def ex4_ensemble():
     runs = []
     for _ in range(EX4_ENSEMBLE):
         w0 = s.w0 + 1e-13 * rng.standard_normal(s.w0.shape)
-        runs.append(integrate(s, "implicit_vi", 1e-4, 30_000, stride=100, w0=w0))
+        runs.append(_integrate(s, "implicit_vi", 1e-4, 30_000, stride=100, w0=w0))
     return s, runs
 
 
@@ -271,8 +271,8 @@ def test_ex4_second_order_short_horizon():
     """T = 0.3 (not yet chaotic: a 1e-13 kick moves q by ~4e-11). Halving h 2e-4 → 1e-4 divides
     mean|ΔE| by 4.006 and max|ΔE| by 3.957 (measured)."""
     s = elastic_rod()
-    a = integrate(s, "implicit_vi", 2e-4, 1500, stride=1500)
-    b = integrate(s, "implicit_vi", 1e-4, 3000, stride=3000)
+    a = _integrate(s, "implicit_vi", 2e-4, 1500, stride=1500)
+    b = _integrate(s, "implicit_vi", 1e-4, 3000, stride=3000)
     assert a.status == 0 and b.status == 0
     assert abs(a.summary["mean_abs_dE"] / b.summary["mean_abs_dE"] - 4.0) <= 0.4
     assert abs(a.summary["max_abs_dE"] / b.summary["max_abs_dE"] - 4.0) <= 0.4
@@ -335,7 +335,7 @@ def test_ex6_reference_table(omega, sense, mean_ref, max_ref, ke_end):
     from geosweep.kernels.s2.model import kinetic_energy
 
     s = lj_sphere(omega=omega, sense=sense)
-    tr = integrate(s, "explicit_vi", 0.005, 1000, stride=1000)
+    tr = _integrate(s, "explicit_vi", 0.005, 1000, stride=1000)
     assert tr.status == 0
     assert _rel(tr.summary["mean_abs_dE"], mean_ref) <= 0.10
     assert _rel(tr.summary["max_abs_dE"], max_ref) <= 0.10

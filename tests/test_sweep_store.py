@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from geosweep.kernels.s2 import integrate
+from geosweep.kernels.s2.integrate import _integrate
 from geosweep.kernels.systems.lj_sphere import lj_sphere
 from geosweep.sweeps.engine import run_sweep
 from geosweep.sweeps.spec import load_spec
@@ -61,7 +61,7 @@ def test_layout_is_labelled(store):
 
 def test_values_equal_the_kernel_called_directly(store):
     ds = xr.open_zarr(store).sel(integrator="explicit_vi", h=0.005, omega=20.0)
-    tr = integrate(lj_sphere(level=1, omega=20.0), "explicit_vi", 0.005, 200, 20)
+    tr = _integrate(lj_sphere(level=1, omega=20.0), "explicit_vi", 0.005, 200, 20)
     np.testing.assert_array_equal(ds.energy.values, tr.energy)
     np.testing.assert_array_equal(ds.final_state.sel(state=Q).values, tr.q)
     np.testing.assert_array_equal(ds.final_state.sel(state=W).values, tr.w)

@@ -14,7 +14,7 @@ from geosweep.kernels.lie.se3 import exp_act, exp_matrix, generator
 from geosweep.kernels.registry import RunRequest
 from geosweep.kernels.status import Status
 from geosweep.kernels.top import lp, slgi
-from geosweep.kernels.top.family import LP, collect, integrate, run, start
+from geosweep.kernels.top.family import LP, _integrate, collect, run, start
 from geosweep.kernels.top.model import E3, hat, heavy_top
 
 TOP = heavy_top()
@@ -114,7 +114,7 @@ def test_slgi_orders_on_A(ref, name, errs, last_slope):
     """T = 0.2, N = 400 … 3200. Measured 1.9283e-3 … 3.5003e-4 (θ = 0), 1.2080e-3 … 1.8941e-5
     (θ = ½), 4.0542e-3 … 3.8369e-4 (θ = 1): within 0.1 % of the spec."""
     got = [
-        np.linalg.norm(integrate(TOP, name, 0.2 / N, N, stride=N).S[:12] - ref["A0.2"]) for N in (400, 800, 1600, 3200)
+        np.linalg.norm(_integrate(TOP, name, 0.2 / N, N, stride=N).S[:12] - ref["A0.2"]) for N in (400, 800, 1600, 3200)
     ]
     np.testing.assert_allclose(got, errs, rtol=0.03)
     assert abs(_slopes(got)[-1] - last_slope) <= 0.1
@@ -126,7 +126,7 @@ def test_slgi_orders_on_A(ref, name, errs, last_slope):
 )
 def test_explicit_orders_on_B(ref, name, e1600, last_slope):
     """T = 1, N = 400, 800, 1600. Measured 1.3577e-3 (RKMK4), 2.4696e-3 (CF4), 2.6061e-4 (RK4)."""
-    got = [np.linalg.norm(integrate(TOP, name, 1.0 / N, N, stride=N).S[:6] - ref["B1"]) for N in (400, 800, 1600)]
+    got = [np.linalg.norm(_integrate(TOP, name, 1.0 / N, N, stride=N).S[:6] - ref["B1"]) for N in (400, 800, 1600)]
     assert got[-1] == pytest.approx(e1600, rel=0.03)
     assert abs(_slopes(got)[-1] - last_slope) <= 0.1
 
@@ -141,7 +141,7 @@ def test_nominal_orders_of_the_other_lie_poisson_methods(name):
 
     order = next(i.order for i in INTEGRATORS if i.name == name)
     r = TOP.reference(0.2, "B")
-    got = [np.linalg.norm(integrate(TOP, name, 0.2 / N, N, stride=N).S[:6] - r) for N in (400, 800, 1600)]
+    got = [np.linalg.norm(_integrate(TOP, name, 0.2 / N, N, stride=N).S[:6] - r) for N in (400, 800, 1600)]
     assert abs(_slopes(got)[-1] - order) <= 0.1
 
 
@@ -235,8 +235,8 @@ def test_rk4_ambient_collapses_gamma():
 def test_slgikk_reproduces_slgi_half():
     """600 steps at h = 0.01: (Q, π) agree to 0 (bitwise here; spec ≤ 1e-11), p stays constant,
     H_C − H_A = ½(Mgℓ)² = 43306.245; q drifts like −MgℓX t."""
-    a = integrate(TOP, "slgi_half", 0.01, 600)
-    b = integrate(TOP, "slgikk_half", 0.01, 600)
+    a = _integrate(TOP, "slgi_half", 0.01, 600)
+    b = _integrate(TOP, "slgikk_half", 0.01, 600)
     assert np.abs(a.S[:12] - b.S[:12]).max() <= 1e-11 * np.abs(a.S[:12]).max()
     np.testing.assert_array_equal(b.S[15:18], -TOP.mgl * TOP.X)
     assert b.out[0, 0] - a.out[0, 0] == pytest.approx(0.5 * TOP.mgl**2, rel=1e-14)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from geosweep.kernels.quad import model as qm
-from geosweep.kernels.quad.family import collect, integrate, run, start, two_quadrotors
+from geosweep.kernels.quad.family import _integrate, collect, run, start, two_quadrotors
 from geosweep.kernels.quad.group import quad_act, quad_generator
 from geosweep.kernels.quad.stepper import NWC, quad_F, quad_f
 from geosweep.kernels.registry import RunRequest
@@ -86,7 +86,7 @@ def test_load_closed_loop_identity():
 @pytest.fixture(scope="module")
 def paper_run():
     """RKMK4, N = 2000 on [0, 5] (h = 2.5e-3), every step sampled."""
-    traj = integrate(QUAD, "quad_rkmk4", 5.0, 2000)
+    traj = _integrate(QUAD, "quad_rkmk4", 5.0, 2000)
     return traj, collect(QUAD, "quad_rkmk4", traj).values
 
 
@@ -143,7 +143,7 @@ def test_orders(reference, name, e1000):
     from geosweep.kernels.quad.family import INTEGRATORS
 
     order = next(i.order for i in INTEGRATORS if i.name == name)
-    err = [np.linalg.norm(integrate(QUAD, name, 5.0, N).S[:42] - reference["free_tumble"]) for N in (500, 1000, 2000)]
+    err = [np.linalg.norm(_integrate(QUAD, name, 5.0, N).S[:42] - reference["free_tumble"]) for N in (500, 1000, 2000)]
     assert err[1] == pytest.approx(e1000, rel=0.03)
     slope = np.log2(err[1] / err[2])
     assert abs(slope - order) <= 0.1
@@ -152,7 +152,7 @@ def test_orders(reference, name, e1000):
 def test_order_code_const(reference):
     """code_const (the attitude dominates): RKMK4 4.8496e-4 at N = 1000 (spec 4.850e-4)."""
     m = two_quadrotors("code_const")
-    err = [np.linalg.norm(integrate(m, "quad_rkmk4", 5.0, N).S[:42] - reference["code_const"]) for N in (1000, 2000)]
+    err = [np.linalg.norm(_integrate(m, "quad_rkmk4", 5.0, N).S[:42] - reference["code_const"]) for N in (1000, 2000)]
     assert err[0] == pytest.approx(4.850e-4, rel=0.03)
     assert abs(np.log2(err[0] / err[1]) - 4) <= 0.1
 
@@ -162,7 +162,7 @@ def test_order_code_const(reference):
 def test_lie_methods_keep_the_constraints(name, mode):
     """N = 1999 (the paper run): every residual ≤ 1e-13 (measured ≤ 2.3e-14)."""
     m = two_quadrotors(mode)
-    v = collect(m, name, integrate(m, name, 5.0, 1999)).values
+    v = collect(m, name, _integrate(m, name, 5.0, 1999)).values
     for key in ("max_unit_err", "max_tang_err", "max_orth_err", "max_det_err"):
         assert (v[key] <= 1e-13).all(), (key, v[key])
 
@@ -170,11 +170,11 @@ def test_lie_methods_keep_the_constraints(name, mode):
 def test_rk4_ambient_drifts_off_the_constraints():
     """N = 1999: |q_i·ω_i| reaches 1.3e-8 and |1 − q_i·q_i| 2e-9 (spec §9.2), R_iᵀR_i − I 3.3e-6
     with code_const (001 Fig. 18 contrast)."""
-    v = collect(QUAD, "quad_rk4_ambient", integrate(QUAD, "quad_rk4_ambient", 5.0, 1999)).values
+    v = collect(QUAD, "quad_rk4_ambient", _integrate(QUAD, "quad_rk4_ambient", 5.0, 1999)).values
     assert 1e-9 <= v["max_tang_err"].max() <= 1e-7
     assert 1e-10 <= v["max_unit_err"].max() <= 1e-8
     m = two_quadrotors("code_const")
-    w = collect(m, "quad_rk4_ambient", integrate(m, "quad_rk4_ambient", 5.0, 1999)).values
+    w = collect(m, "quad_rk4_ambient", _integrate(m, "quad_rk4_ambient", 5.0, 1999)).values
     assert w["max_orth_err"].max() >= 1e-7
 
 
@@ -211,7 +211,7 @@ def test_feed_forward_derivatives_and_direction_loop_identity():
     ω̇_i = (I − q_i q_iᵀ)[bracket] (§4.4; measured 2.9e-14)."""
     from scipy.integrate import solve_ivp
 
-    traj = integrate(QUAD, "quad_rkmk4", 0.7, 700)  # a state inside the transient
+    traj = _integrate(QUAD, "quad_rkmk4", 0.7, 700)  # a state inside the transient
     x = traj.S[:42].copy()
     t0 = traj.time
     p = QUAD.params
@@ -248,7 +248,7 @@ def test_free_rest_keeps_the_attitude_and_segments_are_bitwise():
     from geosweep.kernels.core.trajectory import Trajectory
 
     m = two_quadrotors("free_rest")
-    v = collect(m, "quad_cf4", integrate(m, "quad_cf4", 1.0, 200)).values
+    v = collect(m, "quad_cf4", _integrate(m, "quad_cf4", 1.0, 200)).values
     np.testing.assert_array_equal(v["final_state"][0, 6:15], np.eye(3).ravel())
     req = RunRequest(T=1.0, dt_out=0.05, h=0.005)
     whole = start(QUAD, "quad_rkmk4", req, {})

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from geosweep.kernels.status import Status
-from geosweep.kernels.torus.integrate import integrate
+from geosweep.kernels.torus.integrate import _integrate
 from geosweep.kernels.torus.model import so3_pendulum, torus
 
 METHODS = ("v2_exact", "v2_newmark", "v1")
@@ -33,7 +33,7 @@ def test_wall_free_random_spin_conserves_momenta(method):
     """No wall, random v and Ω perturbations, tilted ring: ΔP, ΔL ≤ 1e-12 over t = 5."""
     model = torus(wall=False, tilt=np.pi / 6)
     v, W = _random_spin_state(model)
-    tr = integrate(model, method, 1e-3, 5000, 10, v0=v, Omega0=W)
+    tr = _integrate(model, method, 1e-3, 5000, 10, v0=v, Omega0=W)
     assert tr.status == Status.OK
     dP = np.abs(tr.P - tr.P[0]).max()
     dL = np.abs(tr.L - tr.L[0]).max()
@@ -46,7 +46,7 @@ def test_literal_shear_breaks_angular_momentum():
     """Same wall-free run with the literal (53): L drifts at O(1) while P holds."""
     model = torus(wall=False, tilt=np.pi / 6, shear="paper_literal")
     v, W = _random_spin_state(model)
-    tr = integrate(model, "v2_newmark", 1e-3, 5000, 10, v0=v, Omega0=W)
+    tr = _integrate(model, "v2_newmark", 1e-3, 5000, 10, v0=v, Omega0=W)
     assert tr.status == Status.OK
     assert np.abs(tr.P - tr.P[0]).max() <= 1e-12
     assert np.abs(tr.L - tr.L[0]).max() > 0.1
@@ -77,7 +77,7 @@ def _check_wall_momenta(tr, planar: bool, tol_after: float = 1e-12):
 def test_baseline_impact(method):
     """Planar baseline, h = 1e-3, t_N = 25: energy error, momenta, contacts (spec §5)."""
     model = torus()
-    tr = integrate(model, method, 1e-3, 25_000, 10)
+    tr = _integrate(model, method, 1e-3, 25_000, 10)
     assert tr.status == Status.OK and tr.info["steps_done"] == 25_000
     assert not np.isnan(tr.samples[:, :24]).any()
     assert tr.summary["E0"] == 40.0
@@ -98,7 +98,7 @@ def test_baseline_impact(method):
 
 def test_baseline_energy_error_38():
     model = torus()
-    tr = integrate(model, "v2_newmark", 1e-3, 25_000, 10)
+    tr = _integrate(model, "v2_newmark", 1e-3, 25_000, 10)
     e38 = _energy_error_38(tr)
     assert 6.8e-4 / 2 <= e38 <= 2 * 6.8e-4, e38
 
@@ -106,7 +106,7 @@ def test_baseline_energy_error_38():
 @pytest.mark.parametrize("method", ["v2_newmark", "v1"])
 def test_tilted_impact(method):
     model = torus(tilt=np.pi / 6)
-    tr = integrate(model, method, 1e-3, 25_000, 10)
+    tr = _integrate(model, method, 1e-3, 25_000, 10)
     assert tr.status == Status.OK
     assert tr.summary["max_rel_dE"] <= (4e-2 if method == "v1" else 6e-3)
     _check_wall_momenta(tr, planar=False)
@@ -116,7 +116,7 @@ def test_tilted_impact(method):
 def test_large_step_fails_with_partial_record(blowup):
     """h = 1e-2 (paper Fig 5) is unstable: failure status, finite record up to it, NaN after."""
     model = torus()
-    tr = integrate(model, "v2_newmark", 1e-2, 2_500, 1, blowup=blowup)
+    tr = _integrate(model, "v2_newmark", 1e-2, 2_500, 1, blowup=blowup)
     assert tr.status == (Status.ENERGY_BLOWUP if blowup > 0 else Status.NONFINITE)
     assert tr.fail_reason == ("energy_blowup" if blowup > 0 else "nonfinite")
     k = tr.info["fail_step"]
@@ -131,13 +131,13 @@ def test_large_step_fails_with_partial_record(blowup):
 def test_rotation_increment_failure_keeps_last_state():
     """(23) needs h²|b|² < 1: a fast spin fails at once with DOMAIN; (25) runs on."""
     model = so3_pendulum(Omega0=(30.0, 0.0, 0.0))
-    tr = integrate(model, "v2_exact", 0.05, 10, 1)
+    tr = _integrate(model, "v2_exact", 0.05, 10, 1)
     assert tr.status == Status.DOMAIN and tr.fail_reason == "rotation_increment"
     assert tr.info["fail_step"] == 1 and tr.info["steps_done"] == 0 and tr.info["fail_index"] == 0
     assert tr.summary["fail_value"] >= 1.0
     assert np.array_equal(tr.alpha, model.alpha0) and np.array_equal(tr.Omega, model.Omega0)
     assert np.isfinite(tr.samples[0, :24]).all() and np.isnan(tr.samples[1:]).all()
-    assert integrate(model, "v2_newmark", 0.05, 10, 1).status == Status.OK
+    assert _integrate(model, "v2_newmark", 0.05, 10, 1).status == Status.OK
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -146,7 +146,7 @@ def test_chart_singular_failure(method):
     h = 1e-3
     a0 = np.array([[0.0, 1e11, 0.0]])
     model = so3_pendulum()
-    tr = integrate(model, method, h, 10, 1, alpha0=a0, Omega0=[[0.0, 3.9e-11 / h, 0.0]], blowup=0.0)
+    tr = _integrate(model, method, h, 10, 1, alpha0=a0, Omega0=[[0.0, 3.9e-11 / h, 0.0]], blowup=0.0)
     assert tr.status == Status.CHART_SINGULAR and tr.fail_reason == "chart_singular"
     assert tr.info["fail_step"] == 1 and tr.summary["fail_value"] > 1e12
     assert np.array_equal(tr.alpha, a0)
@@ -154,12 +154,12 @@ def test_chart_singular_failure(method):
 
 def test_energy_parts_and_snapshots():
     model = torus()
-    tr = integrate(model, "v2_newmark", 1e-3, 2_500, 10)
+    tr = _integrate(model, "v2_newmark", 1e-3, 2_500, 10)
     assert np.allclose(tr.snap_time, [0.0, 1.0, 2.0])
     assert np.array_equal(tr.snap[0, :, 0:3], model.x0)
     assert np.array_equal(tr.snap[0, :, 3:6], model.v0)
     # snapshot at t = 1 equals the sample-time state of a run that stops there
-    tr1 = integrate(model, "v2_newmark", 1e-3, 1_000, 10)
+    tr1 = _integrate(model, "v2_newmark", 1e-3, 1_000, 10)
     assert np.array_equal(tr.snap[1, :, 0:3], tr1.x) and np.array_equal(tr.snap[1, :, 9:12], tr1.Omega)
     assert np.array_equal(tr.samples[:101], tr1.samples)
 
@@ -171,8 +171,8 @@ def test_neighbour_list_matches_all_pairs_bitwise():
     off = torus(neighbour_list="off", **kw)
     assert torus(neighbour_list="auto", **kw).use_nbl and not torus(neighbour_list="auto").use_nbl
     n = 1_500
-    a = integrate(on, "v2_newmark", 2e-4, n, 10)
-    b = integrate(off, "v2_newmark", 2e-4, n, 10)
+    a = _integrate(on, "v2_newmark", 2e-4, n, 10)
+    b = _integrate(off, "v2_newmark", 2e-4, n, 10)
     assert a.status == b.status == Status.OK
     assert np.nanmax(a.field("n_contact_wall")) > 0 and np.nanmax(a.field("n_contact_bonded_pp")) > 0
     assert a.info["nbl_rebuilds"] > 1
@@ -185,9 +185,9 @@ def test_bounded_energy_short(method):
     """CI version of the long-time check: h = 1e-3 stays within 1 % over t = 50, while
     h = 2e-3 already drifts upward (spec §5: +3.5 % at t = 50)."""
     model = torus()
-    good = integrate(model, method, 1e-3, 50_000, 100)
+    good = _integrate(model, method, 1e-3, 50_000, 100)
     assert good.status == Status.OK and good.summary["max_rel_dE"] <= 1e-2
-    bad = integrate(model, method, 2e-3, 25_000, 50)
+    bad = _integrate(model, method, 2e-3, 25_000, 50)
     assert bad.status == Status.OK
     dE = (bad.field("E_total") - 40.0) / 40.0
     assert dE[-1] > 5e-3 and bad.summary["drift_slope"] > 0.0
@@ -201,7 +201,7 @@ def test_long_time_bounded_energy():
     1.8e-2 (25-unit window means within ±1.5e-2); the bound below leaves room for that
     and is still ~50× below the h = 2e-3 drift (+137 % at t = 500)."""
     model = torus()
-    tr = integrate(model, "v2_newmark", 1e-3, 500_000, 100)
+    tr = _integrate(model, "v2_newmark", 1e-3, 500_000, 100)
     assert tr.status == Status.OK
     assert tr.summary["max_rel_dE"] <= 3e-2
     t = tr.time
@@ -217,7 +217,7 @@ def test_long_time_bounded_energy():
 def test_long_time_drift_at_2e3():
     """h = 2e-3, t_N = 500 (25): energy drifts upward by O(100 %); momenta stay exact."""
     model = torus()
-    tr = integrate(model, "v2_newmark", 2e-3, 250_000, 50, blowup=10.0)
+    tr = _integrate(model, "v2_newmark", 2e-3, 250_000, 50, blowup=10.0)
     assert tr.status == Status.OK
     dE = (tr.field("E_total") - 40.0) / 40.0
     assert 0.5 <= dE[-1] <= 3.0
@@ -251,7 +251,7 @@ def _q_err_true(tr, ref) -> float:
 @pytest.fixture(scope="module")
 def impact_reference():
     """(23) at h = 3.125e-5 to t = 1.5 (first impact), snapshots every 0.01."""
-    return integrate(torus(), "v2_exact", 3.125e-5, 48_000, 320, snapshot_interval=0.01)
+    return _integrate(torus(), "v2_exact", 3.125e-5, 48_000, 320, snapshot_interval=0.01)
 
 
 # spec §5 [M], t_N = 1.5, h = 2e-3 … 2.5e-4: last two E slopes and last q_err_true slope
@@ -264,7 +264,7 @@ def test_impact_convergence(method, impact_reference):
     e_err = []
     q_err = []
     for h in (2e-3, 1e-3, 5e-4, 2.5e-4):
-        tr = integrate(torus(), method, h, int(round(1.5 / h)), int(round(0.01 / h)), snapshot_interval=0.01)
+        tr = _integrate(torus(), method, h, int(round(1.5 / h)), int(round(0.01 / h)), snapshot_interval=0.01)
         assert tr.status == Status.OK
         e_err.append(_energy_error_38(tr))
         q_err.append(_q_err_true(tr, impact_reference))
@@ -281,7 +281,7 @@ def test_impact_convergence(method, impact_reference):
 def test_nonfinite_initial_state_is_reported(method):
     """A non-finite initial state fails at step 0 with NONFINITE: no sample, state untouched."""
     model = so3_pendulum()
-    tr = integrate(model, method, 1e-2, 5, 1, Omega0=[[np.inf, 0.0, 0.0]])
+    tr = _integrate(model, method, 1e-2, 5, 1, Omega0=[[np.inf, 0.0, 0.0]])
     assert tr.status == Status.NONFINITE and tr.fail_reason == "nonfinite"
     assert tr.info["fail_step"] == 0 and tr.info["steps_done"] == 0
     assert np.isnan(tr.samples).all()

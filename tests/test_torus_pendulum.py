@@ -7,7 +7,7 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from geosweep.kernels.status import Status
-from geosweep.kernels.torus.integrate import evaluate, integrate
+from geosweep.kernels.torus.integrate import _integrate, evaluate
 from geosweep.kernels.torus.model import so3_pendulum, torus
 from geosweep.kernels.torus.rodrigues import alpha_to_quat, oplus, rot, theta_to_alpha
 
@@ -57,7 +57,7 @@ def _errors(method: str, h: float, sol) -> tuple[float, float, object]:
     model = so3_pendulum()
     n = int(round(T_END / h))
     stride = max(1, int(round(0.01 / h)))
-    tr = integrate(model, method, h, n, stride, snapshot_interval=stride * h)
+    tr = _integrate(model, method, h, n, stride, snapshot_interval=stride * h)
     assert tr.status == Status.OK
     t = tr.time
     E = tr.field("E_total")
@@ -101,7 +101,7 @@ def test_pendulum_convergence_and_invariants(method, reference):
 
 
 def test_pendulum_initial_energy():
-    tr = integrate(so3_pendulum(), "v2_newmark", 0.1, 1)
+    tr = _integrate(so3_pendulum(), "v2_newmark", 0.1, 1)
     assert tr.summary["E0"] == pytest.approx(0.04 + np.sqrt(2) / 2, abs=1e-15)
 
 
@@ -122,7 +122,7 @@ def test_increment_solves_discrete_equation_and_body_form(method):
     model, x, v, a, W = _random_torus_state(1)
     h = 0.05
     _, F0, T0, _ = evaluate(model, x, a)
-    tr = integrate(model, method, h, 1, x0=x, v0=v, alpha0=a, Omega0=W, blowup=0.0)
+    tr = _integrate(model, method, h, 1, x0=x, v0=v, alpha0=a, Omega0=W, blowup=0.0)
     assert tr.status == Status.OK
     _, F1, T1, _ = evaluate(model, tr.x, tr.alpha)
     b = W + h / (2 * model.J) * T0
@@ -151,7 +151,7 @@ def test_exact_and_newmark_differ_only_in_increment_angle():
     _, _, T0, _ = evaluate(model, x, a)
     b = W + h / (2 * model.J) * T0
     for method, angle in (("v2_exact", np.arcsin), ("v2_newmark", lambda s: 2 * np.arctan(s / 2))):
-        tr = integrate(model, method, h, 1, x0=x, v0=v, alpha0=a, Omega0=W, blowup=0.0)
+        tr = _integrate(model, method, h, 1, x0=x, v0=v, alpha0=a, Omega0=W, blowup=0.0)
         for i in range(model.n):
             da = oplus(-a[i], tr.alpha[i])
             hb = h * np.linalg.norm(b[i])
@@ -163,7 +163,7 @@ def test_v1_step_is_symplectic_euler():
     model, x, v, a, W = _random_torus_state(3)
     h = 0.02
     _, F0, T0, _ = evaluate(model, x, a)
-    tr = integrate(model, "v1", h, 1, x0=x, v0=v, alpha0=a, Omega0=W, blowup=0.0)
+    tr = _integrate(model, "v1", h, 1, x0=x, v0=v, alpha0=a, Omega0=W, blowup=0.0)
     v1 = v + h * F0
     W1 = W + h * T0
     assert np.abs(tr.v - v1).max() <= 1e-14 * np.abs(v1).max()

@@ -47,10 +47,10 @@ class ChainCase:
 
     def reference(self) -> np.ndarray:
         """``rkmk8`` at fixed step T/ref_steps (error ≈ 1e-15 at the default 24 000 steps)."""
-        from geosweep.kernels.chain.integrate import integrate
+        from geosweep.kernels.chain.integrate import _integrate
 
         k = self.ref_steps
-        self.ref = integrate(self.model, "rkmk8", self.T / k, k, k).y
+        self.ref = _integrate(self.model, "rkmk8", self.T / k, k, k).y
         return self.ref
 
     def export(self, d: Path) -> dict[str, str]:
@@ -81,13 +81,13 @@ def chain_methods(case: ChainCase) -> list[ChainMethod]:
     """geosweep's order-8 methods and SciPy's DOP853 (main environment)."""
     from scipy.integrate import solve_ivp
 
-    from geosweep.kernels.chain.integrate import integrate, scipy_rhs
+    from geosweep.kernels.chain.integrate import _integrate, scipy_rhs
 
     model, n, T = case.model, case.n, case.T
 
     def adaptive(name: str) -> ChainMethod:
         def run(tol: float):
-            return integrate(model, name, T, 1, adaptive=True, tol=tol, exponent=0.125, ambient_rhs="fast")
+            return _integrate(model, name, T, 1, adaptive=True, tol=tol, exponent=0.125, ambient_rhs="fast")
 
         def solve(tol: float):
             r = run(tol)
@@ -97,7 +97,7 @@ def chain_methods(case: ChainCase) -> list[ChainMethod]:
 
     def fixed(k: float):
         k = int(k)
-        return integrate(model, "rkmk8", T / k, k, k)
+        return _integrate(model, "rkmk8", T / k, k, k)
 
     def fixed_solve(k: float):
         r = fixed(k)
@@ -164,13 +164,13 @@ class SphereCase:
 
     def energy_run(self, steps: int, every: int):
         """Explicit VI over ``steps`` steps, energy every ``every`` steps: (E (steps/every + 1,), run)."""
-        from geosweep.kernels.s2.integrate import integrate
+        from geosweep.kernels.s2.integrate import _integrate
 
-        r = integrate(self.system, "explicit_vi", self.h, steps, every)
+        r = _integrate(self.system, "explicit_vi", self.h, steps, every)
         return np.asarray(r.energy), r
 
     def seconds(self, steps: int) -> tuple[float, float]:
         """Wall and CPU seconds of one ``integrate`` call of ``steps`` explicit-VI steps (set-up included)."""
-        from geosweep.kernels.s2.integrate import integrate
+        from geosweep.kernels.s2.integrate import _integrate
 
-        return _clock(lambda: integrate(self.system, "explicit_vi", self.h, steps, steps))
+        return _clock(lambda: _integrate(self.system, "explicit_vi", self.h, steps, steps))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from geosweep.kernels import linalg as la
-from geosweep.kernels.chain.integrate import chain_stepper, integrate, scipy_rhs
+from geosweep.kernels.chain.integrate import _integrate, chain_stepper, scipy_rhs
 from geosweep.kernels.chain.model import ChainModel, build_chain, chain_params
 from geosweep.kernels.core import layout as L_
 from geosweep.kernels.core import observables
@@ -345,9 +345,9 @@ run = make_run(start, collect)
 def warmup() -> None:
     """Compile (or load from the on-disk cache) the driver and the chain kernels."""
     model = build_chain(2)
-    integrate(model, "rkmk4", 1e-3, 2, 1)
-    integrate(model, "rk4_ambient", 1e-3, 2, 1)
-    integrate(model, "rkmk45", 1e-3, 2, adaptive=True, h0=1e-3)
+    _integrate(model, "rkmk4", 1e-3, 2, 1)
+    _integrate(model, "rk4_ambient", 1e-3, 2, 1)
+    _integrate(model, "rkmk45", 1e-3, 2, adaptive=True, h0=1e-3)
     from geosweep.kernels.core.batch import warm_rows  # cells computed together (geosweep.sweeps.together)
 
     for name, request in (

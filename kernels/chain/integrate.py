@@ -18,6 +18,7 @@ from geosweep.kernels.chain.model import ChainModel
 from geosweep.kernels.chain.rhs import N_DIAG, chain_diag, chain_F, chain_f, chain_F_dense, work_size
 from geosweep.kernels.core.results import StoredResult
 from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
+from geosweep.kernels.deprecation import changed_options, deprecated_alias, front_door_call
 from geosweep.kernels.lie import tableaux
 from geosweep.kernels.lie.stepper import initial_state, make_stepper
 from geosweep.kernels.lie.tableaux import AMBIENT, Method
@@ -94,7 +95,7 @@ def scipy_rhs(model: ChainModel, dense: bool = False) -> Callable[[float, np.nda
     return rhs
 
 
-def integrate(
+def _integrate(
     model: ChainModel,
     method: str | Method,
     h: float,
@@ -115,8 +116,10 @@ def integrate(
     blowup: float = 0.0,
     steps_per_segment: int | None = None,
 ) -> ChainRun:
-    """Run one trajectory. ``h0 <= 0`` means the driver's starting-step rule; ``exponent`` is the controller α;
-    ``ambient_rhs`` (``"dense"`` reference formula or ``"fast"`` O(N) path) for AMBIENT kinds;
+    """Run one trajectory (the kernels-alone run behind the deprecated :func:`integrate`; the project's
+    kernel tests, benchmarks and warm-ups call it). ``h0 <= 0`` means the driver's starting-step rule;
+    ``exponent`` is the controller α; ``ambient_rhs`` (``"dense"`` reference formula or ``"fast"``
+    O(N) path) for AMBIENT kinds;
     ``blowup`` the relative energy guard (0: off); ``steps_per_segment`` runs the driver in
     segments of that many accepted steps (bitwise the same result)."""
     if h <= 0 or n_steps < 0 or stride < 1:
@@ -136,6 +139,22 @@ def integrate(
     while not traj.finished:
         traj.advance(steps_per_segment)
     return from_core(model, traj, method if isinstance(method, str) else method.name)
+
+
+def _new_call(a: dict) -> str:
+    """The front-door call of an old :func:`integrate` call's arguments ``a``."""
+    method, h, stride = a["method"], a["h"], a["stride"]
+    name = method if isinstance(method, str) else method.name
+    options = changed_options(a, "pendulum_chain", name, ("theta", "exponent", "h0", "ambient_rhs"))
+    if a["adaptive"]:  # h is the output interval, n_steps the number of output intervals
+        T, step = a["n_steps"] * h, {"tol": a["tol"]}
+        return front_door_call("pendulum_chain", name, T=T, dt_out=h, step=step, options=options)
+    T = (a["n_steps"] // stride) * stride * h
+    return front_door_call("pendulum_chain", name, T=T, dt_out=stride * h, step={"h": h}, options=options)
+
+
+#: the public kernels-alone entry point until the next release
+integrate = deprecated_alias("geosweep.kernels.chain.integrate.integrate", _new_call, ("y0",))(_integrate)
 
 
 def from_core(model: ChainModel, traj: CoreTrajectory, method: str = "") -> ChainRun:

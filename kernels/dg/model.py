@@ -18,7 +18,9 @@ use :func:`no_extra`). One compiled driver serves every system (first-class func
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numba import types
@@ -104,16 +106,24 @@ class SkewSystem:
     superset of ``labels`` that every variant of one system shares (every gearbox form), so that a
     sweep over the variants stores one labelled ``state`` layout; entries a variant does not carry
     are NaN (empty: ``labels``).
+
+    >>> import geosweep
+    >>> rb = geosweep.system("rigid_body_lp").model  # the free rigid body, x = body angular momentum
+    >>> rb.N, rb.labels, rb.casimirs
+    (3, ('m1', 'm2', 'm3'), ('norm2',))
+    >>> x = rb.x0
+    >>> bool(abs((rb.f(x) * rb.gradH(x)).sum()) < 1e-15)  # dH/dt = ∇H·S∇H = 0: S is skew
+    True
     """
 
     name: str
-    skew: object
-    energy: object
-    grad: object
+    skew: Callable[..., Any]
+    energy: Callable[..., Any]
+    grad: Callable[..., Any]
     x0: np.ndarray
     params: np.ndarray
     labels: tuple[str, ...]
-    extra: object = no_extra
+    extra: Callable[..., Any] = no_extra
     has_constraint: bool = False
     constraint_units: str = "1"
     casimirs: tuple[str, ...] = ()
@@ -213,11 +223,11 @@ class LagrangianForm:
 
     n: int
     k: int
-    potential: object
-    potential_grad: object
-    constraint: object
+    potential: Callable[..., Any]
+    potential_grad: Callable[..., Any]
+    constraint: Callable[..., Any]
     params: np.ndarray
-    basis: object = None
+    basis: Callable[[np.ndarray], np.ndarray] | None = None
 
     def to_canonical(self, x: np.ndarray) -> np.ndarray:
         """The system's state x → z = (q, p), p = q̇ (p = X(XᵀX)⁻¹ρ from adapted coordinates)."""

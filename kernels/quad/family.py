@@ -30,6 +30,7 @@ from geosweep.kernels.core.cells import (
 from geosweep.kernels.core.observables import Derived, MaxEach, Observable, RunValues, Samples, with_outputs
 from geosweep.kernels.core.results import CellRun
 from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.deprecation import changed_options, deprecated_alias, front_door_call
 from geosweep.kernels.lie import tableaux
 from geosweep.kernels.lie.methods import LieAction
 from geosweep.kernels.lie.stepper import dense_evals
@@ -263,9 +264,10 @@ def start(model: QuadModel, integrator: str, request: RunRequest, options: dict)
     return start_trajectory(sp, qs.initial_state(model.y0), request, options)
 
 
-def integrate(model: QuadModel, integrator: str, T: float, n_steps: int, **options) -> CellRun:
-    """Python entry point: ``n_steps`` equal steps on [0, T], every step sampled. ``tr["e_y_final"]``
-    is the value a sweep cell of the same run stores under that name
+def _integrate(model: QuadModel, integrator: str, T: float, n_steps: int, **options) -> CellRun:
+    """The kernels-alone run behind the deprecated :func:`integrate` (the project's tests call it):
+    ``n_steps`` equal steps on [0, T], every step sampled. ``tr["e_y_final"]`` is the value
+    a sweep cell of the same run stores under that name
     (:class:`~geosweep.kernels.core.results.CellRun`; ``tr.status`` a ``Status``); the core
     trajectory's attributes (``tr.S``, ``tr.out``, …), what this returned before, are deprecated
     aliases of ``tr.core.S`` …"""
@@ -273,6 +275,17 @@ def integrate(model: QuadModel, integrator: str, T: float, n_steps: int, **optio
     traj = start(model, integrator, RunRequest(T=T, dt_out=h, h=h), options)
     traj.advance()
     return CellRun(traj, collect, model, integrator, options)
+
+
+def _new_call(a: dict) -> str:
+    """The front-door call of an old :func:`integrate` call's arguments ``a``."""
+    h = a["T"] / a["n_steps"]
+    options = changed_options(a["options"], "two_quadrotors", a["integrator"], tuple(a["options"]))
+    return front_door_call("two_quadrotors", a["integrator"], T=a["T"], dt_out=h, step={"h": h}, options=options)
+
+
+#: the public kernels-alone entry point until the next release
+integrate = deprecated_alias("geosweep.kernels.quad.family.integrate", _new_call)(_integrate)
 
 
 def collect(model: QuadModel, integrator: str, traj: Trajectory, options: dict | None = None) -> CellResult:
@@ -312,7 +325,7 @@ run = make_run(start, collect)
 def warmup() -> None:
     m = two_quadrotors()
     for name in ("quad_rkmk4", "quad_cf4", "quad_rk4_ambient"):
-        integrate(m, name, 0.01, 2)
+        _integrate(m, name, 0.01, 2)
     run(m, "quad_rkmk45", RunRequest(T=0.02, dt_out=0.01, tol=1e-6), {})
     from geosweep.kernels.core.batch import warm_rows  # cells computed together (geosweep.sweeps.together)
 

@@ -8,7 +8,8 @@ as one Numba function with the signature :data:`POTENTIAL_SIG`::
         ...                         # write dV/dq_i into g[i, :] (ordinary R³ gradient)
         return V                    # potential energy
 
-See :class:`geosweep.kernels.s2.model.S2System` and :func:`geosweep.kernels.s2.integrate.integrate`.
+See :class:`geosweep.kernels.s2.model.S2System`; a system is integrated by :func:`geosweep.integrate`
+(``integrate`` here is the deprecated kernels-alone alias, one release).
 """
 
 from geosweep.kernels.s2.integrate import METHODS, SUMMARY_FIELDS, Trajectory, integrate

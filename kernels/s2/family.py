@@ -17,7 +17,7 @@ from geosweep.kernels.core.driver import compile_driver
 from geosweep.kernels.core.observables import Observable
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, IntegratorDef, Param, RunRequest
-from geosweep.kernels.s2.integrate import METHODS, integrate
+from geosweep.kernels.s2.integrate import METHODS, _integrate
 from geosweep.kernels.s2.model import PotentialType, S2System, compile_potentials
 from geosweep.kernels.s2.stepper import (
     _STEP_SIG,
@@ -79,7 +79,7 @@ def warmup() -> None:
         for m in methods:
             if m == "explicit_vi" and not model.is_diagonal:
                 continue
-            integrate(model, m, 1e-3, 2, 1)
+            _integrate(model, m, 1e-3, 2, 1)
 
 
 def warm_for(models: Sequence[S2System], integrators: Sequence[str]) -> None:

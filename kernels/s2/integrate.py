@@ -19,6 +19,7 @@ import numpy as np
 
 from geosweep.kernels.core.results import StoredResult
 from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
+from geosweep.kernels.deprecation import changed_options, deprecated_alias, front_door_call
 from geosweep.kernels.s2.model import S2System, normalise_and_project
 from geosweep.kernels.s2.stepper import METHODS as _METHODS
 from geosweep.kernels.s2.stepper import cell_values, initial_state, make_stepper
@@ -99,7 +100,7 @@ class Trajectory(StoredResult):
         return cell_values(self.system, self.method, self.core)
 
 
-def integrate(
+def _integrate(
     system: S2System,
     method: str,
     h: float,
@@ -115,7 +116,8 @@ def integrate(
     steps_per_segment: int | None = None,
     threads: int = 1,
 ) -> Trajectory:
-    """Integrate ``system`` with ``method`` for ``n_steps`` steps of size ``h``.
+    """Integrate ``system`` with ``method`` for ``n_steps`` steps of size ``h`` (the kernels-alone run
+    behind the deprecated :func:`integrate`; the project's kernel tests, benchmarks and warm-ups call it).
 
     The initial state (``system.q0/w0`` unless given) is normalised and projected once.
     ``stride`` is the sampling interval in steps. ``tol``/``maxit`` control the implicit VI.
@@ -150,6 +152,21 @@ def integrate(
     while not traj.finished:
         traj.advance(steps_per_segment)
     return from_core(system, method, traj)
+
+
+def _new_call(a: dict) -> str:
+    """The front-door call of an old :func:`integrate` call's arguments ``a``."""
+    h, stride = a["h"], a["stride"]
+    step = {"h": h}
+    if a["snapshot_stride"] > 0:
+        step["snapshot_dt"] = a["snapshot_stride"] * h
+    options = changed_options(a, a["system"].name, a["method"], ("maxit",))
+    T = (a["n_steps"] // stride) * stride * h
+    return front_door_call(a["system"].name, a["method"], T=T, dt_out=stride * h, step=step, options=options)
+
+
+#: the public kernels-alone entry point until the next release
+integrate = deprecated_alias("geosweep.kernels.s2.integrate", _new_call, ("q0", "w0"))(_integrate)
 
 
 def from_core(system: S2System, method: str, traj: CoreTrajectory) -> Trajectory:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import types as pytypes
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numba import types
@@ -113,11 +113,19 @@ class S2System:
         only under rotations about ``axis`` (``axis·J`` conserved), ``"none"`` otherwise.
     axis: unit vector used when ``symmetry == "axis"``.
     extras: system-specific constant data kept for diagnostics (not used by kernels).
+
+    >>> import geosweep
+    >>> s = geosweep.system("spring_pendula").model  # four pendula: SI units (kg, m, s; energies in J)
+    >>> s.name, s.n, s.is_diagonal, s.q0.shape
+    ('spring_pendula', 4, True, (4, 3))
+    >>> q, w = s.initial_state()
+    >>> round(s.energy(q, w), 6)
+    -0.312356
     """
 
     name: str
     M: np.ndarray
-    potential: object
+    potential: Callable[..., Any]
     params: np.ndarray
     q0: np.ndarray
     w0: np.ndarray

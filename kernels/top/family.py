@@ -34,6 +34,7 @@ from geosweep.kernels.core.cells import (
 from geosweep.kernels.core.observables import Derived, Max, Observable, RunValues, Samples, with_outputs
 from geosweep.kernels.core.results import CellRun
 from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.kernels.deprecation import changed_options, deprecated_alias, front_door_call
 from geosweep.kernels.lie import tableaux
 from geosweep.kernels.lie.methods import LieAction
 from geosweep.kernels.lie.stepper import OBSERVABLES as LIE_OBSERVABLES
@@ -269,9 +270,10 @@ def start(model: TopModel, integrator: str, request: RunRequest, options: dict) 
     return start_trajectory(sp, initial_state(model, integrator), request, options)
 
 
-def integrate(model: TopModel, integrator: str, h: float, n_steps: int, stride: int = 1, **options) -> CellRun:
-    """Python entry point: ``n_steps`` fixed steps of size ``h`` (samples every ``stride``
-    steps); ``options`` as in a spec (``tol``, ``maxit``, ``blowup`` (default off here),
+def _integrate(model: TopModel, integrator: str, h: float, n_steps: int, stride: int = 1, **options) -> CellRun:
+    """The kernels-alone run behind the deprecated :func:`integrate` (the project's tests call it):
+    ``n_steps`` fixed steps of size ``h`` (samples every ``stride`` steps);
+    ``options`` as in a spec (``tol``, ``maxit``, ``blowup`` (default off here),
     ``global_error``). ``tr["max_dJ3"]`` is the value a sweep cell of the same run stores under
     that name (:class:`~geosweep.kernels.core.results.CellRun`; ``tr.status`` a ``Status``); the
     core trajectory's attributes (``tr.S``, ``tr.out``, …), what this returned before, are
@@ -282,6 +284,18 @@ def integrate(model: TopModel, integrator: str, h: float, n_steps: int, stride: 
     traj = start(model, integrator, req, options)
     traj.advance()
     return CellRun(traj, collect, model, integrator, options)
+
+
+def _new_call(a: dict) -> str:
+    """The front-door call of an old :func:`integrate` call's arguments ``a``."""
+    h, stride, given = a["h"], a["stride"], {"blowup": 0.0, **a["options"]}
+    options = changed_options(given, a["model"].name, a["integrator"], tuple(k for k in given if k != "tol"))
+    T = max(a["n_steps"] // stride, 1) * stride * h
+    return front_door_call(a["model"].name, a["integrator"], T=T, dt_out=stride * h, step={"h": h}, options=options)
+
+
+#: the public kernels-alone entry point until the next release
+integrate = deprecated_alias("geosweep.kernels.top.family.integrate", _new_call)(_integrate)
 
 
 def union_state(integrator: str, x: np.ndarray) -> np.ndarray:
@@ -338,7 +352,7 @@ def warmup() -> None:
     """Compile (or load from the cache) the SLGI driver and the Lie driver with the top's callbacks."""
     m = heavy_top()
     for name in ("slgi_half", "slgikk_half", "lp_rkmk4", "lp_cf4", "lp_rk4_ambient"):
-        integrate(m, name, 1e-3, 2)
+        _integrate(m, name, 1e-3, 2)
     run(m, "lp_rkmk45", RunRequest(T=2e-3, dt_out=1e-3, tol=1e-6), {})
 
 

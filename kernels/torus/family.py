@@ -34,7 +34,7 @@ from geosweep.kernels.registry import (
     RunRequest,
     SystemDef,
 )
-from geosweep.kernels.torus.integrate import METHODS, integrate
+from geosweep.kernels.torus.integrate import METHODS, _integrate
 from geosweep.kernels.torus.model import SHEAR_MODELS, SYS_PENDULUM, SE3Model, so3_pendulum, torus
 from geosweep.kernels.torus.stepper import OBSERVABLES, initial_state, make_stepper
 
@@ -75,9 +75,9 @@ def warmup() -> None:
     """Compile (or load from cache) the driver once, on tiny models, for every map."""
     small = torus(N_p=8)
     for m in METHODS:
-        integrate(small, m, 1e-3, 2, 1)
-    integrate(replace(small, use_nbl=True), "v2_newmark", 1e-3, 2, 1)
-    integrate(so3_pendulum(), "v2_newmark", 1e-2, 2, 1)
+        _integrate(small, m, 1e-3, 2, 1)
+    _integrate(replace(small, use_nbl=True), "v2_newmark", 1e-3, 2, 1)
+    _integrate(so3_pendulum(), "v2_newmark", 1e-2, 2, 1)
 
 
 def cost_per_step(model: SE3Model, integrator: str) -> float:

@@ -14,6 +14,7 @@ import numpy as np
 
 from geosweep.kernels.core.results import StoredResult
 from geosweep.kernels.core.trajectory import Trajectory as CoreTrajectory
+from geosweep.kernels.deprecation import changed_options, deprecated_alias, front_door_call
 from geosweep.kernels.status import Status
 from geosweep.kernels.torus.forces import N_AUX
 from geosweep.kernels.torus.model import SE3Model
@@ -148,7 +149,7 @@ class Trajectory(StoredResult):
         return FAIL_REASONS.get(self.status, FAIL_REASONS[Status.NONFINITE])
 
 
-def integrate(
+def _integrate(
     model: SE3Model,
     method: str,
     h: float,
@@ -163,7 +164,8 @@ def integrate(
     Omega0: np.ndarray | None = None,
     steps_per_segment: int | None = None,
 ) -> Trajectory:
-    """Integrate ``model`` with ``method`` for ``n_steps`` steps of size ``h``.
+    """Integrate ``model`` with ``method`` for ``n_steps`` steps of size ``h`` (the kernels-alone run
+    behind the deprecated :func:`integrate`; the project's kernel tests, benchmarks and warm-ups call it).
 
     ``stride``: steps between samples; ``snapshot_interval``: time between full-state
     snapshots, rounded to a multiple of the sample interval (≤ 0: only t = 0 and the end);
@@ -191,6 +193,26 @@ def integrate(
     while not traj.finished:
         traj.advance(steps_per_segment)
     return from_core(model, traj, builds, method)
+
+
+def _new_call(a: dict) -> str:
+    """The front-door call of an old :func:`integrate` call's arguments ``a``."""
+    h, stride = a["h"], a["stride"]
+    dt_out = stride * h
+    step = {"h": h}
+    every = int(round(a["snapshot_interval"] / dt_out)) if a["snapshot_interval"] > 0 else 0
+    n_out = a["n_steps"] // stride
+    if every > 0 and n_out % every == 0:  # (an interval longer than T took t = 0 only: no front-door form)
+        step["snapshot_dt"] = every * dt_out
+    T = n_out * dt_out
+    options = changed_options(a, a["model"].name, a["method"], ())
+    return front_door_call(a["model"].name, a["method"], T=T, dt_out=dt_out, step=step, options=options)
+
+
+#: the public kernels-alone entry point until the next release
+integrate = deprecated_alias("geosweep.kernels.torus.integrate.integrate", _new_call, ("x0", "v0", "alpha0", "Omega0"))(
+    _integrate
+)
 
 
 def from_core(model: SE3Model, traj: CoreTrajectory, builds: int = 0, method: str = "") -> Trajectory:
