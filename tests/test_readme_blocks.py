@@ -95,8 +95,8 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/index.md", "python3 -m pip install -c constraints.txt -e"): "shell: the docs build",
     ("docs/explanation/architecture.md", "spec (TOML/YAML) →"): "not code: the pipeline diagram",
     ("docs/explanation/architecture.md", "kernels/    geosweep.kernels"): "layout: folders match pyproject",
-    (KERNELS, "from geosweep.kernels.systems.lj_sphere import lj_sphere"): "python: executed",
-    (KERNELS, "from geosweep.kernels.registry import FAMILIES, RunRequest"): "python: executed after the one above",
+    (KERNELS, "import geosweep\n\ntr = geosweep.integrate("): "python: executed, no deprecated alias",
+    (KERNELS, "from geosweep.kernels.registry import FAMILIES, RunRequest"): "python: executed",
     (KERNELS, "from geosweep.kernels.chain.model import build_chain"): "python: executed, against cells alone",
     (KERNELS, "from geosweep.sweeps.engine import run_sweep"): "python: executed with a shortened spec_dict",
     (GROW, "geosweep run sweeps/examples/long_energy.toml"): "shell: parsed, spec and cluster validated",
@@ -450,10 +450,10 @@ def test_readme_front_door_block(tmp_path, monkeypatch):
 
 def test_readme_kernel_blocks():
     ns: dict = {}
-    code = block(KERNELS, "from geosweep.kernels.systems.lj_sphere import lj_sphere")
+    code = block(KERNELS, "import geosweep\n\ntr = geosweep.integrate(")
     *body, last = code.strip().splitlines()
-    with warnings.catch_warnings(record=True):  # the block still calls a deprecated alias (kernels/deprecation.py)
-        warnings.simplefilter("always", DeprecationWarning)  # until README.md's rewrite (issue 51) drops it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # the page calls no deprecated alias
         exec("\n".join(body), ns)
     expr, comment = last.split("#", 1)
     mean_de, unit_err, status = eval(expr, ns)
