@@ -35,7 +35,7 @@ from geosweep.kernels.core.observables import Derived, Max, Observable, RunValue
 from geosweep.kernels.core.results import CellRun
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.lie import tableaux
-from geosweep.kernels.lie.methods import LieAction
+from geosweep.kernels.lie.methods import LieAction, offer
 from geosweep.kernels.lie.stepper import OBSERVABLES as LIE_OBSERVABLES
 from geosweep.kernels.lie.stepper import dense_evals
 from geosweep.kernels.lie.stepper import initial_state as lie_initial_state
@@ -247,9 +247,10 @@ def stepper(model: TopModel, integrator: str, adaptive: bool = False, options: d
         return slgi.make_stepper(
             model.params, theta, kk, float(options.get("tol", 1e-14)), int(options.get("maxit", 50))
         )
-    if integrator not in LP:
-        raise ValueError(f"unknown heavy-top integrator {integrator!r}; choose from {sorted(SLGI) + sorted(LP)}")
-    return lie_make_stepper((lp.top_f, lp.top_F, lp.top_diag), model.params, 1, lp.NWC, LP[integrator], adaptive)
+    if (m := LIE.find(integrator)) is None:
+        known = sorted(SLGI) + sorted(LIE.methods())
+        raise ValueError(f"unknown heavy-top integrator {integrator!r}; choose from {known}")
+    return lie_make_stepper((lp.top_f, lp.top_F, lp.top_diag), model.params, 1, lp.NWC, m, adaptive)
 
 
 def initial_state(model: TopModel, integrator: str) -> np.ndarray:
@@ -260,10 +261,11 @@ def initial_state(model: TopModel, integrator: str) -> np.ndarray:
 
 def start(model: TopModel, integrator: str, request: RunRequest, options: dict) -> Trajectory:
     """A resumable trajectory of one cell."""
-    adaptive = integrator in LP and LP[integrator].adaptive
+    m = LIE.find(integrator)
+    adaptive = m is not None and m.adaptive
     if adaptive != request.adaptive:
         raise ValueError(f"{integrator} needs a request with {'tol' if adaptive else 'h'}")
-    if integrator in LP:
+    if m is not None:
         options = LIE.options(integrator, options)
     sp = stepper(model, integrator, adaptive, options)
     return start_trajectory(sp, initial_state(model, integrator), request, options)
@@ -397,9 +399,6 @@ LIE = LieAction(
     step_cost=_lp_step_cost,
     preserves=("Casimirs |Γ|², Γ·Π (coadjoint orbit)",),
 )
-#: the Lie–Poisson integrators and the method record each runs
-LP = LIE.methods()
-
 INTEGRATORS = (
     _slgi("slgi0", 1, "Symplectic Lie group integrator θ = 0 (001 (15)-(17)) on T*SO(3) (formulation A); Newton."),
     _slgi("slgi_half", 2, "Symplectic Lie group integrator θ = ½ on T*SO(3) (formulation A); Newton."),
@@ -411,8 +410,8 @@ INTEGRATORS = (
         "E0 = H_C(0) includes the auxiliary ½|p|²; relative energy errors divide by |E0 − ½|p(0)|²| = |H_A(0)|.",
     ),
 )
-INTEGRATORS += LIE.integrators()
-assert {i.name for i in INTEGRATORS} == set(SLGI) | set(LP)
+INTEGRATORS += offer(LIE)
+assert {i.name for i in INTEGRATORS} == set(SLGI) | set(LIE.methods())
 
 SYSTEMS = (
     SystemDef(
