@@ -42,11 +42,13 @@ __all__ = [
     "CommutatorFree",
     "Method",
     "RKMK",
+    "docs_text",
     "entries",
     "markdown_table",
     "method_of",
     "register",
     "unregister",
+    "write_docs",
 ]
 
 _LIE_KEEPS = ("the manifold of the group action (to round-off)",)
@@ -272,6 +274,9 @@ def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
+_FAMILY_ORDER = {f: i for i, f in enumerate(("s2", "ts2", "top", "quad", "dg"))}
+
+
 def markdown_table() -> str:
     """The Markdown table of every Runge–Kutta-type method, one row per method object, read from the
     records: the object, its tableau, order, stages per step, adaptivity, dense output, what it keeps
@@ -282,8 +287,28 @@ def markdown_table() -> str:
     head = "| method | order | stages | adaptive | dense output | preserves | integrators (family) |"
     lines = [head, "|---|---|---|---|---|---|---|"]
     for m, es in rows.items():
+        es.sort(key=lambda e: _FAMILY_ORDER.get(e.family, len(_FAMILY_ORDER)))
         names = ", ".join(f"`{e.name}` ({e.family})" for e in es)
-        keeps = "; ".join(m.preserves) or "nothing (baseline)"
+        keeps = "; ".join(m.preserves).replace("|", "\\|") or "nothing (baseline)"
         flags = f"{_yes(bool(m.adaptive))} | {_yes(m.dense_output)}"
         lines.append(f"| `{m!r}` | {m.order} | {m.stages} | {flags} | {keeps} | {names} |")
     return "\n".join(lines) + "\n"
+
+
+def docs_text() -> str:
+    """``docs/methods.md``: the generated table with its header."""
+    return (
+        "# Runge–Kutta-type methods\n\n"
+        "Generated from the method records (`kernels/tableaux.py`, `kernels/lie/tableaux.py`) by\n"
+        "`python -c 'from geosweep import methods; methods.write_docs()'` (`tests/test_methods.py` checks it).\n"
+        "Each row is one method object of `geosweep.methods`, which `geosweep.integrate` accepts beside the\n"
+        "integrator's name; stages are those a step evaluates (every one when adaptive).\n\n" + markdown_table()
+    )
+
+
+def write_docs(path: str | None = None) -> None:
+    """Write :func:`docs_text` to ``docs/methods.md`` of the checkout (or ``path``)."""
+    from pathlib import Path
+
+    target = Path(path) if path else Path(__file__).resolve().parent.parent / "docs" / "methods.md"
+    target.write_text(docs_text())

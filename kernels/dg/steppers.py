@@ -127,10 +127,10 @@ def _check_hand_coded_rk4() -> None:
     """``_rk_step``'s RK4 branch writes the classical tableau out (c = ½, ½, 1 on the previous stage;
     weights (1, 2, 2, 1)/6, for the textbook rounding): the record must be that tableau."""
     t = rk_tableaux.get(RK_TABLEAUX["rk4_skew"])
-    half = Fraction(1, 2)
-    A = [[0, 0, 0, 0], [half, 0, 0, 0], [0, half, 0, 0], [0, 0, 1, 0]]
+    step = (Fraction(1, 2), Fraction(1, 2), Fraction(1))  # stage st = 1, 2, 3: y = x + (step·h)·k_{st−1}
     b, d = t.scaled_weights()
-    if [list(r) for r in t.A] != A or list(b) != [1.0, 2.0, 2.0, 1.0] or d != 6.0:
+    loop = t.stages == 4 and all(t.A[i][j] == (step[i - 1] if j == i - 1 else 0) for i in range(4) for j in range(4))
+    if not loop or list(b) != [1.0, 2.0, 2.0, 1.0] or d != 6.0:
         raise ValueError(f"dg's hand-coded RK4 loop does not match the tableau record {t!r}")
 
 
