@@ -247,3 +247,10 @@ def test_geosweep_methods_imports_light():
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_modules_examples_run():
+    import doctest
+
+    result = doctest.testmod(methods, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
