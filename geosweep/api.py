@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from geosweep.kernels.registry import INTEGRATORS, SYSTEMS, IntegratorDef, Param, SystemDef, integrators_for, load_for
-from geosweep.methods import Method, entries
 from geosweep.solution import Solution
 
 if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
+    from geosweep.methods import Method
     from geosweep.sweeps.engine import SweepResult
     from geosweep.sweeps.plan import Plan
     from geosweep.sweeps.spec import SweepSpec
@@ -197,6 +197,8 @@ def integrators(system: str | System | None = None) -> pd.DataFrame:
         if name not in SYSTEMS:
             raise _spec_error([("system", f"unknown system {name!r}; known: {sorted(SYSTEMS)}")], "integrators")
         defs = integrators_for(SYSTEMS[name])
+    from geosweep.methods import entries
+
     objects = {e.name: e.method for e in entries()}
     rows = [
         {
@@ -300,6 +302,8 @@ def integrate(
     >>> bool(sol["max_rel_energy_error"] < 1e-6)
     True
     """
+    from geosweep.methods import Method
+
     model = system.model if isinstance(system, System) else None
     if isinstance(integrator, Method):
         try:

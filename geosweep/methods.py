@@ -23,19 +23,30 @@ quadrotors), bitwise the same as by name.
 Adding a tableau is one record: :func:`register` (or a :class:`~geosweep.kernels.tableaux.Tableau`
 in ``TABLEAUX`` plus its method in :data:`geosweep.kernels.lie.tableaux.METHODS`) offers it in every
 family with a group action, in :func:`geosweep.integrators`, ``geosweep systems`` and
-:func:`markdown_table`. This module imports no xarray, pandas, Prefect or Dask; the families are
-loaded on first use.
+:func:`markdown_table`. This module imports no xarray, pandas, Prefect, Dask or Numba; the families
+are loaded on first use.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from geosweep.kernels import tableaux as rk_tableaux
-from geosweep.kernels.lie import tableaux as lie_tableaux
 from geosweep.kernels.tableaux import Tableau
+
+if TYPE_CHECKING:
+    from geosweep.kernels.lie.tableaux import Method as LieMethod
+
+
+def _lie() -> ModuleType:
+    """The Lie methods' records (imported on use: they import Numba)."""
+    from geosweep.kernels.lie import tableaux
+
+    return tableaux
+
 
 __all__ = [
     "Ambient",
@@ -142,7 +153,8 @@ class CommutatorFree(Method):
         if self.adaptive is None:
             object.__setattr__(self, "adaptive", self._record().adaptive)
 
-    def _record(self) -> lie_tableaux.Method:
+    def _record(self) -> LieMethod:
+        lie_tableaux = _lie()
         m = lie_tableaux.METHODS.get(self.tableau)
         if m is None or m.kind != lie_tableaux.CF:
             cf = sorted(n for n, r in lie_tableaux.METHODS.items() if r.kind == lie_tableaux.CF)
@@ -193,8 +205,9 @@ class Entry:
     method: Method
 
 
-def method_of(record: lie_tableaux.Method) -> Method:
+def method_of(record: LieMethod) -> Method:
     """The object form of a Lie method record of :data:`geosweep.kernels.lie.tableaux.METHODS`."""
+    lie_tableaux = _lie()
     if record.kind == lie_tableaux.CF:
         return CommutatorFree(record.name, record.adaptive)
     if record.kind == lie_tableaux.AMBIENT:
@@ -248,6 +261,7 @@ def register(t: Tableau, kinds: tuple[str, ...] = ("RKMK",)) -> tuple[Any, ...]:
     variable-step when it has an embedded formula. Returns the registry entries it got."""
     from geosweep.kernels.lie import methods as lie_methods
 
+    lie_tableaux = _lie()
     if t.name in rk_tableaux.TABLEAUX:
         raise ValueError(f"tableau {t.name!r} exists already")
     builders = {"RKMK": (f"rkmk_{t.name}", lie_tableaux.RKMK), "ambient": (f"{t.name}_ambient", lie_tableaux.AMBIENT)}

@@ -240,10 +240,11 @@ def test_readme_integrator_table_states_the_records_orders():
 
 
 def test_geosweep_methods_imports_light():
+    """``geosweep.methods`` and a tableau method's properties need no heavy library, nor Numba."""
+    heavy = ["xarray", "pandas", "prefect", "distributed", "dask", "zarr", "numba"]
     probe = (
-        "import geosweep.methods, json, sys; print(json.dumps([m for m in "
-        + json.dumps(["xarray", "pandas", "prefect", "distributed", "dask", "zarr"])
-        + " if m in sys.modules]))"
+        "import geosweep.methods as m, json, sys; m.RKMK(tableau='dop853').stages; "
+        f"print(json.dumps([x for x in {heavy!r} if x in sys.modules]))"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []

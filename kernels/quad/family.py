@@ -362,6 +362,8 @@ LIE = LieAction(
 )
 #: integrator name → the method record it runs
 INTEGRATORS = offer(LIE)
+#: the built-in integrators and the method record each runs (``LIE.find`` also sees one registered later)
+METHODS = LIE.methods()
 
 SYSTEMS = (
     SystemDef(

@@ -411,6 +411,9 @@ INTEGRATORS = (
     ),
 )
 INTEGRATORS += offer(LIE)
+#: the built-in Lie–Poisson integrators and the method record each runs (``LIE.find`` also sees one
+#: registered later: :func:`geosweep.kernels.lie.methods.register`)
+LP = LIE.methods()
 assert {i.name for i in INTEGRATORS} == set(SLGI) | set(LIE.methods())
 
 SYSTEMS = (
