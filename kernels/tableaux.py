@@ -17,30 +17,34 @@ the error estimate or the dense output (DOP853's 14–16); dense output
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction as Fr
+from typing import Any
 
 import numpy as np
 
 Rows = tuple[tuple[Fr, ...], ...]
+#: a coefficient as written: an integer, a rational or decimal string ("1/6", "0.5e-1"), a Fraction
+Number = int | str | Fr
 
 
-def _fr(x: object) -> Fr:
-    return Fr(x) if not isinstance(x, Fr) else x  # type: ignore[arg-type]
+def _fr(x: Number) -> Fr:
+    return x if isinstance(x, Fr) else Fr(x)
 
 
-def _rows(rows: object) -> Rows:
-    return tuple(tuple(_fr(x) for x in r) for r in rows)  # type: ignore[attr-defined]
+def _rows(rows: Iterable[Iterable[Number]]) -> Rows:
+    return tuple(tuple(_fr(x) for x in r) for r in rows)
 
 
-def _vec(vals: object) -> tuple[Fr, ...]:
-    return tuple(_fr(x) for x in vals)  # type: ignore[attr-defined]
+def _vec(vals: Iterable[Number]) -> tuple[Fr, ...]:
+    return tuple(_fr(x) for x in vals)
 
 
 def _f64(x: Rows | tuple[Fr, ...]) -> np.ndarray:
     if x and isinstance(x[0], tuple):
         return np.array([[float(v) for v in r] for r in x], dtype=np.float64)
-    return np.array([float(v) for v in x], dtype=np.float64)
+    return np.array([float(v) for v in x], dtype=np.float64)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,14 +68,14 @@ class Tableau:
     controller: tuple[float, str] | None = None
 
     @staticmethod
-    def of(name: str, order: int, A: object, b: object, doc: str, **kw: object) -> Tableau:
+    def of(name: str, order: int, A: Iterable[Iterable[Number]], b: Iterable[Number], doc: str, **kw: Any) -> Tableau:
         """A record from rows of numbers or rational strings (``"1/6"``, ``"0.5e-1"``)."""
         for key in ("bhat", "bhat3"):
             if kw.get(key) is not None:
                 kw[key] = _vec(kw[key])
         if kw.get("P") is not None:
             kw["P"] = _rows(kw["P"])
-        return Tableau(name, order, _rows(A), _vec(b), doc, **kw)  # type: ignore[arg-type]
+        return Tableau(name, order, _rows(A), _vec(b), doc, **kw)
 
     def __post_init__(self) -> None:
         s = len(self.b)
