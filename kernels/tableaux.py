@@ -85,6 +85,8 @@ class Tableau:
             raise ValueError(f"tableau {self.name!r}: A must be strictly lower triangular (explicit)")
         if self.s_main == 0:
             object.__setattr__(self, "s_main", s)
+        if not self.order_conditions_hold():
+            raise ValueError(f"tableau {self.name!r}: its coefficients do not reach the declared order {self.order}")
 
     @property
     def stages(self) -> int:

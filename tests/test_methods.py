@@ -67,6 +67,11 @@ def test_every_rk_integrator_takes_coefficients_and_order_from_its_tableau_recor
     assert dg.method_record("dopri5_skew")[o : o + block.size].tobytes() == block.tobytes()
 
 
+def test_a_tableau_that_does_not_reach_its_declared_order_is_refused():
+    with pytest.raises(ValueError, match="declared order 4"):
+        Tableau.of("not_rk4", 4, [[0, 0, 0], ["1/2", 0, 0], [0, "3/4", 0]], ["2/9", "1/3", "4/9"], "Ralston 3 as 4")
+
+
 def test_dg_hand_coded_rk4_loop_is_checked_against_its_record(monkeypatch):
     rk4 = rk.get("rk4")
     other = Tableau.of("rk4", 4, [[0, 0, 0, 0], ["1/3", 0, 0, 0], ["-1/3", 1, 0, 0], [1, -1, 1, 0]],
