@@ -53,6 +53,10 @@ _FRONT_DOOR = {
 
 
 def __getattr__(name: str):
+    if name == "methods":  # the integrators as objects (geosweep/methods.py), a light module
+        import importlib
+
+        return importlib.import_module("geosweep.methods")
     if name in _FRONT_DOOR:
         import importlib
 
@@ -63,7 +67,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_FRONT_DOOR})
+    return sorted({*globals(), *_FRONT_DOOR, "methods"})
 
 
 __all__ = ["__version__", *_FRONT_DOOR]

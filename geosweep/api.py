@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
+    from geosweep.methods import Method
     from geosweep.sweeps.engine import SweepResult
     from geosweep.sweeps.plan import Plan
     from geosweep.sweeps.spec import SweepSpec
@@ -177,7 +178,9 @@ def integrators(system: str | System | None = None) -> pd.DataFrame:
     one row each (index ``name``): ``family`` (and ``also``, further families it runs), ``order``
     (declared; some methods declare another order on some models), ``adaptive`` (swept over
     ``tol``, else over ``h``), ``options`` (each ``name = default [units]``), ``preserves`` (what the
-    method keeps exactly, as declared) and ``doc``. Nothing is built or compiled.
+    method keeps exactly, as declared), ``method`` (a Runge–Kutta-type integrator's object form of
+    :mod:`geosweep.methods`, e.g. ``RKMK(tableau='rk4', adaptive=False)``; ``None`` for the others) and
+    ``doc``. Nothing is built or compiled.
 
     >>> import geosweep
     >>> table = geosweep.integrators("heavy_top")
@@ -194,6 +197,9 @@ def integrators(system: str | System | None = None) -> pd.DataFrame:
         if name not in SYSTEMS:
             raise _spec_error([("system", f"unknown system {name!r}; known: {sorted(SYSTEMS)}")], "integrators")
         defs = integrators_for(SYSTEMS[name])
+    from geosweep.methods import entries
+
+    objects = {e.name: e.method for e in entries()}
     rows = [
         {
             "name": i.name,
@@ -203,6 +209,7 @@ def integrators(system: str | System | None = None) -> pd.DataFrame:
             "adaptive": i.adaptive,
             "options": tuple(_param_text(p) for p in i.params),
             "preserves": getattr(i, "preserves", ()),
+            "method": objects.get(i.name),
             "doc": i.doc,
         }
         for i in defs
@@ -265,7 +272,7 @@ def cell_plan(spec: dict[str, Any] | SweepSpec, model: Any = None) -> Plan:
 
 def integrate(
     system: str | System,
-    integrator: str,
+    integrator: str | Method,
     *,
     T: float,
     dt_out: float,
@@ -279,7 +286,9 @@ def integrate(
     system's time units), fixed step ``h`` (a divisor of ``dt_out``) or, for an adaptive method, error
     tolerance ``tol``; ``snapshot_dt``: time between stored full states (default: t = 0 and T only);
     ``options``: the integrator's options (:func:`integrators`; e.g. ``blowup``, default 0.5 for every
-    family: stop once ``|E − E0| > blowup·|E0|``).
+    family: stop once ``|E − E0| > blowup·|E0|``). ``integrator`` is a name or a method object of
+    :mod:`geosweep.methods` (``RKMK(tableau="dop853")``), which runs the system's family's integrator of
+    that method, bitwise as by its name.
 
     The arguments are a one-cell sweep spec (:func:`cell_spec`), validated as a spec is (one line
     naming a bad field, :class:`~geosweep.sweeps.spec.SpecError`), and the cell runs through the sweep
@@ -293,7 +302,14 @@ def integrate(
     >>> bool(sol["max_rel_energy_error"] < 1e-6)
     True
     """
+    from geosweep.methods import Method
+
     model = system.model if isinstance(system, System) else None
+    if isinstance(integrator, Method):
+        try:
+            integrator = integrator.integrator_for(system)
+        except ValueError as exc:
+            raise _spec_error([("integrator", str(exc).removeprefix("integrator: "))], "integrate") from None
     spec = cell_spec(system, integrator, T=T, dt_out=dt_out, h=h, tol=tol, snapshot_dt=snapshot_dt, options=options)
     return Solution.compute(cell_plan(spec, model))
 

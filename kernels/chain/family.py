@@ -38,7 +38,7 @@ from geosweep.kernels.core.cells import (
 from geosweep.kernels.core.observables import Derived, Max, Observable, RunValues, Samples, with_outputs
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.lie import tableaux
-from geosweep.kernels.lie.methods import LieAction
+from geosweep.kernels.lie.methods import LieAction, offer
 from geosweep.kernels.lie.stepper import OBSERVABLES as LIE_OBSERVABLES
 from geosweep.kernels.lie.stepper import dense_evals
 from geosweep.kernels.lie.stepper import initial_state as lie_initial_state
@@ -281,7 +281,9 @@ def start(model: ChainModel, integrator: str, request: RunRequest, options: dict
         )
         q, w = system.initial_state()
         return start_trajectory(stepper, s2.initial_state(system, q, w), request, options)
-    idef = _BY_NAME[integrator]
+    if LIE.find(integrator) is None:
+        raise ValueError(f"unknown chain integrator {integrator!r}; choose from {sorted(LIE.methods())}")
+    idef = LIE.integrator(LIE.method(integrator))
     options = {**{q.name: q.default for q in idef.params}, **options}  # e.g. DOP853's exponent 1/8
     if idef.adaptive != request.adaptive:
         want = "tol" if idef.adaptive else "h"
@@ -304,7 +306,7 @@ def collect(model: ChainModel, integrator: str, traj: Trajectory, options: dict 
 def batches(model: ChainModel, integrator: str, options: dict) -> bool:
     """Whether cells of ``integrator`` can be collected together (:func:`collect_many`): the Lie group
     and ambient methods of SE(3)ᴺ on (TS²)ᴺ without a reference solution."""
-    return integrator in _BY_NAME and not bool(options.get("global_error", False))
+    return LIE.find(integrator) is not None and not bool(options.get("global_error", False))
 
 
 def start_many(models: Sequence[ChainModel], integrator: str, request: RunRequest, options: dict) -> list:
@@ -422,8 +424,7 @@ LIE = LieAction(
     ambient_params=_AMB,
     preserves=("|x_k| = 1", "x_k·v_k = 0"),
 )
-INTEGRATORS = LIE.integrators()
-_BY_NAME = {i.name: i for i in INTEGRATORS}
+INTEGRATORS = offer(LIE)
 
 
 def _build(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geosweep.kernels import tableaux as rk_tableaux
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     ADAPTIVE_PARAMS,
@@ -26,7 +27,14 @@ from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.dg import dla
 from geosweep.kernels.dg.chain_lp import SYSTEM as CHAIN_LP
 from geosweep.kernels.dg.model import SkewSystem, reduce_angles
-from geosweep.kernels.dg.steppers import METHODS, casimir_error, make_stepper, max_casimir_error, observables_of
+from geosweep.kernels.dg.steppers import (
+    METHODS,
+    RK_TABLEAUX,
+    casimir_error,
+    make_stepper,
+    max_casimir_error,
+    observables_of,
+)
 from geosweep.kernels.dg.systems import SYSTEMS as _BUILTIN
 from geosweep.kernels.dg.systems import rigid_body
 from geosweep.kernels.registry import CellResult, Diagnostic, FamilyDef, Figure, IntegratorDef, Param, RunRequest
@@ -232,6 +240,12 @@ FAMILY = FamilyDef(
     observables=stored,
 )
 
+
+def _rk_order(integrator: str) -> int:
+    """The order of an RK baseline, from its tableau's record."""
+    return rk_tableaux.get(RK_TABLEAUX[integrator]).order
+
+
 _SOLVE = (
     Param("solver", str, "newton", "1", "simplified Newton (frozen Jacobian) or fixed point",
           choices=("newton", "fixed_point")),
@@ -304,9 +318,11 @@ INTEGRATORS = (
         "at the midpoint, Newton on (v, λ); needs the system's Lagrangian form (nh_quartic, gearbox).",
         params=_SOLVE[1:], applicable=_needs_lagrangian,
     ),
-    IntegratorDef("rk4_skew", "dg", 4, "Classical RK4 on ẋ = S(x)∇H(x) (baseline).", params=(BLOWUP,)),
     IntegratorDef(
-        "dopri5_skew", "dg", 5,
+        "rk4_skew", "dg", _rk_order("rk4_skew"), "Classical RK4 on ẋ = S(x)∇H(x) (baseline).", params=(BLOWUP,)
+    ),
+    IntegratorDef(
+        "dopri5_skew", "dg", _rk_order("dopri5_skew"),
         "Variable-step DOPRI5(4) on ẋ = S(x)∇H(x) with the shared controller and dense output; sweep axis tol; "
         "h0 ≤ 0 starts from the driver's starting-step rule.",
         params=ADAPTIVE_PARAMS + (BLOWUP,), adaptive=True,

@@ -30,6 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from geosweep.kernels import tableaux as rk_tableaux
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.driver import compile_driver
@@ -110,31 +111,31 @@ def method_record(name: str, s: int = 6, solver: str = "newton", tol: float = 1e
     return rec
 
 
-def _q(rows) -> np.ndarray:
-    return np.array([float(Fraction(v)) for r in rows for v in r])
+#: the RK baselines' tableaux (:data:`geosweep.kernels.tableaux.TABLEAUX`): integrator → tableau
+RK_TABLEAUX: dict[str, str] = {"rk4_skew": "rk4", "dopri5_skew": "dopri5"}
 
 
-# Dormand–Prince 5(4): A (7×7), b, b̂, and the order-4 continuous extension w_i(θ) = Σ_m P[i, m] θ^{m+1}
-_DOPRI5 = _q(
-    [
-        [0] * 7,
-        ["1/5"] + [0] * 6,
-        ["3/40", "9/40"] + [0] * 5,
-        ["44/45", "-56/15", "32/9"] + [0] * 4,
-        ["19372/6561", "-25360/2187", "64448/6561", "-212/729"] + [0] * 3,
-        ["9017/3168", "-355/33", "46732/5247", "49/176", "-5103/18656"] + [0] * 2,
-        ["35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0],
-        ["35/384", 0, "500/1113", "125/192", "-2187/6784", "11/84", 0],
-        ["5179/57600", 0, "7571/16695", "393/640", "-92097/339200", "187/2100", "1/40"],
-        [1, "-8048581381/2820520608", "8663915743/2820520608", "-12715105075/11282082432"],
-        [0, 0, 0, 0],
-        [0, "131558114200/32700410799", "-68118460800/10900136933", "87487479700/32700410799"],
-        [0, "-1754552775/470086768", "14199869525/1410260304", "-10690763975/1880347072"],
-        [0, "127303824393/49829197408", "-318862633887/49829197408", "701980252875/199316789632"],
-        [0, "-282668133/205662961", "2019193451/616988883", "-1453857185/822651844"],
-        [0, "40617522/29380423", "-110615467/29380423", "69997945/29380423"],
-    ]
-)
+def _dopri5_block() -> np.ndarray:
+    """DOPRI5's A (7×7), b, b̂ and the order-4 continuous extension P (7×4), flat, from its record."""
+    t = rk_tableaux.get(RK_TABLEAUX["dopri5_skew"])
+    if (t.stages, t.P is not None and len(t.P[0])) != (7, 4) or t.bhat is None:
+        raise ValueError(f"dg's DOPRI5 kernel reads a 7-stage tableau with b̂ and a 4-term P, not {t!r}")
+    return np.concatenate([t.A_f64().ravel(), t.b_f64(), t.bhat_f64(), t.P_f64().ravel()])  # type: ignore[union-attr]
+
+
+def _check_hand_coded_rk4() -> None:
+    """``_rk_step``'s RK4 branch writes the classical tableau out (c = ½, ½, 1 on the previous stage;
+    weights (1, 2, 2, 1)/6, for the textbook rounding): the record must be that tableau."""
+    t = rk_tableaux.get(RK_TABLEAUX["rk4_skew"])
+    step = (Fraction(1, 2), Fraction(1, 2), Fraction(1))  # stage st = 1, 2, 3: y = x + (step·h)·k_{st−1}
+    b, d = t.scaled_weights()
+    loop = t.stages == 4 and all(t.A[i][j] == (step[i - 1] if j == i - 1 else 0) for i in range(4) for j in range(4))
+    if not loop or list(b) != [1.0, 2.0, 2.0, 1.0] or d != 6.0:
+        raise ValueError(f"dg's hand-coded RK4 loop does not match the tableau record {t!r}")
+
+
+_check_hand_coded_rk4()
+_DOPRI5 = _dopri5_block()
 
 
 def model_vector(system: SkewSystem) -> np.ndarray:
@@ -396,7 +397,9 @@ def _dg_step(cb, p, meth, k, nk, o, h, x, xn, work, piv, info, sio):
 
 @kjit
 def _rk_step(cb, p, meth, nu, o, h, x, xn, work, info, sio):
-    """Classical RK4 or DOPRI5(4) (with its error estimate) on ẋ = S(x)∇H(x)."""
+    """Classical RK4 or DOPRI5(4) (with its error estimate) on ẋ = S(x)∇H(x). The RK4 loop is the
+    record's tableau written out (checked at import: :func:`_check_hand_coded_rk4`); DOPRI5 reads its
+    coefficients from ``meth``."""
     n = x.shape[0]
     kind = int(meth[M_KIND])
     kst = view2(work, 0, 7, n)
@@ -587,5 +590,5 @@ def make_stepper(
         obs_names=observables.obs_names(declared),
         red=observables.reductions(declared),
         has_dense=kind == K_DOPRI5,
-        start_order=5 if kind == K_DOPRI5 else 0,
+        start_order=rk_tableaux.get(RK_TABLEAUX[method]).order if kind == K_DOPRI5 else 0,
     )

@@ -69,6 +69,14 @@ class LieAction:
         """The registry entries of every supported method, in the tableaux' order."""
         return tuple(self.integrator(m) for m in self.methods(table).values())
 
+    def find(self, integrator: str) -> Method | None:
+        """The method record of ``integrator`` if it is one of this family's (read at call time, so a
+        method :func:`register` added is found), else ``None``."""
+        name = integrator.removeprefix(self.prefix)
+        if not integrator.startswith(self.prefix) or name in self.unsupported:
+            return None
+        return tableaux.METHODS.get(name)
+
     def method(self, integrator: str) -> Method:
         """The method record of one of this family's integrators (ValueError if unknown)."""
         name = integrator.removeprefix(self.prefix) if integrator.startswith(self.prefix) else None
@@ -96,3 +104,36 @@ def controller_params(params: tuple[Param, ...], m: Method) -> tuple[Param, ...]
         return params
     alpha, doc = m.controller
     return tuple(dataclasses.replace(p, default=alpha, doc=doc) if p.name == "exponent" else p for p in params)
+
+
+#: process-wide state: the families that offer the tableaux' methods, by family name (:func:`offer`)
+ACTIONS: dict[str, LieAction] = {}
+
+
+def offer(action: LieAction) -> tuple[IntegratorDef, ...]:
+    """A family's registry entries of every method its action supports; the action is kept so that
+    :func:`register` adds a method to it later (a family declares ``INTEGRATORS = offer(LIE)``)."""
+    ACTIONS[action.family] = action
+    return action.integrators()
+
+
+def register(m: Method) -> tuple[IntegratorDef, ...]:
+    """Add method ``m`` (a :class:`~geosweep.kernels.lie.tableaux.Method`, e.g. from
+    :func:`~geosweep.kernels.lie.tableaux.from_tableau`) to the tableaux and register it in every
+    family with a group action (loading the built-in families): the entries it got."""
+    from geosweep.kernels import registry
+
+    registry.load_builtins()
+    if m.name in tableaux.METHODS:
+        raise ValueError(f"method {m.name!r} exists already")
+    tableaux.METHODS[m.name] = m
+    return tuple(registry.register_integrator(a.integrator(m)) for a in ACTIONS.values() if m.name not in a.unsupported)
+
+
+def unregister(name: str) -> None:
+    """Remove a method added by :func:`register` from the tableaux and from every family."""
+    from geosweep.kernels import registry
+
+    tableaux.METHODS.pop(name, None)
+    for a in ACTIONS.values():
+        registry.INTEGRATORS.pop(a.prefix + name, None)

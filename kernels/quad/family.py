@@ -32,7 +32,7 @@ from geosweep.kernels.core.results import CellRun
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.deprecation import changed_options, deprecated_alias, front_door_call
 from geosweep.kernels.lie import tableaux
-from geosweep.kernels.lie.methods import LieAction
+from geosweep.kernels.lie.methods import LieAction, offer
 from geosweep.kernels.lie.stepper import dense_evals
 from geosweep.kernels.quad import stepper as qs
 from geosweep.kernels.quad.model import pack_params
@@ -254,9 +254,8 @@ def two_quadrotors(
 
 
 def start(model: QuadModel, integrator: str, request: RunRequest, options: dict) -> Trajectory:
-    if integrator not in METHODS:
-        raise ValueError(f"unknown quadrotor integrator {integrator!r}; choose from {sorted(METHODS)}")
-    method = METHODS[integrator]
+    if (method := LIE.find(integrator)) is None:
+        raise ValueError(f"unknown quadrotor integrator {integrator!r}; choose from {sorted(LIE.methods())}")
     if method.adaptive != request.adaptive:
         raise ValueError(f"{integrator} needs a request with {'tol' if method.adaptive else 'h'}")
     sp = qs.make_stepper(model.params, method, method.adaptive)
@@ -299,7 +298,7 @@ def collect(model: QuadModel, integrator: str, traj: Trajectory, options: dict |
 def batches(model: QuadModel, integrator: str, options: dict) -> bool:
     """Whether cells of ``integrator`` can be collected together (:func:`collect_many`): without a
     reference solution."""
-    return integrator in METHODS and not bool(options.get("global_error", False))
+    return LIE.find(integrator) is not None and not bool(options.get("global_error", False))
 
 
 def collect_many(models, integrator: str, stack, options: dict | None = None) -> dict:
@@ -375,8 +374,9 @@ LIE = LieAction(
     preserves=("R_i ∈ SO(3)", "|q_i| = 1", "q_i·ω_i = 0"),
 )
 #: integrator name → the method record it runs
+INTEGRATORS = offer(LIE)
+#: the built-in integrators and the method record each runs (``LIE.find`` also sees one registered later)
 METHODS = LIE.methods()
-INTEGRATORS = LIE.integrators()
 
 SYSTEMS = (
     SystemDef(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from geosweep.kernels import tableaux as rk_tableaux
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import (
     BLOWUP,
@@ -23,6 +24,7 @@ from geosweep.kernels.s2.stepper import (
     _STEP_SIG,
     OBSERVABLES,
     OWN_OBSERVABLES,
+    RK_BASELINES,
     STEPS,
     cell_values,
     initial_state,
@@ -95,7 +97,11 @@ def warm_for(models: Sequence[S2System], integrators: Sequence[str]) -> None:
         STEPS[kind].compile(_STEP_SIG)
 
 
-_EVALS_PER_STEP = {"explicit_vi": 1, "implicit_vi": 1, "rk2": 2, "rk2_proj": 2, "rk4": 4, "rk4_proj": 4}
+_EVALS_PER_STEP = {
+    "explicit_vi": 1,
+    "implicit_vi": 1,
+    **{name: rk_tableaux.get(tab).stages for name, (tab, _) in RK_BASELINES.items()},
+}
 
 
 def cost_per_step(model: S2System, integrator: str) -> float:
@@ -141,6 +147,14 @@ def _needs_diagonal(model: S2System) -> str | None:
 _UNIT = ("|q_i| = 1",)
 _VI_KEEPS = ("symplectic", "momentum map J (symmetric V)", *_UNIT)
 
+#: the RK baselines' docs (their tableaux and projection: :data:`RK_BASELINES`)
+_RK_DOC = {
+    "rk2": "Explicit midpoint on the ambient ODE in R⁶ⁿ (baseline).",
+    "rk2_proj": "Explicit midpoint, then q_i ← q_i/|q_i| (baseline).",
+    "rk4": "Classical RK4 on the ambient ODE in R⁶ⁿ (baseline).",
+    "rk4_proj": "Classical RK4, then q_i ← q_i/|q_i| each step (baseline).",
+}
+
 INTEGRATORS = (
     IntegratorDef(
         "explicit_vi",
@@ -166,17 +180,15 @@ INTEGRATORS = (
         also=("ts2",),
         preserves=_VI_KEEPS,
     ),
-    IntegratorDef("rk2", "s2", 2, "Explicit midpoint on the ambient ODE in R⁶ⁿ (baseline).", params=(BLOWUP,)),
-    IntegratorDef(
-        "rk2_proj", "s2", 2, "Explicit midpoint, then q_i ← q_i/|q_i| (baseline).", params=(BLOWUP,), preserves=_UNIT
-    ),
-    IntegratorDef("rk4", "s2", 4, "Classical RK4 on the ambient ODE in R⁶ⁿ (baseline).", params=(BLOWUP,)),
-    IntegratorDef(
-        "rk4_proj",
-        "s2",
-        4,
-        "Classical RK4, then q_i ← q_i/|q_i| each step (baseline).",
-        params=(BLOWUP,),
-        preserves=_UNIT,
+    *(
+        IntegratorDef(
+            name,
+            "s2",
+            rk_tableaux.get(tab).order,
+            _RK_DOC[name],
+            params=(BLOWUP,),
+            preserves=_UNIT if project else (),
+        )
+        for name, (tab, project) in RK_BASELINES.items()
     ),
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from geosweep.kernels import tableaux as rk_tableaux
 from geosweep.kernels._jit import kjit
 from geosweep.kernels.core import observables
 from geosweep.kernels.core.cells import UNIT_SPHERE_OBSERVABLES, blocks_to_bodies, common_values
@@ -123,16 +124,28 @@ def method_record(kind: int, A=None, b=None, bdiv: float = 1.0, project: bool = 
     return np.ascontiguousarray(np.concatenate([head, A.ravel(), b]))
 
 
-_MID_A = [[0.0, 0.0], [0.5, 0.0]]
-_RK4_A = [[0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.0, 0.0], [0.0, 0.5, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]]
+#: the family's Runge–Kutta baselines: integrator → (tableau of :data:`geosweep.kernels.tableaux.TABLEAUX`,
+#: projection q_i ← q_i/|q_i| after each step); order and coefficients come from the tableau's record
+RK_BASELINES: dict[str, tuple[str, bool]] = {
+    "rk2": ("midpoint", False),
+    "rk2_proj": ("midpoint", True),
+    "rk4": ("rk4", False),
+    "rk4_proj": ("rk4", True),
+}
+
+
+def _rk_method(tableau: str, project: bool) -> tuple:
+    """(kind, A, b·d, d, projection): the weights over their common denominator d (RK4: 1, 2, 2, 1 and 6)."""
+    t = rk_tableaux.get(tableau)
+    b, d = t.scaled_weights()
+    return (EXPLICIT_RK, t.A_f64(), b, d, project)
+
+
 #: name → (kind, tableau A, weights b·bdiv, bdiv, projection)
 METHODS: dict[str, tuple] = {
     "explicit_vi": (EXPLICIT_VI, None, None, 1.0, False),
     "implicit_vi": (IMPLICIT_VI, None, None, 1.0, False),
-    "rk2": (EXPLICIT_RK, _MID_A, [0.0, 1.0], 1.0, False),
-    "rk2_proj": (EXPLICIT_RK, _MID_A, [0.0, 1.0], 1.0, True),
-    "rk4": (EXPLICIT_RK, _RK4_A, [1.0, 2.0, 2.0, 1.0], 6.0, False),
-    "rk4_proj": (EXPLICIT_RK, _RK4_A, [1.0, 2.0, 2.0, 1.0], 6.0, True),
+    **{name: _rk_method(*rk) for name, rk in RK_BASELINES.items()},
 }
 
 

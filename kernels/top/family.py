@@ -36,7 +36,7 @@ from geosweep.kernels.core.results import CellRun
 from geosweep.kernels.core.trajectory import Trajectory
 from geosweep.kernels.deprecation import changed_options, deprecated_alias, front_door_call
 from geosweep.kernels.lie import tableaux
-from geosweep.kernels.lie.methods import LieAction
+from geosweep.kernels.lie.methods import LieAction, offer
 from geosweep.kernels.lie.stepper import OBSERVABLES as LIE_OBSERVABLES
 from geosweep.kernels.lie.stepper import dense_evals
 from geosweep.kernels.lie.stepper import initial_state as lie_initial_state
@@ -248,9 +248,10 @@ def stepper(model: TopModel, integrator: str, adaptive: bool = False, options: d
         return slgi.make_stepper(
             model.params, theta, kk, float(options.get("tol", 1e-14)), int(options.get("maxit", 50))
         )
-    if integrator not in LP:
-        raise ValueError(f"unknown heavy-top integrator {integrator!r}; choose from {sorted(SLGI) + sorted(LP)}")
-    return lie_make_stepper((lp.top_f, lp.top_F, lp.top_diag), model.params, 1, lp.NWC, LP[integrator], adaptive)
+    if (m := LIE.find(integrator)) is None:
+        known = sorted(SLGI) + sorted(LIE.methods())
+        raise ValueError(f"unknown heavy-top integrator {integrator!r}; choose from {known}")
+    return lie_make_stepper((lp.top_f, lp.top_F, lp.top_diag), model.params, 1, lp.NWC, m, adaptive)
 
 
 def initial_state(model: TopModel, integrator: str) -> np.ndarray:
@@ -261,10 +262,11 @@ def initial_state(model: TopModel, integrator: str) -> np.ndarray:
 
 def start(model: TopModel, integrator: str, request: RunRequest, options: dict) -> Trajectory:
     """A resumable trajectory of one cell."""
-    adaptive = integrator in LP and LP[integrator].adaptive
+    m = LIE.find(integrator)
+    adaptive = m is not None and m.adaptive
     if adaptive != request.adaptive:
         raise ValueError(f"{integrator} needs a request with {'tol' if adaptive else 'h'}")
-    if integrator in LP:
+    if m is not None:
         options = LIE.options(integrator, options)
     sp = stepper(model, integrator, adaptive, options)
     return start_trajectory(sp, initial_state(model, integrator), request, options)
@@ -411,9 +413,6 @@ LIE = LieAction(
     step_cost=_lp_step_cost,
     preserves=("Casimirs |Γ|², Γ·Π (coadjoint orbit)",),
 )
-#: the Lie–Poisson integrators and the method record each runs
-LP = LIE.methods()
-
 INTEGRATORS = (
     _slgi("slgi0", 1, "Symplectic Lie group integrator θ = 0 (001 (15)-(17)) on T*SO(3) (formulation A); Newton."),
     _slgi("slgi_half", 2, "Symplectic Lie group integrator θ = ½ on T*SO(3) (formulation A); Newton."),
@@ -425,8 +424,11 @@ INTEGRATORS = (
         "E0 = H_C(0) includes the auxiliary ½|p|²; relative energy errors divide by |E0 − ½|p(0)|²| = |H_A(0)|.",
     ),
 )
-INTEGRATORS += LIE.integrators()
-assert {i.name for i in INTEGRATORS} == set(SLGI) | set(LP)
+INTEGRATORS += offer(LIE)
+#: the built-in Lie–Poisson integrators and the method record each runs (``LIE.find`` also sees one
+#: registered later: :func:`geosweep.kernels.lie.methods.register`)
+LP = LIE.methods()
+assert {i.name for i in INTEGRATORS} == set(SLGI) | set(LIE.methods())
 
 SYSTEMS = (
     SystemDef(
