@@ -154,11 +154,6 @@ def _readme_table() -> dict[str, set[str]]:
         cells = [c.strip() for c in row.strip().strip("|").split(" | ")]
         for name in re.findall(r"`([^`]+)`", cells[0]):
             out.setdefault(name, set()).update(f.strip() for f in cells[1].split(","))
-    # the methods table generated from the records (geosweep.methods.markdown_table), where README holds it
-    if "<!-- methods-table:" in text:
-        block = text.split("<!-- methods-table:", 1)[1].split("<!-- /methods-table -->", 1)[0]
-        for name, family in re.findall(r"`([^`]+)` \((\w+)\)", block):
-            out.setdefault(name, set()).add(family)
     return out
 
 
