@@ -212,7 +212,8 @@ def _hand_table_rows() -> list[tuple[list[str], str]]:
 
 def test_the_hand_integrator_table_states_the_records_orders():
     """Every row of docs/explanation/preservation.md's hand table that lists only Runge–Kutta-type
-    integrators states the orders of their records: one per name ("2, 4"), one for all, or their range ("1–8"); "(…)" is the estimate's."""
+    integrators states the orders of their records: one per name ("2, 4"), one for all, or their range
+    ("1–8"); "(…)" is the estimate's."""
     orders = {e.name: e.method.order for e in methods.entries()}
     checked = 0
     for names, cell in _hand_table_rows():
