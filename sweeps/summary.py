@@ -81,7 +81,7 @@ def status_table(store, storage_options: dict | None = None) -> str:
         f"## {spec['name']} ({view.attrs['system']})",
         "",
         f"store: `{StoreRef.of(store).url}`  ",
-        "axes: " + "; ".join(axis_text(d, view.values(d)) for d in view.dims("done")) + "  ",
+        "axes: " + "; ".join(axis_text(d, list(view.values(d))) for d in view.dims("done")) + "  ",
         t_reached(view.attrs) + "  ",
         f"cells complete: {done}/{total}; status counts: {status_counts(view)}"
         + (" (not_applicable: filler cells of a mixed h/tol grid)" if total < done_flags.size else ""),
@@ -145,7 +145,7 @@ def _median_table(view: StoreView, metric: str, meaning: str) -> list[str]:
     adaptive = dict(zip(integrators, view.values("integrator_adaptive")))  # from the store
     for step in [d for d in ("h", "tol") if d in dims]:
         steps = view.values(step)
-        shown = spread(steps)  # a long step axis: columns spread over it, first and last included
+        shown = spread(list(steps))  # a long step axis: columns spread over it, first and last included
         vals = [f"{step} = {steps[i]:g}" for i in shown]
         axis = dims.index("integrator")
         rows = {
@@ -161,7 +161,7 @@ def _median_table(view: StoreView, metric: str, meaning: str) -> list[str]:
             cells = ["—" if np.isnan(v) else f"{v:.3e}" for v in row[shown]]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         if len(shown) < steps.size:
-            lines += ["", f"({len(shown)} columns of {axis_text(step, steps)})"]
+            lines += ["", f"({len(shown)} columns of {axis_text(step, list(steps))})"]
         lines.append("")
     if not lines:
         return []

@@ -60,9 +60,9 @@ def _encoded_attrs(tpl: StoreTemplate) -> tuple[dict[str, dict[str, Any]], dict[
 def _array_kwargs(name: str, arr: StoredArray, attrs: dict[str, Any]) -> dict[str, Any]:
     """``create_array``'s arguments for ``arr``, as xarray passes them: a variable's fill value and chunks,
     a coordinate's zarr defaults (chunks ``auto``; NaN fill for floats, zarr's own for the rest)."""
-    if arr.values is None:
-        fill, chunks = arr.fill, arr.chunks
-    else:
+    fill: Any = arr.fill
+    chunks: tuple[int, ...] | str | None = arr.chunks
+    if arr.values is not None:
         fill, chunks = (np.nan if arr.dtype.kind == "f" else None), "auto"
     return {
         "name": name,
