@@ -36,6 +36,11 @@ one variable (``ds.max_rel_energy_error.values``) and of the whole store (``xr.o
 10² and 10³, 0.1 ms cells, one read. The log–log figure (cost per row against cells) goes to
 ``benchmarks/scale_cost.png`` unless ``--figure ''``; ``--json F`` keeps the results, ``--from-json F …``
 draws the figure of several runs; ``--max-work S`` skips sizes of more than S kernel seconds.
+
+``--off PATH …`` switches those micro-paths off in every ``run_sweep`` row
+(:class:`geosweep.sweeps.backends.paths.MicroPaths`); ``--compare-paths [PATH …] [--rounds R]`` runs the
+``serial``/``workers``/``procs`` rows with every path on and with each named one (default: all) off,
+alternating in one run, and prints the medians and the ratios off / on (:func:`compare_paths`).
 """
 
 from __future__ import annotations
