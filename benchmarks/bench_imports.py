@@ -8,6 +8,7 @@ Each row is one whole process, timed from outside (wall and CPU of the child), a
 * ``kernels``: ``python -c "import geosweep.kernels"``; ``geosweep``: ``python -c "import geosweep"``;
 * ``run``: a warm ``geosweep run --no-prefect`` of a one-cell spec (3-link chain, RKMK4, T = 0.1) into
   its default store ``results/tiny.zarr``, removed before each run (so the store is created every time);
+  ``serial``: the same run with ``--serial``;
 * ``prefect``: the same run on the default path (the Prefect flow and its temporary server).
 
 The command runs as ``python -m geosweep.flows.cli`` with ``PYTHONPATH`` set to a checkout: this
@@ -52,9 +53,10 @@ ROWS = {
     "kernels": ["-c", "import geosweep.kernels"],
     "geosweep": ["-c", "import geosweep"],
     "run": [*CLI, "run", "--no-prefect", "tiny.toml"],
+    "serial": [*CLI, "run", "--serial", "tiny.toml"],
     "prefect": [*CLI, "run", "tiny.toml"],
 }
-DEFAULT_ROWS = ("help", "version", "run-help", "kernels", "geosweep", "run")
+DEFAULT_ROWS = ("help", "version", "run-help", "kernels", "geosweep", "run", "serial")
 
 
 def _env(tree: Path) -> dict[str, str]:

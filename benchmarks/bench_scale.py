@@ -36,6 +36,11 @@ one variable (``ds.max_rel_energy_error.values``) and of the whole store (``xr.o
 10² and 10³, 0.1 ms cells, one read. The log–log figure (cost per row against cells) goes to
 ``benchmarks/scale_cost.png`` unless ``--figure ''``; ``--json F`` keeps the results, ``--from-json F …``
 draws the figure of several runs; ``--max-work S`` skips sizes of more than S kernel seconds.
+
+``--off PATH …`` switches those micro-paths off in every ``run_sweep`` row
+(:class:`geosweep.sweeps.backends.paths.MicroPaths`); ``--compare-paths [PATH …] [--rounds R]`` runs the
+``serial``/``workers``/``procs`` rows with every path on and with each named one (default: all) off,
+alternating in one run, and prints the medians and the ratios off / on (:func:`compare_paths`).
 """
 
 from __future__ import annotations
@@ -56,6 +61,9 @@ sys.path.insert(0, str(ROOT))
 warnings.filterwarnings("ignore")
 
 ROWS = ("kernel", "serial", "workers", "procs", "cli")
+#: the engine's micro-paths (:class:`geosweep.sweeps.backends.paths.MicroPaths`), each switchable off
+PATHS = ("inproc", "inline_models", "spread", "one_task_shards", "writers_apart", "early_wave", "together",
+         "resubmit", "tails")  # fmt: skip
 
 
 def spec(cells: int, cell_ms: float = 0.1) -> dict:
@@ -168,12 +176,16 @@ def synthetic_store(plan, path: Path) -> float:
 # ---------------------------------------------------------------------------------------
 # one measurement, in its own process
 # ---------------------------------------------------------------------------------------
-def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
-    """What one row measures (run inside a fresh process: ``--one``)."""
+def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int, off: tuple[str, ...] = ()) -> dict:
+    """What one row measures (run inside a fresh process: ``--one``); ``off``: the micro-paths switched
+    off (:class:`geosweep.sweeps.backends.paths.MicroPaths`; the ``run_sweep`` rows only)."""
+    from geosweep.sweeps.backends.paths import MicroPaths
     from geosweep.sweeps.engine import run_sweep, warm_plan
+    from geosweep.sweeps.execution import Execution
     from geosweep.sweeps.plan import make_plan
 
-    out: dict = {"row": row, "cells": n, "cell_ms": cell_ms}
+    out: dict = {"row": row, "cells": n, "cell_ms": cell_ms, "off": list(off)}
+    paths = MicroPaths(**dict.fromkeys(off, False))
     if row == "cli":
         path = tmp / "cli.zarr"
         spec_file = spec_toml(spec(n, cell_ms), tmp / "spec.toml")
@@ -237,7 +249,8 @@ def measure(row: str, n: int, cell_ms: float, tmp: Path, repeats: int) -> dict:
             path = tmp / f"{row}.zarr"
             t0 = time.perf_counter()
             lines: list[str] = []
-            res = run_sweep(plan, path, serial=row == "serial", client=client, log=lines.append)
+            execution = Execution(serial=row == "serial", paths=paths)
+            res = run_sweep(plan, path, client=client, log=lines.append, execution=execution)
             out["wall"] = time.perf_counter() - t0
             out["in_driver"] = any("without Dask" in line for line in lines)  # a few short cells (runs_in_driver)
             assert res.complete, res.errors
@@ -259,11 +272,11 @@ def preload() -> None:
     import zarr.errors  # noqa: F401
 
 
-def run_one(row: str, n: int, cell_ms: float, repeats: int) -> dict:
+def run_one(row: str, n: int, cell_ms: float, repeats: int, off: tuple[str, ...] = ()) -> dict:
     """``measure`` in a fresh Python process (its peak memory is the row's alone)."""
     load = os.getloadavg()[0]  # the machine's load when the row starts (shared machines)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, __file__, "--one", row, str(n), str(cell_ms), tmp, str(repeats)]
+        cmd = [sys.executable, __file__, "--one", row, str(n), str(cell_ms), tmp, str(repeats), ",".join(off)]
         p = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         if p.returncode != 0:
             return {"row": row, "cells": n, "cell_ms": cell_ms, "error": p.stderr.strip().splitlines()[-1:]}
@@ -328,10 +341,39 @@ def figure(results: list[dict], path: str) -> None:
     print(f"figure: {path}")
 
 
+def compare_paths(args) -> None:
+    """Every (cell cost, size, row) with every micro-path on and with each of ``args.compare_paths`` off
+    (all of them if none is named), in fresh processes, alternating on, off₁, off₂, … for
+    ``args.rounds`` rounds, so that the machine's drift affects each alike. Prints the median wall
+    of each and the ratio of each path off to on (> 1: the path gains)."""
+    import statistics
+
+    names = tuple(args.compare_paths or PATHS)
+    cells = args.cells or [100, 1000]
+    rows = [r for r in args.rows if r in ("serial", "workers", "procs")]
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
+          f"load average {os.getloadavg()[0]:.1f}, {args.rounds} rounds")  # fmt: skip
+    print("| cells | cell ms | run | all on: wall s | " + " | ".join(f"{p} off" for p in names) + " |")
+    print("|---|---|---|---|" + "---|" * len(names))
+    for ms in args.cell_ms or [0.1]:
+        for n in cells:
+            for row in rows:
+                walls: dict[tuple[str, ...], list[float]] = {(): [], **{(p,): [] for p in names}}
+                for _ in range(args.rounds):
+                    for off in walls:
+                        r = run_one(row, n, ms, 1, off)
+                        walls[off].append(r.get("wall", float("nan")))
+                on = statistics.median(walls[()])
+                offs = [statistics.median(walls[(p,)]) for p in names]
+                cols = " | ".join(f"{w:.3g} ({w / on:.2f})" for w in offs)
+                print(f"| {n} | {ms:g} | {row} | {on:.3g} | {cols} |", flush=True)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--one":
-        row, n, ms, tmp, repeats = sys.argv[2:7]
-        print(json.dumps(measure(row, int(n), float(ms), Path(tmp), int(repeats))))
+        row, n, ms, tmp, repeats, off = sys.argv[2:8]
+        print(json.dumps(measure(row, int(n), float(ms), Path(tmp), int(repeats), tuple(filter(None, off.split(","))))))
         return
     ap = argparse.ArgumentParser(description="cost against the number of cells: kernels, run_sweep, CLI, driver")
     ap.add_argument("--cells", type=int, nargs="*", default=None, help="sizes (default 100 1000 10000 100000)")
@@ -345,7 +387,14 @@ def main() -> None:
     ap.add_argument("--max-work", type=float, default=None, help="skip sizes of more kernel seconds (cells × ms)")
     ap.add_argument("--json", default="", help="also write the results to this JSON file")
     ap.add_argument("--from-json", nargs="*", default=[], help="no runs: the figure from these result files")
+    ap.add_argument("--off", nargs="*", default=[], choices=PATHS, help="micro-paths switched off in every row")
+    ap.add_argument("--compare-paths", nargs="*", choices=PATHS, default=None,
+                    help="rows with every micro-path on and each of these off, alternating")  # fmt: skip
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of --compare-paths")
     args = ap.parse_args()
+    if args.compare_paths is not None:
+        compare_paths(args)
+        return
     if args.from_json:
         figure([r for f in args.from_json for r in json.loads(Path(f).read_text())], args.figure)
         return
@@ -367,7 +416,7 @@ def main() -> None:
                 continue
             kernel = None
             for row in rows:
-                r = run_one(row, n, ms, repeats)
+                r = run_one(row, n, ms, repeats, tuple(args.off))
                 kernel = r.get("wall") if row == "kernel" else kernel
                 results.append(r)
                 print(fmt_row(r, kernel), flush=True)

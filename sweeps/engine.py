@@ -123,12 +123,15 @@ def run_sweep(
     with Lease(ref, log=log) as lease:
         try:
             run_ref = dataclasses.replace(lease.ref, carries=keep_carries)
-            if grow:  # a larger T (sweeps.extension) or values added to the axes (sweeps.grow): the store grows first
-                plan = extension.prepare(plan, run_ref, log, recompute)
+            if grow:  # the store grows first, by the steps chosen once from its spec and this one
+                step = extension.growth(plan, run_ref)
+                if step.axes is not None:  # values appended to sweep axes (sweeps.grow), at the store's T
+                    ensure_store(step.axes, run_ref, log, grow=True)
+                plan = extension.extend_time(step, run_ref, log, recompute) if step.time else step.plan
             cost = plan.cost_array()  # every cell's estimated seconds: the run's only cost computation
             creating = early.start(plan, run_ref, execution, grow, log, cost)
             try:
-                return _run_locked(plan, run_ref, execution, client, progress, log, lease, grow, creating, cost)
+                return _run_locked(plan, run_ref, execution, client, progress, log, lease, creating, cost)
             finally:
                 if creating is not None:  # no write of this run outlives its lease
                     creating.finish()
@@ -147,12 +150,11 @@ def _run_locked(
     progress: Callable[[Progress], None] | None,
     log: Callable[[str], None],
     lease: Lease | None,
-    grow: bool,
     creating: early.EarlyStore | None,
     cost: np.ndarray,
 ) -> SweepResult:
     """The pipeline once the lease is held: store → work list → backend → record."""
-    done, created = _open_store(plan, ref, log, grow, creating)
+    done, created = _open_store(plan, ref, log, creating)
     pending = plan.grid.pending(done)
     total = plan.grid.runnable()
     state = "creating" if creating else "created" if created else "resuming"
@@ -174,12 +176,13 @@ def _run_locked(
 
 
 def _open_store(
-    plan: Plan, ref: StoreRef, log: Callable[[str], None], grow: bool, creating: early.EarlyStore | None
+    plan: Plan, ref: StoreRef, log: Callable[[str], None], creating: early.EarlyStore | None
 ) -> tuple[np.ndarray, bool]:
-    """(the cells done in the store, whether this run creates it): a store created now holds none."""
+    """(the cells done in the store, whether this run creates it): a store created now holds none. A
+    store that grew (:func:`run_sweep`) already holds this plan's sweep."""
     if creating is not None:  # a store that does not exist yet: created meanwhile
         return np.zeros(plan.grid.shape, dtype=bool), True
-    if ensure_store(plan, ref, log, grow=grow):  # just created by this run (its fillers marked)
+    if ensure_store(plan, ref, log):  # just created by this run (its fillers marked)
         return np.zeros(plan.grid.shape, dtype=bool), True
     mask = done_mask(ref, log)
     if mark_fillers(plan, ref):

@@ -87,7 +87,6 @@ from geosweep.sweeps.lease import fence
 from geosweep.sweeps.store import (
     StoreRef,
     consolidate,
-    ensure_store,
     group_by_shard,
     integrator_options_attr,
     open_unconsolidated,
@@ -96,16 +95,58 @@ from geosweep.sweeps.store import (
 
 #: names of the carries' modules given here too: what the engine reads of an extension
 __all__ = ["ID_T", "ID_TRAJECTORY", "ExtendError", "extend", "grown_spec", "identities", "joined", "load_shard"]
-__all__ += ["prepare", "problem", "save_shard", "sealed", "sealed_stack", "split", "stamped", "typed", "usable"]
+__all__ += ["Growth", "extend_time", "growth"]
+__all__ += ["problem", "save_shard", "sealed", "sealed_stack", "split", "stamped", "typed", "usable"]
 
 
-def prepare(plan, ref, log=None, recompute: bool = False):
-    """Before a run with ``grow``: when ``plan``'s spec is the store's with a larger T, grow the
-    store to it (arrays resized, finished cells to be continued from their carries, the spec and
-    the extension recorded) and return the plan to run (a store older than the starting-step
-    rule: first steps pinned); a larger T with values appended to sweep axes grows the axes first
-    (:mod:`geosweep.sweeps.grow`); otherwise return ``plan`` unchanged (the usual identity check
-    follows). Call under the store's lease.
+@dataclass(frozen=True)
+class Growth:
+    """What a run with ``grow`` asks of an existing store, decided once before any write
+    (:func:`growth`): ``plan`` (the run's plan, with the first steps the store pinned), ``axes`` — the
+    plan the sweep axes grow to first (:mod:`geosweep.sweeps.grow`: values appended, at the store's T;
+    anything else is refused there, the field named) or None — and ``time``: whether the store then
+    grows to a later T (:func:`extend_time`: also resuming an interrupted extension, or refusing a
+    smaller T). Neither: the usual identity check of the store follows."""
+
+    plan: Any
+    axes: Any = None
+    time: bool = False
+    asked: dict[str, Any] = field(default_factory=dict)
+    keep: dict[str, Any] = field(default_factory=dict)
+
+
+def growth(plan, ref) -> Growth:
+    """Which of the two steps a run of ``plan`` with ``grow`` takes on the store at ``ref`` (none when
+    there is no store yet): from the store's spec and the asked one, whose first steps are the store's
+    when it was extended before. Reads the store only."""
+    from geosweep.sweeps.plan import make_plan
+
+    if not ref.exists():
+        return Growth(plan)
+    old, legacy = stored_spec(ref), legacy_first_steps(ref)
+    keep = {k: v for k, v in plan.spec.model_dump(mode="json").items() if k in NOT_IDENTITY and v is not None}
+    given = json.loads(plan.spec.canonical_json())
+    asked = stored_first_steps(old, given)
+    if asked != given:  # the store was extended before: its first steps are pinned, the user's spec does not say
+        plan = make_plan({**typed(asked), **keep})
+    if old == asked:
+        return Growth(plan)
+    later = float(asked.get("T", 0.0)) > float(old["T"])
+    if only_T_differs(pin_first_steps(old, old, legacy), pin_first_steps(old, asked, legacy)):
+        return Growth(plan, time=True, asked=asked, keep=keep)
+    if not later:  # the axes only (or a change the grow check refuses)
+        return Growth(plan, axes=plan)
+    # a larger T and more: the axes grow first at the store's T (the new cells are not run yet), then
+    # the time axis; the new cells run from t = 0 to the new T
+    at_store_T = make_plan({**typed({**asked, "T": old["T"]}), **keep})
+    return Growth(plan, axes=at_store_T, time=True, asked=asked, keep=keep)
+
+
+def extend_time(step: Growth, ref, log=None, recompute: bool = False):
+    """Grow the store to ``step``'s later T (arrays resized, finished cells to be continued from their
+    carries, the spec and the extension recorded) and return the plan to run (a store older than the
+    starting-step rule: first steps pinned), or resume an interrupted extension with the store's
+    (pinned) spec. Call under the store's lease, after the axes grew (:func:`growth`).
 
     Raises :class:`ExtendError` for a smaller T, a spec whose cells cannot be continued, or
     finished cells without a carry (unless ``recompute``: they are computed again from t = 0).
@@ -113,28 +154,13 @@ def prepare(plan, ref, log=None, recompute: bool = False):
     from geosweep.sweeps.plan import make_plan
 
     log = log or (lambda msg: None)
-    if not ref.exists():
-        return plan
-    old = stored_spec(ref)
-    legacy = legacy_first_steps(ref)
-    keep = {k: v for k, v in plan.spec.model_dump(mode="json").items() if k in NOT_IDENTITY and v is not None}
-    given = json.loads(plan.spec.canonical_json())
-    asked = stored_first_steps(old, given)
-    if asked != given:  # the store was extended before: its first steps are pinned, the user's spec does not say
-        plan = make_plan({**typed(asked), **keep})
-    new = pin_first_steps(old, asked, legacy)
-    if float(asked.get("T", 0.0)) > float(old["T"]) and not only_T_differs(pin_first_steps(old, old, legacy), new):
-        # a larger T and more: values appended to sweep axes (anything else is refused there, the
-        # field named). The axes grow first, at the store's T (geosweep.sweeps.grow: the new cells are
-        # not run yet), then the time axis below; the new cells run from t = 0 to the new T.
-        ensure_store(make_plan({**typed({**asked, "T": old["T"]}), **keep}), ref, log, grow=True)
-        old = stored_spec(ref)
-        new = pin_first_steps(old, asked, legacy)
-    if old == asked or not only_T_differs(pin_first_steps(old, old, legacy), new):
-        return plan  # the same sweep, or one the usual identity check judges
+    old, legacy = stored_spec(ref), legacy_first_steps(ref)  # after the axes grew, if they did
+    new = pin_first_steps(old, step.asked, legacy)
+    if not only_T_differs(pin_first_steps(old, old, legacy), new):
+        return step.plan  # the axes did not grow to the spec: the store's identity check judges it
     if new == old:  # an extension that was interrupted: resume it with the store's (pinned) spec
         consolidate(ref)  # (killed before its metadata was consolidated: readers read each array's own)
-        return make_plan({**typed(new), **keep})
+        return make_plan({**typed(new), **step.keep})
     T1, T2 = float(old["T"]), float(new["T"])
     if T2 < T1:
         raise ExtendError(f"T: the store reaches T = {T1:g}; it cannot shrink to {T2:g} (a study only grows)")
@@ -144,7 +170,7 @@ def prepare(plan, ref, log=None, recompute: bool = False):
                 f"integrator_options.{name}.global_error: the reference error at T cannot be continued "
                 "to a later T; extend a store without it (or compute a new store)"
             )
-    grown = make_plan({**typed(new), **keep})
+    grown = make_plan({**typed(new), **step.keep})
     _grow_store(grown, ref, old, log, recompute)
     return grown
 

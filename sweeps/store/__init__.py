@@ -6,7 +6,8 @@
   format or another spec (:class:`StoreFormatError`, :class:`StoreMismatchError`: exit 3);
 * :mod:`~geosweep.sweeps.store.layout` — shards and chunks: how the cells are cut into objects;
 * :mod:`~geosweep.sweeps.store.schema` — the template: variables, coordinates, CF attributes,
-  the name checks of a spec; :mod:`~geosweep.sweeps.store.template_write` writes it;
+  the name checks of a spec; :mod:`~geosweep.sweeps.store.template_write` writes it (zarr alone),
+  :mod:`~geosweep.sweeps.store.template_dataset` gives it as an xarray Dataset;
 * :mod:`~geosweep.sweeps.store.lifecycle` — creating or checking a store, reading its progress,
   recording runs;
 * :mod:`~geosweep.sweeps.store.shards` — one writer per shard (:func:`write_shard`), block I/O;
@@ -73,9 +74,10 @@ _HOMES: dict[str, str] = {
     ),
     **dict.fromkeys(
         ("FLAG_LAYOUT", "LAYOUT_COORDS", "METHOD_AXES", "cf_units", "fill_value", "name_clash", "state_layout_clash")
-        + ("stored_names", "template"),
+        + ("StoredArray", "StoreTemplate", "store_template", "stored_names"),
         "schema",
     ),
+    "template": "template_dataset",
     "write_template": "template_write",
     **dict.fromkeys(("ArrayCache", "CellOutput", "read_blocks", "set_blocks", "stored_value", "write_shard"), "shards"),
 }
@@ -158,12 +160,14 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: __getattr__ above
         FLAG_LAYOUT,
         LAYOUT_COORDS,
         METHOD_AXES,
+        StoredArray,
+        StoreTemplate,
         cf_units,
         fill_value,
         name_clash,
         state_layout_clash,
+        store_template,
         stored_names,
-        template,
     )
     from geosweep.sweeps.store.shards import (
         ArrayCache,
@@ -173,4 +177,5 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: __getattr__ above
         stored_value,
         write_shard,
     )
+    from geosweep.sweeps.store.template_dataset import template
     from geosweep.sweeps.store.template_write import write_template

@@ -23,7 +23,8 @@ from geosweep.sweeps.store.checks import (
 )
 from geosweep.sweeps.store.integrity import mark_for_rerun
 from geosweep.sweeps.store.location import PARTIAL_SUFFIX, StoreRef, consolidate, remove_store
-from geosweep.sweeps.store.schema import template
+from geosweep.sweeps.store.schema import store_template
+from geosweep.sweeps.store.template_dataset import template
 from geosweep.sweeps.store.template_write import write_template
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) ->
         ours = readable_format(attrs.get("geosweep_format")) and not attrs.get(CREATED_ATTR)
         # killed before the template's attributes were written: a bare group holding nothing but
         # (some of) the arrays this template creates
-        bare = not attrs and set(group.keys()) <= set(template(plan)[0].variables)
+        bare = not attrs and set(group.keys()) <= store_template(plan).names()
         if (ours or bare) and _no_results(group):
             if log:
                 log(f"store {ref.url}: its creation was interrupted; creating it again")
@@ -86,9 +87,9 @@ def _create_or_check(plan: Plan, ref: StoreRef, log=None, grow: bool = False) ->
     if ref.is_local and Path(ref.url).is_dir():  # a run killed while zarr wrote the root metadata left it behind
         for leftover in Path(ref.url).glob(f"*{PARTIAL_SUFFIX}"):
             leftover.unlink(missing_ok=True)
-    ds, encoding = template(plan)
+    tpl = store_template(plan)
     try:
-        write_template(ds, encoding, ref.url, None if ref.is_local else ref.storage_options or {})
+        write_template(tpl, ref.url, None if ref.is_local else ref.storage_options or {})
         group = ref.open_group("r+")
         filler = ~plan.grid.applicable_mask()
         if filler.any():  # whole-array writes: each shard object written once

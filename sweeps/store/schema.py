@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -70,16 +71,16 @@ def cf_units(units: str | None, sysdef) -> str | None:
     return " ".join(num or ["1"]) + (f" / {' '.join(den)}" if den else "")
 
 
-def _cf_attrs(ds, sysdef) -> None:
-    """Every ``units`` attribute of ``ds`` (variables and coordinates) through :func:`cf_units`."""
-    for var in list(ds.data_vars.values()) + list(ds.coords.values()):
-        if "units" not in var.attrs:
+def _cf_attrs(arrays, sysdef) -> None:
+    """Every ``units`` attribute of ``arrays`` (variables and coordinates) through :func:`cf_units`."""
+    for arr in arrays:
+        if "units" not in arr.attrs:
             continue
-        units = cf_units(var.attrs["units"], sysdef)
+        units = cf_units(arr.attrs["units"], sysdef)
         if units is None:
-            del var.attrs["units"]
+            del arr.attrs["units"]
         else:
-            var.attrs["units"] = units
+            arr.attrs["units"] = units
 
 
 def fill_value(dtype: str):
@@ -172,42 +173,68 @@ FLAG_LAYOUT: dict[str, tuple[str, Any, dict[str, Any]]] = {
 }
 
 
-def template(plan: Plan) -> tuple[Any, dict[str, dict]]:
-    """The lazily filled xarray Dataset describing the store (nothing computed), and its encoding."""
-    import xarray as xr
+@dataclass
+class StoredArray:
+    """One array of the store's template: a coordinate (its ``values``) or a lazily filled variable
+    (``values`` None; ``fill`` its fill value and ``chunks`` its zarr chunks: one per shard, two with
+    :func:`~geosweep.sweeps.store.layout.cell_chunks`). ``attrs`` are its CF attributes."""
 
-    data_vars, encoding = _data_vars(plan)
+    dims: tuple[str, ...]
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    attrs: dict[str, Any]
+    values: np.ndarray | None = None
+    fill: Any = None
+    chunks: tuple[int, ...] | None = None
+
+
+def _coordinate(dims: tuple[str, ...], values: np.ndarray, attrs: dict[str, Any]) -> StoredArray:
+    """A coordinate of the template holding ``values``."""
+    values = np.asarray(values)
+    return StoredArray(tuple(dims), values.dtype, values.shape, dict(attrs), values)
+
+
+@dataclass
+class StoreTemplate:
+    """What a new store holds before any cell is written (nothing computed): its data variables (the
+    family's diagnostics, then the run flags) and coordinates, each in the order xarray lists them,
+    and the group's attributes. Written by :func:`geosweep.sweeps.store.template_write.write_template`
+    with zarr alone; :func:`geosweep.sweeps.store.template_dataset.template` is the same as an xarray
+    Dataset."""
+
+    data_vars: dict[str, StoredArray]
+    coords: dict[str, StoredArray]
+    attrs: dict[str, Any]
+
+    def names(self) -> set[str]:
+        """Every array's name (variables and coordinates)."""
+        return set(self.data_vars) | set(self.coords)
+
+
+def store_template(plan: Plan) -> StoreTemplate:
+    """The store's template of ``plan`` (numpy only: no xarray, no Dask)."""
     coords = {**_axis_coords(plan), **_time_coords(plan), **_label_coords(plan)}
     for dim, n in plan.sizes.items():
         if dim not in coords:
-            coords[dim] = xr.Variable((dim,), np.arange(n), {"long_name": f"{dim} index"})
+            coords[dim] = _coordinate((dim,), np.arange(n), {"long_name": f"{dim} index"})
     coords.update(_fixed_param_coords(plan))
-    ds = xr.Dataset(data_vars, coords=coords, attrs=_group_attrs(plan))
-    _cf_attrs(ds, plan.sysdef)
-    return ds, encoding
+    data_vars = _data_vars(plan)
+    _cf_attrs([*data_vars.values(), *coords.values()], plan.sysdef)
+    return StoreTemplate(data_vars, coords, _group_attrs(plan))
 
 
-def _data_vars(plan: Plan) -> tuple[dict[str, Any], dict[str, dict]]:
-    """Every stored variable (the family's diagnostics, then the run flags) lazily filled with its
-    fill value, and its encoding (fill value, chunks: one object per shard, two with ``cell_chunks``)."""
-    import dask.array as da
-    import xarray as xr
-
+def _data_vars(plan: Plan) -> dict[str, StoredArray]:
+    """Every stored variable (the family's diagnostics, then the run flags) with its fill value and
+    chunks (one object per shard, two with ``cell_chunks``)."""
     grid, sysdef, sizes, shards = plan.grid, plan.sysdef, dict(plan.sizes), shard_shape(plan)
     last_apart = any(idef.adaptive for idef in plan.idefs.values())
-    data_vars, encoding = {}, {}
+    data_vars: dict[str, StoredArray] = {}
 
     def add(name: str, dims: tuple[str, ...], dtype: str, attrs: dict, fill) -> None:
         cell_shape = tuple(sizes[d] for d in dims)
         chunks = shards + cell_chunks(dims, cell_shape, last_apart)
-        # one dask chunk: nothing is computed (:func:`write_template`), and a graph of a task per
-        # store object cost more than writing the metadata (0.15 s of 0.4 s at 1000 cells). Named by
-        # what it holds: dask's own name pickles the arguments (1 ms an array)
         shape = grid.shape + cell_shape
-        key = f"geosweep-template-{name}-{dtype}-{fill}-" + "x".join(map(str, shape))
-        arr = da.full(shape, fill, dtype=dtype, chunks=-1, name=key)
-        data_vars[name] = xr.Variable(grid.dims + dims, arr, attrs)
-        encoding[name] = {"fill_value": fill, "chunks": chunks}  # one object per shard (two: cell_chunks)
+        data_vars[name] = StoredArray(grid.dims + dims, np.dtype(dtype), shape, attrs, None, fill, chunks)
 
     for d in plan.famdef.diagnostics(plan.first_model):
         attrs: dict[str, Any] = {"units": _units(d.units, sysdef), "long_name": d.long_name}
@@ -218,19 +245,17 @@ def _data_vars(plan: Plan) -> tuple[dict[str, Any], dict[str, dict]]:
         add(d.name, d.dims, d.dtype, attrs, fill_value(d.dtype))
     for name, (dtype, fill, attrs) in FLAG_LAYOUT.items():
         add(name, (), dtype, dict(attrs), fill)
-    return data_vars, encoding
+    return data_vars
 
 
-def _axis_coords(plan: Plan) -> dict[str, Any]:
+def _axis_coords(plan: Plan) -> dict[str, StoredArray]:
     """The sweep axes' coordinates, and the integrators' records along ``integrator``."""
-    import xarray as xr
-
     grid, sysdef = plan.grid, plan.sysdef
-    coords: dict[str, Any] = {}
+    coords: dict[str, StoredArray] = {}
     for i, axis in enumerate(grid.axes):
         kind = sysdef.param(axis.name).kind if i >= grid.n_method_axes else None
         values = _coord_values(axis.values, kind)
-        coords[axis.name] = xr.Variable((axis.name,), values, {"units": axis.units, "long_name": axis.doc})
+        coords[axis.name] = _coordinate((axis.name,), values, {"units": axis.units, "long_name": axis.doc})
     idefs = [plan.idefs[name] for name in plan.spec.integrators]
     orders = [min(i.order_for(m) for m in plan.models.values()) for i in idefs]  # on this sweep's models
     for name, values, doc in (
@@ -238,18 +263,16 @@ def _axis_coords(plan: Plan) -> dict[str, Any]:
         ("integrator_order", np.array(orders, dtype=np.int64), "order of accuracy"),
         ("integrator_adaptive", np.array([i.adaptive for i in idefs], dtype=bool), "adaptive (swept over tol)"),
     ):
-        coords[name] = xr.Variable(("integrator",), values, {"long_name": doc})
+        coords[name] = _coordinate(("integrator",), values, {"long_name": doc})
     return coords
 
 
-def _time_coords(plan: Plan) -> dict[str, Any]:
+def _time_coords(plan: Plan) -> dict[str, StoredArray]:
     """``time`` (the samples, every ``dt_out``) and ``snapshot_time`` (the stored states)."""
-    import xarray as xr
-
     spec, sizes, units = plan.spec, plan.sizes, plan.sysdef.time_units
     return {
-        "time": xr.Variable(("time",), np.arange(sizes["time"]) * spec.dt_out, {"units": units, "long_name": "time"}),
-        "snapshot_time": xr.Variable(
+        "time": _coordinate(("time",), np.arange(sizes["time"]) * spec.dt_out, {"units": units, "long_name": "time"}),
+        "snapshot_time": _coordinate(
             ("snapshot",),
             np.arange(sizes["snapshot"]) * spec.snapshot_interval,
             {"units": units, "long_name": "time of the stored state"},
@@ -257,37 +280,33 @@ def _time_coords(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _label_coords(plan: Plan) -> dict[str, Any]:
+def _label_coords(plan: Plan) -> dict[str, StoredArray]:
     """Labels of the ``component`` and ``state`` dimensions: the family's state labels, or the models'
     own when the state depends on the system (dg) and every model has the same."""
-    import xarray as xr
-
     sizes, fam = plan.sizes, plan.famdef
-    coords: dict[str, Any] = {}
+    coords: dict[str, StoredArray] = {}
     if "component" in sizes:
-        coords["component"] = xr.Variable(("component",), np.array(["x", "y", "z"]), {"long_name": "Cartesian axis"})
+        coords["component"] = _coordinate(("component",), np.array(["x", "y", "z"]), {"long_name": "Cartesian axis"})
     if fam.state_labels and "state" in sizes:
         if len(fam.state_labels) != sizes["state"]:
             raise ValueError(f"family {fam.name}: {len(fam.state_labels)} state_labels, state dim {sizes['state']}")
-        coords["state"] = xr.Variable(
+        coords["state"] = _coordinate(
             ("state",), np.array(fam.state_labels).astype(str), {"long_name": "entry of the state vector of a body"}
         )
     elif "state" in sizes:  # families whose state depends on the system (dg): the models' own labels
         labels = {_state_labels(m) for m in plan.models.values()}
         if len(labels) == 1 and len(next(iter(labels))) == sizes["state"]:
-            coords["state"] = xr.Variable(
+            coords["state"] = _coordinate(
                 ("state",), np.array(next(iter(labels))).astype(str), {"long_name": "entry of the state vector"}
             )
     return coords
 
 
-def _fixed_param_coords(plan: Plan) -> dict[str, Any]:
+def _fixed_param_coords(plan: Plan) -> dict[str, StoredArray]:
     """The system parameters not swept (given or defaults, None left out), as scalar coordinates."""
-    import xarray as xr
-
     spec = plan.spec
     swept = set(spec.swept_params())
-    coords: dict[str, Any] = {}
+    coords: dict[str, StoredArray] = {}
     for p in plan.sysdef.params:
         if p.name in swept:
             continue
@@ -295,7 +314,7 @@ def _fixed_param_coords(plan: Plan) -> dict[str, Any]:
         if value is None:
             continue
         meta = {"units": p.units, "long_name": p.doc, "fixed_parameter": 1}
-        coords[p.name] = xr.Variable((), _coord_values([value], p.kind)[0], meta)
+        coords[p.name] = _coordinate((), _coord_values([value], p.kind)[0], meta)
     return coords
 
 

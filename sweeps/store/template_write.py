@@ -1,110 +1,113 @@
-"""Writing the store's template (:func:`geosweep.sweeps.store.schema.template`) as a new zarr v3 store:
-through xarray's own encoding, without the dask graph ``to_zarr(compute=False)`` builds, and with the
-arrays created together (:func:`write_template`)."""
+"""Writing the store's template (:func:`geosweep.sweeps.store.schema.store_template`) as a new zarr v3
+store with zarr alone (no xarray, no Dask), as xarray's ``to_zarr(compute=False)`` writes it, object
+for object and byte for byte (tests/test_template_write.py): each array with its dimension names, fill
+value, chunks and attributes as xarray encodes them (:func:`_encoded_attrs`), the coordinates' values,
+and the group with its attributes written first."""
 
 from __future__ import annotations
 
+import base64
+import struct
 from typing import Any
 
+import numpy as np
 
-class _Deferred:
-    """What xarray gets for a new array of a template: it records the array's attributes (``attrs.put``)
-    and, for a coordinate, its values (:meth:`_TemplateWriter.add`)."""
-
-    def __init__(self, spec: dict) -> None:
-        self.spec = spec
-        self.values: list[tuple[Any, Any]] = []  # (selection, values)
-        self.attrs = self
-
-    def put(self, attrs: dict) -> None:
-        self.spec["attributes"] = dict(attrs)
+from geosweep.sweeps.store.schema import StoredArray, StoreTemplate
 
 
-class _DeferringGroup:
-    """The zarr group xarray writes a template into: it records each new array (:class:`_Deferred`)
-    instead of creating it, then its attributes, then its values, each a write of its own; they are
-    created together afterwards, each with its attributes in one write (:func:`write_template`).
-    Everything else goes to ``group``."""
-
-    def __init__(self, group: Any) -> None:
-        self._group = group
-        self.deferred: list[_Deferred] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._group, name)
-
-    def create(self, name: str, **kwargs: Any) -> _Deferred:
-        self.deferred.append(_Deferred({"name": name, **kwargs}))
-        return self.deferred[-1]
+def _attr_value(value: Any) -> Any:
+    """An attribute value as JSON holds it (numpy arrays as lists, numpy scalars as Python's), as xarray
+    encodes attributes for zarr."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value.item() if isinstance(value, np.generic) else value
 
 
-class _TemplateWriter:
-    """xarray's array writer (``xarray.backends.common.ArrayWriter``) for a template: the coordinates'
-    values are kept for their arrays (:class:`_Deferred`), the lazily filled data variables are not
-    written (their arrays get their metadata only; each shard's writer fills them). ``to_zarr(compute=False)``
-    writes the same objects but also builds a dask graph storing every data variable (pickling each
-    target array to name its task): ~0.12 s of a 0.3 s store creation at 66 variables, for a graph
-    nobody computes."""
-
-    def add(self, source, target: _Deferred, region=None) -> None:
-        from xarray.namedarray.pycompat import is_chunked_array
-
-        if not is_chunked_array(source):
-            target.values.append((region or ..., source))
-
-    def sync(self, compute: bool = True, chunkmanager_store_kwargs=None) -> None:
-        return None
+def _nan_fill_attr() -> str:
+    """The ``_FillValue`` attribute xarray writes on every floating-point zarr v3 array: NaN (the CF
+    default for floats, whatever the array's zarr ``fill_value``), little-endian float64 in base64."""
+    return base64.standard_b64encode(struct.pack("<d", float("nan"))).decode()
 
 
-def _xarray_writer() -> tuple[Any, Any, Any] | None:
-    """``(dump_to_store, get_writable_zarr_store, sync)`` — xarray's writer functions and zarr's
-    ``sync`` — if they and the zarr async API that :func:`write_template` uses are where it expects
-    them, else None."""
+def _non_dim_coords(tpl: StoreTemplate) -> dict[str, tuple[str, ...]]:
+    """The coordinates not named like one of their dims (integrator records, fixed parameters, …): their dims."""
+    return {name: c.dims for name, c in tpl.coords.items() if name not in c.dims}
+
+
+def _encoded_attrs(tpl: StoreTemplate) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    """Every array's attributes and the group's, as xarray's CF encoding writes them: a variable's
+    ``coordinates`` lists (sorted) the non-dimension coordinates whose dims are among its own, those on
+    no variable go to the group's ``coordinates``; a float array gets ``_FillValue`` (NaN)."""
+    extra = _non_dim_coords(tpl)
+    written: set[str] = set()
+    out: dict[str, dict[str, Any]] = {}
+    for name, arr in {**tpl.data_vars, **tpl.coords}.items():
+        attrs = {k: _attr_value(v) for k, v in arr.attrs.items()}
+        if name in tpl.data_vars:
+            mine = sorted(c for c, dims in extra.items() if set(dims) <= set(arr.dims))
+            if mine:
+                attrs["coordinates"] = " ".join(mine)
+                written.update(mine)
+        if arr.dtype.kind == "f":
+            attrs["_FillValue"] = _nan_fill_attr()
+        out[name] = attrs
+    group = {k: _attr_value(v) for k, v in tpl.attrs.items()}
+    if unattached := set(extra) - written:
+        group["coordinates"] = " ".join(sorted(unattached))
+    return out, group
+
+
+def _array_kwargs(name: str, arr: StoredArray, attrs: dict[str, Any]) -> dict[str, Any]:
+    """``create_array``'s arguments for ``arr``, as xarray passes them: a variable's fill value and chunks,
+    a coordinate's zarr defaults (chunks ``auto``; NaN fill for floats, zarr's own for the rest)."""
+    fill: Any = arr.fill
+    chunks: tuple[int, ...] | str | None = arr.chunks
+    if arr.values is not None:
+        fill, chunks = (np.nan if arr.dtype.kind == "f" else None), "auto"
+    return {
+        "name": name,
+        "shape": arr.shape,
+        "dtype": arr.dtype,
+        "fill_value": fill,
+        "chunks": chunks,
+        "dimension_names": arr.dims,
+        "overwrite": False,
+        "config": {},
+        "attributes": attrs,
+    }
+
+
+def write_template(tpl: StoreTemplate, url: str, storage_options: dict | None = None) -> None:
+    """Write ``tpl`` as a new zarr v3 store at ``url``: the group with its attributes first, then every
+    array (metadata and attributes in one write) and the coordinates' values, together. An existing
+    store is refused (zarr's ``ContainsGroupError`` or ``FileExistsError``, as ``to_zarr(mode="w-")``).
+    Not consolidated: the caller consolidates once the store is complete."""
+    import zarr
+
+    attrs, group_attrs = _encoded_attrs(tpl)
+    group = zarr.open_group(
+        url, mode="w-", path=None, storage_options=storage_options, zarr_format=3, use_consolidated=False
+    )
+    group.attrs.put(group_attrs)
+    arrays = {**tpl.data_vars, **tpl.coords}
     try:
-        from xarray.backends.writers import dump_to_store, get_writable_zarr_store
-        from zarr import AsyncArray, AsyncGroup
         from zarr.core.sync import sync
-    except ImportError:
-        return None
-    if not (hasattr(AsyncGroup, "create_array") and hasattr(AsyncArray, "setitem")):
-        return None
-    return dump_to_store, get_writable_zarr_store, sync
-
-
-def write_template(ds: Any, encoding: dict[str, dict], url: str, storage_options: dict | None = None) -> None:
-    """Write ``ds`` (:func:`template`) as a new zarr v3 store at ``url``: the same objects, bit for bit,
-    as ``ds.to_zarr(url, mode="w-", compute=False, encoding=encoding)`` before consolidation
-    (tests/test_template_write.py), through xarray's own encoding, in about half the time: without the
-    dask graph nobody computes (:class:`_TemplateWriter`), and with the arrays created together, each
-    with its attributes in one write, then the coordinates' values together (:class:`_DeferringGroup`;
-    xarray creates an array, writes its attributes, then its values, one after another). The group
-    with its attributes is written first, as ``to_zarr`` writes it. An existing store is refused as
-    ``to_zarr(mode="w-")`` refuses it (``FileExistsError`` or zarr's ``ContainsGroupError``). Not
-    consolidated: the caller consolidates once the store is complete. Falls back to ``to_zarr`` if
-    xarray's or zarr's functions used here move."""
-    tools = _xarray_writer()
-    if tools is None:  # another xarray or zarr layout: the public route (slower, same objects)
-        kwargs: dict[str, Any] = {} if storage_options is None else {"storage_options": storage_options}
-        ds.to_zarr(url, mode="w-", zarr_format=3, compute=False, consolidated=False, encoding=encoding, **kwargs)
+    except ImportError:  # another zarr layout: one array after another (slower, same objects)
+        for name, arr in arrays.items():
+            created = group.create_array(**_array_kwargs(name, arr, attrs[name]))
+            if arr.values is not None:
+                created[...] = arr.values
         return
     import asyncio
 
-    dump_to_store, get_writable_zarr_store, sync = tools
-    zstore = get_writable_zarr_store(url, mode="w-", consolidated=False, zarr_format=3, storage_options=storage_options)
-    group = zstore.zarr_group
     parent = group._async_group
-    deferring = zstore.zarr_group = _DeferringGroup(group)
-    try:
-        dump_to_store(ds, zstore, _TemplateWriter(), encoding=encoding)
-    finally:
-        zstore.zarr_group = group
 
-    async def create(array: _Deferred) -> None:
-        created = await parent.create_array(**array.spec)
-        for selection, values in array.values:
-            await created.setitem(selection, values)
+    async def create(name: str, arr: StoredArray) -> None:
+        created = await parent.create_array(**_array_kwargs(name, arr, attrs[name]))
+        if arr.values is not None:
+            await created.setitem(..., arr.values)
 
     async def create_all() -> None:
-        await asyncio.gather(*(create(array) for array in deferring.deferred))
+        await asyncio.gather(*(create(name, arr) for name, arr in arrays.items()))
 
     sync(create_all())
