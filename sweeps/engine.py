@@ -124,10 +124,7 @@ def run_sweep(
         try:
             run_ref = dataclasses.replace(lease.ref, carries=keep_carries)
             if grow:  # the store grows first, by the steps chosen once from its spec and this one
-                step = extension.growth(plan, run_ref)
-                if step.axes is not None:  # values appended to sweep axes (sweeps.grow), at the store's T
-                    ensure_store(step.axes, run_ref, log, grow=True)
-                plan = extension.extend_time(step, run_ref, log, recompute) if step.time else step.plan
+                plan = _grow(plan, run_ref, log, recompute)
             cost = plan.cost_array()  # every cell's estimated seconds: the run's only cost computation
             creating = early.start(plan, run_ref, execution, grow, log, cost)
             try:
@@ -139,6 +136,16 @@ def run_sweep(
             if (fault := store_fault(lease.ref, exc)) is None:
                 raise
             raise fault.error() from None
+
+
+def _grow(plan: Plan, ref: StoreRef, log: Callable[[str], None], recompute: bool) -> Plan:
+    """Grow the store in ``ref`` to ``plan`` (``run --grow``): values appended to sweep axes
+    (:mod:`geosweep.sweeps.grow`) at the store's T, then a later T (:mod:`geosweep.sweeps.extension`);
+    the plan left to run."""
+    step = extension.growth(plan, ref)
+    if step.axes is not None:
+        ensure_store(step.axes, ref, log, grow=True)
+    return extension.extend_time(step, ref, log, recompute) if step.time else step.plan
 
 
 @fewer_collections()  # a cell's objects are freed by reference counting (geosweep.sweeps.gc_policy)

@@ -95,7 +95,7 @@ def test_store_page_lists_every_family_variable_and_flag():
         for d in FAMILIES[family].diagnostics(model):
             assert f"| `{d.name}` |" in section, (family, d.name)
     from geosweep.sweeps.plan import make_plan
-    from geosweep.sweeps.store.schema import template
+    from geosweep.sweeps.store.template_dataset import template
 
     ds, _ = template(make_plan(ref.SAMPLE_SPEC))
     coords = page.split("## Coordinates", 1)[1].split("\n## ", 1)[0]

@@ -318,13 +318,13 @@ SAMPLE_SPEC = {
 def _coordinates_and_attrs() -> list[str]:
     """The coordinates and group attributes of a store, from the template of :data:`SAMPLE_SPEC`."""
     from geosweep.sweeps.plan import make_plan
-    from geosweep.sweeps.store.schema import template
+    from geosweep.sweeps.store.template_dataset import template
 
     ds, _encoding = template(make_plan(SAMPLE_SPEC))
     lines = [
         "## Coordinates",
         "",
-        "As the store template writes them (`geosweep.sweeps.store.schema.template`), here for a",
+        "As the store template writes them (`geosweep.sweeps.store.template_dataset.template`), here for a",
         f"sample sweep of `{SAMPLE_SPEC['system']}` over both method axes and `N`; a store has one",
         "coordinate per sweep axis and per fixed parameter of its own system.",
         "",
