@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import xarray as xr
 
-    from geosweep.methods import Method
+    import geosweep.methods
     from geosweep.sweeps.engine import SweepResult
     from geosweep.sweeps.plan import Plan
     from geosweep.sweeps.spec import SweepSpec
@@ -272,7 +272,7 @@ def cell_plan(spec: dict[str, Any] | SweepSpec, model: Any = None) -> Plan:
 
 def integrate(
     system: str | System,
-    integrator: str | Method,
+    integrator: str | geosweep.methods.Method,
     *,
     T: float,
     dt_out: float,

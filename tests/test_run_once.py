@@ -45,7 +45,7 @@ def test_one_run_reads_its_spec_and_computes_its_costs_once(tmp_path, monkeypatc
 
 
 def test_a_resumed_store_is_checked_without_its_template(tmp_path, monkeypatch):
-    built = _counting(monkeypatch, lifecycle, "template")
+    built = _counting(monkeypatch, lifecycle, "store_template")
     first = run_sweep({"name": "once", "system": "double_pendulum", "integrators": ["rk4"], "h": [0.01], "T": 1.0,
                        "dt_out": 0.25}, tmp_path / "s.zarr", serial=True)  # fmt: skip
     assert first.complete and len(built) == 1
