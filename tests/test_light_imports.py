@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import geosweep.kernels
+from benchmarks.bench_imports import TINY_SPEC  # the spec the benchmark's tiny-run rows time
 from geosweep.flows.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,18 +113,6 @@ def test_a_module_of_sweeps_imports_only_what_it_uses():
         "assert loaded == ['geosweep.sweeps.numba_env'], loaded"
     )
     assert _heavy_after(code) == []
-
-
-TINY_SPEC = """name = "tiny"
-system = "pendulum_chain"
-integrators = ["rkmk4"]
-h = [0.025]
-T = 0.1
-dt_out = 0.05
-
-[params]
-N = 3
-"""
 
 
 def test_a_tiny_run_imports_no_xarray_nor_dask(tmp_path):
