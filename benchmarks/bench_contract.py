@@ -10,7 +10,10 @@ family contract):
 * ``sphere``: explicit VI on ``lj_sphere`` (n = 642), ms/step;
 * ``torus``: map (25) on the torus (N_p = 80, 0.05 from the wall, impact inside), µs/step;
 * ``rkmk4``: RKMK4 on the 20-link chain, µs/step;
-* ``rkmk45``: adaptive RKMK(5,4) on the 20-link chain (tol 1e-8), µs per accepted step.
+* ``rkmk45``: adaptive RKMK(5,4) on the 20-link chain (tol 1e-8), µs per accepted step;
+* ``rkmk853``: the peers' chain case (``benchmarks/peers``: adaptive order 8 to T = 3, tol 1e-10), µs per
+  accepted step;
+* ``dg``: the Gonzalez discrete gradient on the quartic system (004 §4.1, N = 13, h = 0.01), µs/step.
 """
 
 from __future__ import annotations
@@ -58,6 +61,15 @@ elif case == "torus":
         t0 = time.perf_counter()
         _integrate(m, "v2_newmark", 1e-3, 4000, 100)
         return (time.perf_counter() - t0) / 4000 * 1e6
+elif case == "dg":
+    from geosweep.kernels.dg import family as F
+    from geosweep.kernels.dg.systems import quartic
+    from geosweep.kernels.registry import RunRequest
+    m = quartic()
+    F.run(m, "dg_gonzalez", RunRequest(T=0.02, dt_out=0.01, h=0.01), {})
+    def run():
+        r = F.run(m, "dg_gonzalez", RunRequest(T=20.0, dt_out=2.0, h=0.01), {})
+        return r.wall_time / int(r.values["steps"]) * 1e6
 else:
     _integrate = kernel_run("geosweep.kernels.chain.integrate")
     from geosweep.kernels.chain.model import build_chain
@@ -68,6 +80,12 @@ else:
             t0 = time.perf_counter()
             _integrate(m, "rkmk4", 1e-3, 20000, 100)
             return (time.perf_counter() - t0) / 20000 * 1e6
+    elif case == "rkmk853":  # the peers' chain case (benchmarks/peers/geosweep_side.py): T = 3 in one output
+        opts = dict(adaptive=True, tol=1e-10, exponent=0.125, ambient_rhs="fast")
+        _integrate(m, "rkmk853", 0.1, 1, **opts)
+        def run():
+            r = _integrate(m, "rkmk853", 3.0, 1, **opts)
+            return r.wall_time / r.info["steps"] * 1e6
     else:
         _integrate(m, "rkmk45", 0.1, 2, adaptive=True, tol=1e-8)
         def run():
@@ -76,7 +94,14 @@ else:
             return (time.perf_counter() - t0) / r.info["steps"] * 1e6
 print(json.dumps(best(run)))
 """
-UNITS = {"sphere": "ms/step", "torus": "µs/step", "rkmk4": "µs/step", "rkmk45": "µs/accepted step"}
+UNITS = {
+    "sphere": "ms/step",
+    "torus": "µs/step",
+    "rkmk4": "µs/step",
+    "rkmk45": "µs/accepted step",
+    "rkmk853": "µs/accepted step",
+    "dg": "µs/step",
+}
 
 
 def measure(tree: Path, case: str) -> float:
@@ -91,7 +116,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default="a579840", help="git revision to compare with (default: before the contract)")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--cases", default="sphere,torus,rkmk4,rkmk45")
+    ap.add_argument("--cases", default="sphere,torus,rkmk4,rkmk45,rkmk853,dg")
     args = ap.parse_args()
     cases = args.cases.split(",")
     with tempfile.TemporaryDirectory() as tmp:

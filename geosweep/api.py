@@ -286,7 +286,8 @@ def integrate(
     system's time units), fixed step ``h`` (a divisor of ``dt_out``) or, for an adaptive method, error
     tolerance ``tol``; ``snapshot_dt``: time between stored full states (default: t = 0 and T only);
     ``options``: the integrator's options (:func:`integrators`; e.g. ``blowup``, default 0.5 for every
-    family: stop once ``|E − E0| > blowup·|E0|``). ``integrator`` is a name or a method object of
+    family: stop once ``|E − E0| > blowup·|E0|``); for a fixed-step method with a solver option
+    ``tol`` (``implicit_vi``, ``slgi*``), ``tol`` sets that option. ``integrator`` is a name or a method object of
     :mod:`geosweep.methods` (``RKMK(tableau="dop853")``), which runs the system's family's integrator of
     that method, bitwise as by its name.
 
@@ -310,8 +311,27 @@ def integrate(
             integrator = integrator.integrator_for(system)
         except ValueError as exc:
             raise _spec_error([("integrator", str(exc).removeprefix("integrator: "))], "integrate") from None
+    tol, options = _solver_tol(system, integrator, tol, options)
     spec = cell_spec(system, integrator, T=T, dt_out=dt_out, h=h, tol=tol, snapshot_dt=snapshot_dt, options=options)
     return Solution.compute(cell_plan(spec, model))
+
+
+def _solver_tol(
+    system: str | System, integrator: str, tol: float | None, options: dict[str, Any]
+) -> tuple[float | None, dict[str, Any]]:
+    """``(tol, options)`` with ``tol`` moved into the options when ``integrator`` is a fixed-step method
+    that declares a solver option of that name (``implicit_vi``'s fixed point, ``slgi*``'s Newton stop):
+    a fixed-step cell has no error tolerance, so ``tol`` can mean only the option."""
+    if tol is None or "tol" in options:
+        return tol, options
+    name = system.name if isinstance(system, System) else system
+    if not isinstance(name, str) or not isinstance(integrator, str):
+        return tol, options
+    load_for(name, [integrator])
+    defn = INTEGRATORS.get(integrator)
+    if defn is None or defn.adaptive or all(p.name != "tol" for p in defn.params):
+        return tol, options
+    return None, {**options, "tol": tol}
 
 
 # ---------------------------------------------------------------------------------------

@@ -256,22 +256,38 @@ def resolve(system: Any, integrator: str | Method) -> str:
 
 # ---- adding a tableau -------------------------------------------------------------------------
 def register(t: Tableau, kinds: tuple[str, ...] = ("RKMK",)) -> tuple[Any, ...]:
-    """Add tableau ``t`` to the table and offer it in every family with a group action, as the
-    ``kinds`` given (``"RKMK"``: integrator ``rkmk_<name>``; ``"ambient"``: ``<name>_ambient``),
-    variable-step when it has an embedded formula. Returns the registry entries it got."""
+    """Add tableau ``t`` to the table and offer it as the ``kinds`` given: in every family with a group
+    action, ``"RKMK"`` (integrator ``rkmk_<name>``) and ``"ambient"`` (``<name>_ambient``),
+    variable-step when it has an embedded formula; in the (S²)ⁿ family, ``"s2"`` (the fixed-step
+    baselines ``<name>`` and ``<name>_proj``, explicit tableaux only). Returns the registry entries it got."""
     from geosweep.kernels.lie import methods as lie_methods
 
     lie_tableaux = _lie()
     if t.name in rk_tableaux.TABLEAUX:
         raise ValueError(f"tableau {t.name!r} exists already")
+    unknown = set(kinds) - {"RKMK", "ambient", "s2"}
+    if unknown:
+        raise ValueError(f"kinds: unknown {sorted(unknown)}; choose from 'RKMK', 'ambient', 's2'")
     builders = {"RKMK": (f"rkmk_{t.name}", lie_tableaux.RKMK), "ambient": (f"{t.name}_ambient", lie_tableaux.AMBIENT)}
     rk_tableaux.TABLEAUX[t.name] = t
     out: tuple[Any, ...] = ()
     for kind in kinds:
+        if kind == "s2":
+            out += _register_s2(t.name)
+            continue
         name, code = builders[kind]
         doc = f"{kind} on the {t.name} tableau: {t.doc}"
         out += lie_methods.register(lie_tableaux.from_tableau(name, code, t, doc, adaptive=t.embedded))
     return out
+
+
+def _register_s2(tableau: str) -> tuple[Any, ...]:
+    """The (S²)ⁿ baselines ``<tableau>`` and ``<tableau>_proj`` of a registered tableau."""
+    from geosweep.kernels.registry import load_builtins
+    from geosweep.kernels.s2.family import add_rk_baseline
+
+    load_builtins()
+    return (add_rk_baseline(tableau, tableau, False), add_rk_baseline(f"{tableau}_proj", tableau, True))
 
 
 def unregister(name: str) -> None:
@@ -281,6 +297,13 @@ def unregister(name: str) -> None:
     rk_tableaux.TABLEAUX.pop(name, None)
     for method in (f"rkmk_{name}", f"{name}_ambient"):
         lie_methods.unregister(method)
+    from geosweep.kernels.s2.stepper import RK_BASELINES
+
+    if RK_BASELINES.get(name, ("",))[0] == name:
+        from geosweep.kernels.s2.family import remove_rk_baseline
+
+        for s2_name in (name, f"{name}_proj"):
+            remove_rk_baseline(s2_name)
 
 
 # ---- the docs' table ---------------------------------------------------------------------------

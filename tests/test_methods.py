@@ -151,7 +151,7 @@ RALSTON3 = Tableau.of(
 
 @pytest.fixture
 def ralston3():
-    entries = methods.register(RALSTON3, kinds=("RKMK", "ambient"))
+    entries = methods.register(RALSTON3, kinds=("RKMK", "ambient", "s2"))
     try:
         yield entries
     finally:
@@ -163,7 +163,8 @@ def test_a_tableau_registered_at_run_time_shows_up_everywhere(ralston3, capsys):
 
     assert RALSTON3.order_conditions_hold() and not RALSTON3.order_conditions_hold(4)
     names = {i.name for i in ralston3}
-    assert names == {f"{p}{k}" for p in ("", "lp_", "quad_") for k in ("rkmk_ralston3", "ralston3_ambient")}
+    lie_names = {f"{p}{k}" for p in ("", "lp_", "quad_") for k in ("rkmk_ralston3", "ralston3_ambient")}
+    assert names == lie_names | {"ralston3", "ralston3_proj"}  # the (S²)ⁿ baselines too
     table = geosweep.integrators()
     assert names <= set(table.index) and set(table.loc[sorted(names), "order"]) == {3}
     assert table.loc["lp_rkmk_ralston3", "method"] == RKMK(tableau="ralston3")
@@ -171,26 +172,30 @@ def test_a_tableau_registered_at_run_time_shows_up_everywhere(ralston3, capsys):
     cmd_systems(argparse.Namespace())
     out = capsys.readouterr().out
     assert "  rkmk_ralston3  [family ts2, order 3]" in out and "quad_ralston3_ambient" in out
+    assert "  ralston3_proj  [family s2, order 3]" in out
+    assert Ambient("ralston3", project=True).integrator_for("double_pendulum") == "ralston3_proj"
     assert "| `RKMK(tableau='ralston3', adaptive=False)` | 3 | 3 | no | no |" in methods.markdown_table()
     sol = geosweep.integrate("heavy_top", RKMK(tableau="ralston3"), T=0.02, dt_out=0.01, h=0.001)
     assert sol.integrator == "lp_rkmk_ralston3" and sol.status.name == "OK"
 
 
-@pytest.mark.parametrize("integrator", ["rkmk_ralston3", "lp_ralston3_ambient"])
+@pytest.mark.parametrize("integrator", ["rkmk_ralston3", "lp_ralston3_ambient", "ralston3_proj"])
 def test_a_tableau_registered_at_run_time_reaches_its_declared_order(ralston3, integrator):
     from tests.test_registry_orders import observed_order, tolerance
 
-    system = "heavy_top" if integrator.startswith("lp_") else "pendulum_chain"
+    system = {"rkmk_ralston3": "pendulum_chain", "lp_ralston3_ambient": "heavy_top"}.get(integrator, "double_pendulum")
     idef = INTEGRATORS[integrator]
     p, d = observed_order(system, idef)
     assert idef.order == 3 and abs(p - 3) <= tolerance(3), (p, d)
 
 
 def test_unregister_leaves_the_tables_as_they_were():
-    before = (dict(rk.TABLEAUX), dict(lie.METHODS), dict(INTEGRATORS))
-    methods.register(RALSTON3)
+    from geosweep.kernels.s2 import stepper as s2_stepper
+
+    before = (dict(rk.TABLEAUX), dict(lie.METHODS), dict(INTEGRATORS), dict(s2_stepper.METHODS))
+    methods.register(RALSTON3, kinds=("RKMK", "s2"))
     methods.unregister(RALSTON3.name)
-    assert (rk.TABLEAUX, lie.METHODS, INTEGRATORS) == before
+    assert (rk.TABLEAUX, lie.METHODS, INTEGRATORS, s2_stepper.METHODS) == before
 
 
 # ---- the docs' tables --------------------------------------------------------------------------------------

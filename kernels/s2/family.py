@@ -155,6 +155,47 @@ _RK_DOC = {
     "rk4_proj": "Classical RK4, then q_i ← q_i/|q_i| each step (baseline).",
 }
 
+
+def _rk_def(name: str, tableau: str, project: bool, doc: str) -> IntegratorDef:
+    """The declaration of the RK baseline ``name``: tableau ``tableau``'s order, the energy guard, and
+    |q_i| = 1 kept when it projects."""
+    return IntegratorDef(
+        name, "s2", rk_tableaux.get(tableau).order, doc, params=(BLOWUP,), preserves=_UNIT if project else ()
+    )
+
+
+def add_rk_baseline(name: str, tableau: str, project: bool) -> IntegratorDef:
+    """Offer the explicit tableau ``tableau`` (a record of :data:`geosweep.kernels.tableaux.TABLEAUX`)
+    as the (S²)ⁿ Runge–Kutta baseline ``name`` on the ambient ODE in R⁶ⁿ, with the projection
+    q_i ← q_i/|q_i| after each step when ``project``; fixed step (an embedded formula is not used).
+    Registers it and returns its declaration (:func:`geosweep.methods.register` calls this)."""
+    from geosweep.kernels.registry import register_integrator
+    from geosweep.kernels.s2 import stepper
+
+    t = rk_tableaux.get(tableau)
+    if any(t.A[i][j] != 0 for i in range(t.stages) for j in range(i, t.stages)):
+        raise ValueError(f"tableau {tableau!r} is implicit; the (S²)ⁿ baselines are explicit")
+    RK_BASELINES[name] = (tableau, project)
+    RECORDS[name] = stepper._rk_method(tableau, project)
+    METHODS.setdefault(name, len(METHODS))  # the kernels-alone run's method names
+    _EVALS_PER_STEP[name] = t.stages
+    then = ", then q_i ← q_i/|q_i| each step" if project else ""
+    doc = f"{t.name} tableau on the ambient ODE in R⁶ⁿ{then} (baseline)."
+    return register_integrator(_rk_def(name, tableau, project, doc))
+
+
+def remove_rk_baseline(name: str) -> None:
+    """Undo :func:`add_rk_baseline` (the built-in baselines of :data:`_RK_DOC` stay)."""
+    from geosweep.kernels.registry import INTEGRATORS
+
+    if name in _RK_DOC:
+        raise ValueError(f"{name!r} is a built-in baseline")
+    for table in (RK_BASELINES, RECORDS, METHODS, _EVALS_PER_STEP):
+        table.pop(name, None)
+    if name in INTEGRATORS and INTEGRATORS[name].family == "s2":
+        del INTEGRATORS[name]
+
+
 INTEGRATORS = (
     IntegratorDef(
         "explicit_vi",
@@ -180,15 +221,5 @@ INTEGRATORS = (
         also=("ts2",),
         preserves=_VI_KEEPS,
     ),
-    *(
-        IntegratorDef(
-            name,
-            "s2",
-            rk_tableaux.get(tab).order,
-            _RK_DOC[name],
-            params=(BLOWUP,),
-            preserves=_UNIT if project else (),
-        )
-        for name, (tab, project) in RK_BASELINES.items()
-    ),
+    *(_rk_def(name, tab, project, _RK_DOC[name]) for name, (tab, project) in RK_BASELINES.items()),
 )
