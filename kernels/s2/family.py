@@ -104,15 +104,24 @@ _EVALS_PER_STEP = {
 }
 
 
+def _evals_per_step(integrator: str) -> int:
+    """Potential gradients per step (a baseline added at run time: its tableau's stages)."""
+    if integrator in _EVALS_PER_STEP:
+        return _EVALS_PER_STEP[integrator]
+    tab = RK_BASELINES.get(integrator)
+    return rk_tableaux.get(tab[0]).stages if tab else 4
+
+
 def cost_per_step(model: S2System, integrator: str) -> float:
     """Rough seconds per step on one core (used only to size slices)."""
     n = model.n
     grad = 2.5e-9 * n * n + 2e-8 * n
-    cost = _EVALS_PER_STEP.get(integrator, 4) * grad
+    evals = _evals_per_step(integrator)
+    cost = evals * grad
     if integrator == "implicit_vi":
         cost += 6 * (3 * n) ** 3 / 3 * 1.5e-9
     elif not model.is_diagonal:
-        cost += _EVALS_PER_STEP.get(integrator, 4) * (3 * n) ** 3 / 3 * 1.5e-9
+        cost += evals * (3 * n) ** 3 / 3 * 1.5e-9
     return cost + 1e-7
 
 
@@ -178,7 +187,6 @@ def add_rk_baseline(name: str, tableau: str, project: bool) -> IntegratorDef:
     RK_BASELINES[name] = (tableau, project)
     RECORDS[name] = stepper._rk_method(tableau, project)
     METHODS.setdefault(name, len(METHODS))  # the kernels-alone run's method names
-    _EVALS_PER_STEP[name] = t.stages
     then = ", then q_i ← q_i/|q_i| each step" if project else ""
     doc = f"{t.name} tableau on the ambient ODE in R⁶ⁿ{then} (baseline)."
     return register_integrator(_rk_def(name, tableau, project, doc))
@@ -190,7 +198,7 @@ def remove_rk_baseline(name: str) -> None:
 
     if name in _RK_DOC:
         raise ValueError(f"{name!r} is a built-in baseline")
-    for table in (RK_BASELINES, RECORDS, METHODS, _EVALS_PER_STEP):
+    for table in (RK_BASELINES, RECORDS, METHODS):
         table.pop(name, None)
     if name in INTEGRATORS and INTEGRATORS[name].family == "s2":
         del INTEGRATORS[name]
