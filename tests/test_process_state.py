@@ -56,7 +56,7 @@ TABLES = {
     "kernels/dg/steppers.py": {"METHODS", "RK_TABLEAUX"},
     "kernels/tableaux.py": {"_D8_E5", "_D8_B3", "TABLEAUX"},
     "kernels/registry.py": {"BUILTIN_SYSTEMS"},
-    "kernels/s2/family.py": {"_EVALS_PER_STEP", "_RK_DOC"},
+    "kernels/s2/family.py": {"_RK_DOC"},
     "kernels/s2/integrate.py": {"METHODS"},
     "kernels/s2/model.py": {"SYMMETRY_CODES"},
     "kernels/s2/stepper.py": {"RK_BASELINES", "METHODS", "STEPS"},
