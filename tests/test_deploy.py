@@ -659,7 +659,6 @@ def test_cli_run_with_storage_options_and_cluster_file(s3, prefect_server, clust
     url = f"s3://{BUCKET}/cli.zarr"
     so = json.dumps(s3)
 
-    t0 = time.perf_counter()
     p = _geosweep(
         "run", str(spec), "--store", url, "--storage-options", so, "--address", lc.scheduler_address, "--no-prefect"
     )  # fmt: skip
@@ -680,7 +679,8 @@ def test_cli_run_with_storage_options_and_cluster_file(s3, prefect_server, clust
 
     p = _geosweep("status", url, "--storage-options", so)
     assert p.returncode == 0 and "cells complete: 4/4" in p.stdout, p.stderr[-3000:]
-    assert time.perf_counter() - t0 < 60
+    # a command that hangs on the endpoint fails by its subprocess timeout (_geosweep), not by a wall-clock
+    # bound over the three, which a busy CI machine crossed (62.6 s of 60 at load ~5)
 
     # the report of a URL store goes beside it, into the bucket
     p = _geosweep("report", url, "--storage-options", so)
