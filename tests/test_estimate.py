@@ -133,7 +133,10 @@ def test_a_sweep_over_chain_n_is_costed_per_n(tmp_path):
     assert large > 3 * small
 
     costs = cell_costs(plan)
-    measured = {cell: _run_cpu(plan, cell) for cell in costs}
+    # warm first (a cell's first run in this process also loads its kernels from the cache, which
+    # inflated the cheap N = 4 cell 1.5x on a fresh machine), then the lesser of two runs per cell
+    warm_plan(plan)
+    measured = {cell: min(_run_cpu(plan, cell), _run_cpu(plan, cell)) for cell in costs}
     _within(sum(costs.values()), sum(measured.values()), "core-seconds")
     for cell_small in costs:
         if plan.grid.coords(cell_small)["N"] != 4:
