@@ -1,4 +1,4 @@
-"""Shared fixtures and how the suite runs on several pytest-xdist workers (``-n 3 --dist loadgroup`` in
+"""Shared fixtures and how the suite runs on several pytest-xdist workers (``-n 4 --dist loadgroup`` in
 pyproject.toml's addopts; ``-n 0`` is one process). The ``s2_`` fixtures serve the (S²)ⁿ physics tests
 (spec sphere.md).
 

@@ -99,3 +99,24 @@ def wait_for_scheduler(address: str, proc: subprocess.Popen, seconds: float = 12
         except OSError:
             assert time.monotonic() - t0 < seconds, f"no scheduler at {address} after {seconds} s"
             time.sleep(0.1)
+
+
+def seeded_numba_cache(dest: Path) -> str:
+    """``dest`` as a ``NUMBA_CACHE_DIR`` holding this checkout's compiled kernels (copied from their
+    ``__pycache__`` folders, which the suite warms first, with the source mark beside them), for a test
+    of a cluster whose workers are told to use their own cache: they then load its kernels, not compile
+    them again (a cold compile costs tens of CPU seconds per worker)."""
+    import shutil
+
+    from numba.core.caching import _CacheLocator
+
+    import geosweep.kernels
+
+    root = Path(geosweep.kernels.__file__).resolve().parent
+    for package in sorted({p.parent for p in root.rglob("*.py")}):
+        target = dest / _CacheLocator.get_suitable_cache_subpath(str(package / "x.py"))
+        target.mkdir(parents=True, exist_ok=True)
+        cache = package / "__pycache__"
+        for f in [*cache.glob("*.nbi"), *cache.glob("*.nbc"), *cache.glob("*.sha1")]:
+            shutil.copy2(f, target / f.name)
+    return str(dest)

@@ -29,13 +29,13 @@ h = [0.01]
 T = 1.0
 dt_out = 0.1
 """
-#: 16 cells of ~1.3 s each: long enough to be interrupted in the middle
+#: 16 cells of ~0.7 s each: long enough to be interrupted in the middle
 LONG = """
 name = "out-long"
 system = "lj_sphere"
 integrators = ["rk4"]
 h = [0.0025]
-T = 3.0
+T = 1.5
 dt_out = 0.05
 [params]
 omega = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.4, 1.6, 1.8, 2.0, 2.2, 2.4, 2.6, 2.8, 3.0]

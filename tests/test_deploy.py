@@ -35,6 +35,7 @@ from geosweep.deploy.clusters import (  # noqa: E402
 from geosweep.kernels.vocabulary import RUN_DEPENDENT  # noqa: E402
 from geosweep.sweeps.engine import SLICE_RESOURCE, run_sweep  # noqa: E402
 from geosweep.sweeps.store import StoreRef, mark_for_rerun  # noqa: E402
+from tests.proc_util import seeded_numba_cache  # noqa: E402
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 BUCKET = "geosweep-test"
@@ -346,7 +347,8 @@ def test_a_batch_jobs_worker_command_runs_one_slice_at_a_time_with_a_writer_thre
     bitwise equal to the serial reference."""
     from distributed import Client
 
-    c = make_cluster("slurm", cores=2, memory="4GiB", dashboard_address=":0", numba_cache_dir=str(tmp_path / "nc"))
+    cache = seeded_numba_cache(tmp_path / "nc")  # the job's own cache, holding the suite's compiled kernels
+    c = make_cluster("slurm", cores=2, memory="4GiB", dashboard_address=":0", numba_cache_dir=cache)
     try:
         lines = c.job_script().splitlines()
         exports = [line for line in lines if line.startswith("export ") or line.startswith("mkdir ")]

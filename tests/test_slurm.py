@@ -19,6 +19,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.proc_util import seeded_numba_cache
 from tests.slurm_cluster import install_torque_wrappers, is_torque_wrapper, slurm, slurm_user  # noqa: F401
 from tests.test_cli_output import LONG, N_LONG, _cells_done, _cmd
 from tests.test_cluster_interrupts import _no_jobs_left, slurm_cluster_file
@@ -205,7 +206,7 @@ def test_the_jobs_of_a_non_root_user_run_as_that_user(slurm, slurm_user):  # noq
 
     work = slurm_user.work
     (work / "two.toml").write_text(TWO)
-    cluster = slurm_cluster_file(work, slurm, jobs=1, numba_cache_dir=str(work / "numba"))
+    cluster = slurm_cluster_file(work, slurm, jobs=1, numba_cache_dir=seeded_numba_cache(work / "numba"))
     subprocess.run(["chown", "-R", f"{slurm_user.uid}", str(work)], check=False)  # written by this process
     env = slurm_user.env(slurm)
     env.pop("PREFECT_API_URL", None)
