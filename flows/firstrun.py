@@ -240,7 +240,7 @@ class FirstRun:
 
     def finish(self) -> None:
         """Load the family of :meth:`prepare`'s spec. Whatever compiles meanwhile is said by :meth:`warm`,
-        once the spec is valid (importing a family compiles its fixed-signature kernels on a cold cache)."""
+        once the spec is valid (a built-in family compiles nothing when imported; a plugin's may)."""
         from geosweep.kernels._jit import watch_compiles
         from geosweep.kernels.registry import load_for
 
