@@ -15,6 +15,7 @@ import json
 import os
 import re
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -278,8 +279,9 @@ class DeclaredDispatcher(CPUDispatcher):
         return super().stats
 
 
-#: process-wide state: every :class:`DeclaredDispatcher` made, in definition order (:func:`compile_declared`)
-_DECLARED: list[DeclaredDispatcher] = []
+#: process-wide state: every live :class:`DeclaredDispatcher` made (:func:`compile_declared`); weak, so
+#: that the kernels a factory makes at run time (a user's dg system, a driver's entry) can be freed
+_DECLARED: weakref.WeakSet[DeclaredDispatcher] = weakref.WeakSet()
 
 
 def _declared(sigs: list, fn: Callable, opts: dict[str, Any]) -> DeclaredDispatcher:
@@ -293,14 +295,14 @@ def _declared(sigs: list, fn: Callable, opts: dict[str, Any]) -> DeclaredDispatc
     if opts.get("cache"):
         disp.enable_caching()
     disp._declared = tuple(sigs)
-    _DECLARED.append(disp)
+    _DECLARED.add(disp)
     return disp
 
 
 def compile_declared() -> int:
     """Compile (or load from the cache) the declared signatures of every kernel made so far; returns how many
     kernels had them pending (``geosweep serve`` and the compile helpers compile a family at once)."""
-    pending = [d for d in _DECLARED if d._declared is not None]
+    pending = [d for d in list(_DECLARED) if d._declared is not None]
     for d in pending:
         d.compile_declared()
     return len(pending)
