@@ -9,7 +9,9 @@ Each row is one whole process, timed from outside (wall and CPU of the child), a
 * ``run``: a warm ``geosweep run --no-prefect`` of a one-cell spec (3-link chain, RKMK4, T = 0.1) into
   its default store ``results/tiny.zarr``, removed before each run (so the store is created every time);
   ``serial``: the same run with ``--serial``;
-* ``prefect``: the same run on the default path (the Prefect flow and its temporary server).
+* ``prefect``: the same run on the default path (the Prefect flow and its temporary server);
+* ``systems``: ``geosweep systems``; ``systems-cold``: the same on an empty Numba cache (a fresh
+  ``NUMBA_CACHE_DIR`` and geosweep stamp directory each run, so the warm-up warms nothing).
 
 The command runs as ``python -m geosweep.flows.cli`` with ``PYTHONPATH`` set to a checkout: this
 working tree and, with ``--baseline REV``, that revision exported (``git archive``) into a directory
@@ -55,6 +57,8 @@ ROWS = {
     "run": [*CLI, "run", "--no-prefect", "tiny.toml"],
     "serial": [*CLI, "run", "--serial", "tiny.toml"],
     "prefect": [*CLI, "run", "tiny.toml"],
+    "systems": [*CLI, "systems"],
+    "systems-cold": [*CLI, "systems"],
 }
 DEFAULT_ROWS = ("help", "version", "run-help", "kernels", "geosweep", "run", "serial")
 
@@ -64,13 +68,19 @@ def _env(tree: Path) -> dict[str, str]:
 
 
 def timed(tree: Path, row: str, work: Path) -> tuple[float, float]:
-    """(wall s, CPU s of the child) of one run of ``row`` on ``tree``, in ``work``."""
+    """(wall s, CPU s of the child and its helpers) of one run of ``row`` on ``tree``, in ``work``."""
     shutil.rmtree(work / "results", ignore_errors=True)
+    env = _env(tree)
+    cold = tempfile.mkdtemp(prefix="geosweep-bench-cold-") if row.endswith("-cold") else None
+    if cold:
+        env.update(NUMBA_CACHE_DIR=f"{cold}/numba", XDG_CACHE_HOME=f"{cold}/xdg")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, *ROWS[row]], cwd=work, env=_env(tree), capture_output=True, text=True)
+    p = subprocess.run([sys.executable, *ROWS[row]], cwd=work, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if cold:
+        shutil.rmtree(cold, ignore_errors=True)
     if p.returncode != 0:
         raise SystemExit(f"{row} on {tree} exited {p.returncode}: {p.stderr[-2000:]}")
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -8,8 +8,9 @@ VI's LU solve. A spec's kernels compile in this process (one :class:`FirstRun` p
 ``prepare``, ``finish``, ``warm``) while Prefect's temporary server boots in its own (:func:`start_prefect_server`:
 started at once, before this process imports Prefect); "compiling kernels" is said once, only
 after the spec was found valid and only when Numba really compiles, not when it loads its cache.
-Without a spec (``serve``, ``systems``) every built-in family is imported (:func:`load_families`),
-compiled in parallel helper processes when cold. A stamp per (family, system, integrators) in
+Without a spec (``serve``) every built-in family is imported and compiled (:func:`load_families`),
+in parallel helper processes when cold; ``systems`` imports the families only (their kernels compile on
+first use, :class:`geosweep.kernels._jit.DeclaredDispatcher`). A stamp per (family, system, integrators) in
 ``~/.cache/geosweep`` records that this kernel source was compiled.
 """
 
@@ -124,23 +125,27 @@ def _helper(code: str, *args: str, announce: Callable[[], None]) -> tuple[subpro
     return proc, _watch(proc, announce)
 
 
+#: a helper's code: import a family and compile its kernels of declared signatures (which importing leaves to first use)
+_COMPILE_FAMILY = "import {}; from geosweep.kernels._jit import compile_declared; compile_declared()"
+
+
 def compile_families(modules: list[str] | None = None) -> None:
     """Compile built-in families (default: every one) into the on-disk cache in parallel helpers."""
     from geosweep.kernels.registry import BUILTIN_FAMILIES
 
     first_run = FirstRun()
-    helpers = [_helper(f"import {m}", announce=first_run.announce_all) for m in modules or BUILTIN_FAMILIES]
+    helpers = [_helper(_COMPILE_FAMILY.format(m), announce=first_run.announce_all) for m in modules or BUILTIN_FAMILIES]
     for proc, reader in helpers:
         proc.wait()
         reader.join()
 
 
 def load_families(first_run: FirstRun | None = None) -> None:
-    """Import every built-in family (``geosweep systems``, ``serve``). Importing compiles a family's
-    fixed-signature kernels where the Numba cache is cold: once the first family starts compiling,
+    """Import every built-in family and compile its fixed-signature kernels (``serve``; importing alone
+    leaves them to first use). Where the Numba cache is cold: once the first family starts compiling,
     the others compile in parallel helpers; "compiling kernels" is said (by ``first_run``, default a
     new one) only if something compiles."""
-    from geosweep.kernels._jit import watch_compiles
+    from geosweep.kernels._jit import compile_declared, watch_compiles
     from geosweep.kernels.registry import BUILTIN_FAMILIES, load_builtins
 
     announce = (first_run or FirstRun()).announce_all
@@ -149,17 +154,19 @@ def load_families(first_run: FirstRun | None = None) -> None:
 
     def cold() -> None:  # the first family compiles: the others compile meanwhile, in helpers
         announce()
-        helpers.extend(_helper(f"import {m}", announce=announce) for m in rest)
+        helpers.extend(_helper(_COMPILE_FAMILY.format(m), announce=announce) for m in rest)
 
     try:
         with watch_compiles(on_first=cold):
             __import__(first)
+            compile_declared()
     finally:
         for proc, reader in helpers:
             proc.wait()
             reader.join()
     with watch_compiles(on_first=announce):
         load_builtins()
+        compile_declared()
 
 
 def _spec_names(spec_path: str | os.PathLike | dict) -> tuple[str, list[str]] | None:
@@ -233,7 +240,7 @@ class FirstRun:
 
     def finish(self) -> None:
         """Load the family of :meth:`prepare`'s spec. Whatever compiles meanwhile is said by :meth:`warm`,
-        once the spec is valid (importing a family compiles its fixed-signature kernels on a cold cache)."""
+        once the spec is valid (a built-in family compiles nothing when imported; a plugin's may)."""
         from geosweep.kernels._jit import watch_compiles
         from geosweep.kernels.registry import load_for
 

@@ -10,16 +10,21 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import inspect
 import json
 import os
 import re
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from numba import njit
+from numba import extending, njit
+from numba.core import config, sigutils
 from numba.core.errors import NumbaExperimentalFeatureWarning
+from numba.core.registry import CPUDispatcher
 
 # first-class function types carry the family contract (geosweep.kernels.core.signatures); they work
 # and are cached, so the "experimental" notice is noise for users
@@ -208,10 +213,111 @@ def drop_stale_cache(root: Path, dirs: list[Path]) -> int:
 drop_stale_cache(Path(__file__).resolve().parent, cache_dirs(Path(__file__).resolve().parent))
 
 
-def kjit(*args, **kwargs):
-    """``numba.njit`` with the project's kernel options (see module docstring)."""
+class DeclaredDispatcher(CPUDispatcher):
+    """The dispatcher of ``njit(signatures)``, with those signatures compiled (or loaded from the on-disk
+    cache) on first use instead of at decoration: importing a family, listing its systems, compiles nothing.
+
+    First use is anything that needs an overload: a call from Python, typing a call from another kernel,
+    a conversion to a first-class function type, reading ``overloads``/``signatures``/``stats``, pickling.
+    It then compiles the declared signatures as ``njit`` does and disables compilation, so from there on it
+    is the eager dispatcher: the same overloads (the same cache entries) and the same argument conversions."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._declared: tuple | None = None  # the signatures still to compile (None: compiled)
+        self._compiling_declared = False
+        super().__init__(*args, **kwargs)
+
+    @property
+    def overloads(self) -> dict:  # type: ignore[override]  # the base's attribute, compiled on first read
+        if self._declared is not None:
+            self.compile_declared()
+        return self.__dict__["_overloads"]
+
+    @overloads.setter
+    def overloads(self, value: dict) -> None:
+        self.__dict__["_overloads"] = value
+
+    def compile_declared(self) -> None:
+        """Compile the declared signatures now (idempotent; thread-safe under Numba's compiler lock)."""
+        from numba.core import typeinfer
+        from numba.core.compiler_lock import global_compiler_lock
+
+        with global_compiler_lock:
+            if self._declared is None or self._compiling_declared:
+                return  # compiled, or this thread is compiling them (a recursive kernel's typing)
+            self._compiling_declared = True
+            try:
+                with typeinfer.register_dispatcher(self):
+                    for sig in self._declared:
+                        super().compile(sig)
+                    self._declared = None
+                    self.disable_compile()
+            finally:
+                self._compiling_declared = False
+
+    def compile(self, sig: Any) -> Any:
+        self.compile_declared()
+        return super().compile(sig)
+
+    def _compile_for_args(self, *args: Any, **kws: Any) -> Any:
+        if self._declared is not None:
+            self.compile_declared()
+            return self  # Numba's C dispatcher calls the result with the arguments: the declared overloads
+        return super()._compile_for_args(*args, **kws)
+
+    def get_call_template(self, args: Any, kws: Any) -> Any:
+        self.compile_declared()
+        return super().get_call_template(args, kws)
+
+    def _reduce_states(self) -> dict:
+        self.compile_declared()
+        return super()._reduce_states()
+
+    @property
+    def stats(self) -> Any:
+        self.compile_declared()
+        return super().stats
+
+
+#: process-wide state: every live :class:`DeclaredDispatcher` made (:func:`compile_declared`); weak, so
+#: that the kernels a factory makes at run time (a user's dg system, a driver's entry) can be freed
+_DECLARED: weakref.WeakSet[DeclaredDispatcher] = weakref.WeakSet()
+
+
+def _declared(sigs: list, fn: Callable, opts: dict[str, Any]) -> DeclaredDispatcher:
+    """What ``njit(sigs, **opts)(fn)`` makes, its signatures left to compile on first use."""
+    if extending.is_jitted(fn) or not inspect.isfunction(fn):
+        return njit(sigs, **opts)(fn)  # numba's own error message
+    options = {k: v for k, v in opts.items() if k != "cache"}
+    options["nopython"] = True  # what njit sets
+    options.setdefault("boundscheck", None)
+    disp = DeclaredDispatcher(py_func=fn, locals={}, targetoptions=options)
+    if opts.get("cache"):
+        disp.enable_caching()
+    disp._declared = tuple(sigs)
+    _DECLARED.add(disp)
+    return disp
+
+
+def compile_declared() -> int:
+    """Compile (or load from the cache) the declared signatures of every kernel made so far; returns how many
+    kernels had them pending (``geosweep serve`` and the compile helpers compile a family at once)."""
+    pending = [d for d in list(_DECLARED) if d._declared is not None]
+    for d in pending:
+        d.compile_declared()
+    return len(pending)
+
+
+def kjit(*args: Any, **kwargs: Any) -> Any:
+    """``numba.njit`` with the project's kernel options (see module docstring). Explicit signatures
+    (``kjit(sig)``, ``kjit([sig, ...])``) compile on first use (:class:`DeclaredDispatcher`), not here."""
     opts = dict(JIT_OPTIONS)
     opts.update(kwargs)
+    sig = args[0] if len(args) == 1 else None
+    if sig is not None and not kwargs.get("locals") and not config.DISABLE_JIT:
+        if isinstance(sig, list) or sigutils.is_signature(sig):
+            sigs = sig if isinstance(sig, list) else [sig]
+            return lambda fn: _declared(sigs, fn, opts)
     return njit(*args, **opts)
 
 

@@ -21,10 +21,12 @@ from pathlib import Path
 
 import pytest
 
-#: the families' kernels, compiled into the on-disk cache (as deploy/Dockerfile does)
+#: the families' kernels, compiled into the on-disk cache (as deploy/Dockerfile does): each family's
+#: warm-up, then every kernel of declared signatures it did not run (importing compiles none)
 WARM = (
     "from geosweep.kernels.registry import FAMILIES, load_builtins; load_builtins(); "
-    "[f.warmup() for f in list(FAMILIES.values())]"
+    "[f.warmup() for f in list(FAMILIES.values())]; "
+    "from geosweep.kernels._jit import compile_declared; compile_declared()"
 )
 
 

@@ -62,21 +62,40 @@ def _numba_cache_without(tmp_path: Path, cold: str) -> Path:
     return root
 
 
-def test_systems_on_a_cold_cache_says_it_compiles_and_a_warm_one_does_not(tmp_path):
-    """Listing the systems imports every family; where that compiles, it is said once (the first
-    family compiles here, the others meanwhile in parallel helpers); on the now warm cache nothing is
-    said. The first family (s2) is cold, the others are loaded from a copy of the suite's cache: the
-    same path as a wholly cold cache, in a quarter of its time (71 s on 2 busy cores)."""
-    env = _env(NUMBA_CACHE_DIR=str(_numba_cache_without(tmp_path, "s2")), XDG_CACHE_HOME=str(tmp_path / "xdg"))
-    cold = subprocess.run([*_cmd(), "systems"], capture_output=True, text=True, timeout=900, env=env)
-    assert cold.returncode == 0, cold.stderr[-2000:]
-    assert re.fullmatch(r"geosweep: compiling kernels \(first run only, ~\d+ s\)\n", cold.stderr), cold.stderr
+def test_systems_on_a_cold_cache_compiles_nothing_and_says_nothing(tmp_path):
+    """Listing the systems imports every family and reads their declarations: on an empty Numba cache
+    nothing compiles (no cache file is written) and nothing is said about compiling; a second listing
+    prints the same (issue 53 item 1)."""
+    env = _env(NUMBA_CACHE_DIR=str(tmp_path / "numba"), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    cold = subprocess.run([*_cmd(), "systems"], capture_output=True, text=True, timeout=300, env=env)
+    assert cold.returncode == 0 and cold.stderr == "", cold.stderr[-2000:]
     assert "lj_sphere" in cold.stdout and "gearbox" in cold.stdout
+    assert not list((tmp_path / "numba").rglob("*.nbi"))
+    again = subprocess.run([*_cmd(), "systems"], capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    assert again.stdout == cold.stdout
+
+
+def test_loading_every_family_compiles_them_saying_so_once(tmp_path):
+    """``serve``'s :func:`~geosweep.flows.firstrun.load_families` compiles every family's kernels of
+    declared signatures: the first family (s2, cold here) in this process, the others meanwhile in
+    parallel helpers (loaded from a copy of the suite's cache where it holds them); "compiling
+    kernels" is said once; a second process loads everything from the cache and says nothing."""
+    env = _env(NUMBA_CACHE_DIR=str(_numba_cache_without(tmp_path, "s2")), XDG_CACHE_HOME=str(tmp_path / "xdg"))
+    code = (
+        "from geosweep.flows.output import configure\nconfigure()\nfrom geosweep.flows.firstrun import load_families\n"
+        "from geosweep.kernels._jit import _DECLARED\nload_families()\n"
+        "assert all(d._declared is None for d in _DECLARED)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert re.search(r"compiling kernels \(first run only, ~\d+ s\)", p.stderr), p.stderr
+    assert p.stderr.count("compiling kernels") == 1, p.stderr
     assert any((tmp_path / "numba").glob("s2_*/*.nbi"))  # s2 compiled into this cache
-    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg2")  # no geosweep stamp: only Numba's cache is warm
-    warm = subprocess.run([*_cmd(), "systems"], capture_output=True, text=True, timeout=300, env=env)
-    assert warm.returncode == 0 and warm.stderr == "", warm.stderr
-    assert warm.stdout == cold.stdout
+    code = code.replace("load_families()", "with watch_compiles() as n:\n    load_families()\nassert n[0] == 0, n")
+    code = code.replace("import _DECLARED", "import _DECLARED, watch_compiles")
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0 and "compiling" not in again.stderr, again.stderr[-2000:]
 
 
 def test_verify_names_damaged_cells_by_their_labels(tmp_path, monkeypatch, capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pkgutil
 import subprocess
 import sys
@@ -134,3 +135,28 @@ def test_a_tiny_run_imports_no_xarray_nor_dask(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-3000:]
     assert json.loads(p.stdout.strip().splitlines()[-1]) == []
+
+
+def test_listing_systems_on_a_cold_cache_compiles_nothing(tmp_path):
+    """``geosweep.systems()`` and ``geosweep.integrators()`` import every built-in family and read their
+    declarations: on an empty Numba cache nothing compiles (issue 53 item 1), the kernels of explicit
+    signatures wait for their first use (:class:`geosweep.kernels._jit.DeclaredDispatcher`)."""
+    code = (
+        "import sys\nfrom geosweep.kernels._jit import _DECLARED, watch_compiles\n"
+        "with watch_compiles() as count:\n"
+        "    import geosweep\n"
+        "    systems, integrators = geosweep.systems(), geosweep.integrators()\n"
+        "from geosweep.kernels.registry import BUILTIN_FAMILIES\n"
+        "assert all(m in sys.modules for m in BUILTIN_FAMILIES)\n"
+        "assert 'lj_sphere' in systems.index and 'rkmk4' in integrators.index\n"
+        "import json\n"
+        "print(json.dumps([count[0], len(_DECLARED), sum(d._declared is None for d in _DECLARED)]))"
+    )
+    cache = tmp_path / "numba"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, cwd=ROOT, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    compiled, declared, used = json.loads(p.stdout.strip().splitlines()[-1])
+    assert declared > 50  # every family's kernels of explicit signatures were made …
+    assert (compiled, used) == (0, 0)  # … and none compiled
+    assert not list(cache.rglob("*.nbi"))

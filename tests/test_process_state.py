@@ -21,6 +21,7 @@ PROCESS_STATE = {
     "sweeps/spec_file.py": {"_PARSED"},
     "sweeps/store/checksums.py": {"_DTYPE_NAMES"},
     "sweeps/visibility.py": {"_PROVEN"},
+    "kernels/_jit.py": {"_DECLARED"},
     "kernels/core/addressed.py": {"_ENTRIES"},
     "kernels/core/driver.py": {"_DRIVERS", "_BY_ID"},
     "kernels/core/fastcall.py": {"_DRIVERS", "_FUNCS", "_ENTRIES", "_LAST", "_TYPED", "_BINDINGS"},

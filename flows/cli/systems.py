@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from geosweep.flows import firstrun
-from geosweep.kernels.registry import INTEGRATORS, SYSTEMS, integrators_for
+from geosweep.kernels.registry import INTEGRATORS, SYSTEMS, integrators_for, load_builtins
 
 
 def cmd_systems(args: argparse.Namespace) -> int:
-    firstrun.load_families()  # says "compiling kernels" when a cold Numba cache makes importing compile
+    load_builtins()  # declarations only: the kernels compile on first use (geosweep.kernels._jit.DeclaredDispatcher)
     for sysdef in SYSTEMS.values():
         print(f"{sysdef.name}  [family {sysdef.family}]")
         print(f"    {sysdef.doc}")

@@ -29,6 +29,8 @@ from geosweep.kernels.s2.stepper import (
     cell_values,
     initial_state,
     make_stepper,
+    s2_no_dense,
+    s2_observe,
 )
 from geosweep.kernels.s2.stepper import METHODS as RECORDS
 from geosweep.kernels.s2.systems import SYSTEMS  # noqa: F401 - the family's systems, registered with it
@@ -88,7 +90,9 @@ def warm_for(models: Sequence[S2System], integrators: Sequence[str]) -> None:
     """Compile (or load from cache) only what these models × integrators run: their potentials,
     the step functions of their method kinds, the observation and the driver (a cold demo then
     skips the implicit VI's LU solve and the other systems' potentials)."""
-    compile_driver(PotentialType)  # observe and dense compiled with the module (explicit signatures)
+    compile_driver(PotentialType)
+    for kernel in (s2_observe, s2_no_dense):  # explicit signatures: compiled on first use, so here
+        kernel.compile_declared()
     potentials = {id(m.potential): m.potential for m in models}.values()
     compile_potentials(potentials)  # with their threaded copies (a run may give a cell several threads)
     for m in models[:1]:

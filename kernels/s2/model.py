@@ -53,6 +53,7 @@ def s2_potential(fn=None, *, lazy: bool = False, threaded: bool | Callable = Fal
         return lambda f: s2_potential(f, lazy=lazy, threaded=threaded)
     if not lazy:
         disp = kjit(POTENTIAL_SIG)(fn)
+        disp.compile_declared()  # at once, as documented (kjit leaves explicit signatures to first use)
     else:
         disp = kjit(fn)
         _LAZY.append(disp)
