@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from geosweep.kernels.core import layout as L
 from geosweep.sweeps.checkpoints import _fs, _put
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.lease import fence
@@ -206,22 +207,90 @@ def carry_bytes(ref) -> int:
         return 0
 
 
-def split(saved: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, tuple[int, int]]:
-    """A checkpoint's own arrays, the pre-final carry kept inside it (or None) and its rows kept."""
+#: a checkpoint's parts: own arrays, pre-final carry, rows kept, rows of those from the store
+Parts = tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None, tuple[int, int], tuple[int, int]]
+
+
+def split(saved: dict[str, np.ndarray]) -> Parts:
+    """A checkpoint's own arrays, the pre-final carry kept inside it (or None), its rows kept and the
+    rows of those whose values are the store's (a run continued from a :func:`thin` carry)."""
     own = {k: v for k, v in saved.items() if not k.startswith(CARRY_PREFIX) and k != ROWS_KEY}
     pre = {k[len(CARRY_PREFIX) :]: v for k, v in saved.items() if k.startswith(CARRY_PREFIX)}
     rows = tuple(int(x) for x in saved[ROWS_KEY]) if ROWS_KEY in saved else (0, 0)
-    return own, (pre or None), (rows[0], rows[1])
+    from_store = (rows[2], rows[3]) if len(rows) >= 4 else (0, 0)
+    return own, (pre or None), (rows[0], rows[1]), from_store
 
 
-def joined(own: dict[str, np.ndarray], pre: dict[str, np.ndarray] | None, rows: tuple[int, int]) -> dict:
+def joined(
+    own: dict[str, np.ndarray], pre: dict[str, np.ndarray] | None, rows: tuple[int, int],
+    from_store: tuple[int, int] = (0, 0),
+) -> dict:  # fmt: skip
     """The inverse of :func:`split`: what a checkpoint object holds."""
     out = dict(own)
     if pre is not None:
         out.update({CARRY_PREFIX + k: v for k, v in pre.items()})
     if rows != (0, 0):
-        out[ROWS_KEY] = np.array(rows, dtype=np.int64)
+        out[ROWS_KEY] = np.array([*rows, *from_store] if from_store != (0, 0) else rows, dtype=np.int64)
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# thin carries: the samples, envelopes and snapshots the store already holds left out
+# ---------------------------------------------------------------------------------------
+#: a carry's per-sample arrays (:meth:`~geosweep.kernels.core.trajectory.Trajectory.checkpoint`)
+SAMPLE_ARRAYS = ("out", "env", "snaps")
+#: the bits of the NaN a trajectory's rows not taken yet hold
+_NAN_BITS = np.float64(np.nan).view(np.uint64)
+
+
+def _untaken_shapes(ictl: np.ndarray, n_obs: int) -> dict[str, tuple[int, ...]]:
+    """The shapes of :data:`SAMPLE_ARRAYS` of a trajectory with control ``ictl`` and ``n_obs``
+    observation columns (as :class:`~geosweep.kernels.core.trajectory.Trajectory` makes them)."""
+    n_out, every = int(ictl[L.C_N_OUT]), max(int(ictl[L.C_SNAP_EVERY]), 1)
+    snaps = (n_out // every + 1, int(ictl[L.C_N_CHECK]))
+    return {"out": (n_out + 1, n_obs + 1), "env": (n_out + 1, n_obs + 2), "snaps": snaps}
+
+
+def _only_nan_after(a: np.ndarray, taken: np.ndarray) -> bool:
+    """Whether every row of ``a`` (cells, rows, columns) from row ``taken[cell]`` on is the untaken NaN."""
+    later = np.arange(a.shape[1])[None, :] >= np.asarray(taken).reshape(-1, 1)
+    bits = np.ascontiguousarray(a, dtype=np.float64).view(np.uint64)
+    return bool((bits[later] == _NAN_BITS).all())
+
+
+def thin(carry: dict[str, Any], stacked: bool = False) -> dict[str, Any]:
+    """``carry`` without :data:`SAMPLE_ARRAYS` — kept in a store, whose rows hold every sample,
+    envelope and snapshot the carry took (its rows from ``info``'s counts on are all NaN, rebuilt
+    by :func:`widened`) — or ``carry`` itself when any of those rows is not, or its arrays are not
+    the shapes :func:`widened` rebuilds. ``stacked``: carries with a leading cell axis."""
+    if any(k not in carry for k in (*SAMPLE_ARRAYS, "info", "ictl")):
+        return carry
+    arrays = {k: np.asarray(carry[k]) for k in (*SAMPLE_ARRAYS, "info", "ictl")}
+    if not stacked:
+        arrays = {k: a[None] for k, a in arrays.items()}
+    n_obs = arrays["out"].shape[-1] - 1
+    for ictl in arrays["ictl"]:
+        if any(arrays[k].shape[1:] != shape for k, shape in _untaken_shapes(ictl, n_obs).items()):
+            return carry
+    info = arrays["info"]
+    if not (_only_nan_after(arrays["out"], info[:, L.I_NSAMP]) and _only_nan_after(arrays["env"], info[:, L.I_NSAMP])
+            and _only_nan_after(arrays["snaps"], info[:, L.I_NSNAP])):  # fmt: skip
+        return carry
+    return {k: v for k, v in carry.items() if k not in SAMPLE_ARRAYS}
+
+
+def is_thin(carry: dict[str, Any]) -> bool:
+    """Whether ``carry`` is :func:`thin` (its samples, envelopes and snapshots left out)."""
+    return "out" not in carry
+
+
+def widened(carry: dict[str, Any], n_obs: int) -> dict[str, Any]:
+    """A :func:`thin` carry with :data:`SAMPLE_ARRAYS` rebuilt, every row NaN (the rows it had taken
+    are the store's); any other carry as it is. ``n_obs``: the stepper's observation columns."""
+    if not is_thin(carry) or "ictl" not in carry:
+        return carry
+    shapes = _untaken_shapes(np.asarray(carry["ictl"]), n_obs)
+    return {**carry, **{k: np.full(shape, np.nan) for k, shape in shapes.items()}}
 
 
 # ---------------------------------------------------------------------------------------

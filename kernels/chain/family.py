@@ -399,6 +399,7 @@ FAMILY = FamilyDef(
     collect_many=collect_many,
     order_error_vars=("global_error", "max_rel_energy_error"),
     observables=lambda model, integrator: stored(integrator),
+    thin_carries=True,
 )
 
 _REF = (BLOWUP, *REFERENCE_PARAMS)
