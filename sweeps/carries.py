@@ -239,6 +239,8 @@ def joined(
 # ---------------------------------------------------------------------------------------
 #: a carry's per-sample arrays (:meth:`~geosweep.kernels.core.trajectory.Trajectory.checkpoint`)
 SAMPLE_ARRAYS = ("out", "env", "snaps")
+#: the entry of a thin carry that keeps its first sample (values relative to t = 0 read it)
+FIRST_SAMPLE = "out0"
 #: the bits of the NaN a trajectory's rows not taken yet hold
 _NAN_BITS = np.float64(np.nan).view(np.uint64)
 
@@ -259,10 +261,11 @@ def _only_nan_after(a: np.ndarray, taken: np.ndarray) -> bool:
 
 
 def thin(carry: dict[str, Any], stacked: bool = False) -> dict[str, Any]:
-    """``carry`` without :data:`SAMPLE_ARRAYS` — kept in a store, whose rows hold every sample,
-    envelope and snapshot the carry took (its rows from ``info``'s counts on are all NaN, rebuilt
-    by :func:`widened`) — or ``carry`` itself when any of those rows is not, or its arrays are not
-    the shapes :func:`widened` rebuilds. ``stacked``: carries with a leading cell axis."""
+    """``carry`` without :data:`SAMPLE_ARRAYS` but its first sample (:data:`FIRST_SAMPLE`) — kept in
+    a store, whose rows hold every sample, envelope and snapshot the carry took (its rows from
+    ``info``'s counts on are all NaN, rebuilt by :func:`widened`) — or ``carry`` itself when any of
+    those rows is not, or its arrays are not the shapes :func:`widened` rebuilds. ``stacked``:
+    carries with a leading cell axis."""
     if any(k not in carry for k in (*SAMPLE_ARRAYS, "info", "ictl")):
         return carry
     arrays = {k: np.asarray(carry[k]) for k in (*SAMPLE_ARRAYS, "info", "ictl")}
@@ -276,7 +279,9 @@ def thin(carry: dict[str, Any], stacked: bool = False) -> dict[str, Any]:
     if not (_only_nan_after(arrays["out"], info[:, L.I_NSAMP]) and _only_nan_after(arrays["env"], info[:, L.I_NSAMP])
             and _only_nan_after(arrays["snaps"], info[:, L.I_NSNAP])):  # fmt: skip
         return carry
-    return {k: v for k, v in carry.items() if k not in SAMPLE_ARRAYS}
+    out = {k: v for k, v in carry.items() if k not in SAMPLE_ARRAYS}
+    out[FIRST_SAMPLE] = np.array(np.asarray(carry["out"])[..., 0, :])
+    return out
 
 
 def is_thin(carry: dict[str, Any]) -> bool:
@@ -285,12 +290,17 @@ def is_thin(carry: dict[str, Any]) -> bool:
 
 
 def widened(carry: dict[str, Any], n_obs: int) -> dict[str, Any]:
-    """A :func:`thin` carry with :data:`SAMPLE_ARRAYS` rebuilt, every row NaN (the rows it had taken
-    are the store's); any other carry as it is. ``n_obs``: the stepper's observation columns."""
+    """A :func:`thin` carry with :data:`SAMPLE_ARRAYS` rebuilt, every row NaN but the first sample
+    (the rows it had taken are the store's); any other carry as it is. ``n_obs``: the stepper's
+    observation columns."""
     if not is_thin(carry) or "ictl" not in carry:
         return carry
     shapes = _untaken_shapes(np.asarray(carry["ictl"]), n_obs)
-    return {**carry, **{k: np.full(shape, np.nan) for k, shape in shapes.items()}}
+    out = {k: v for k, v in carry.items() if k != FIRST_SAMPLE}
+    out.update({k: np.full(shape, np.nan) for k, shape in shapes.items()})
+    if FIRST_SAMPLE in carry:
+        out["out"][0] = carry[FIRST_SAMPLE]
+    return out
 
 
 # ---------------------------------------------------------------------------------------

@@ -242,12 +242,16 @@ def compute_slice(
 
 def _stamp(plan: Plan, runs: list[CellRun], batches: list[CellBatch]) -> None:
     """Record in each final carry whose trajectory it is and the run's T (:func:`geosweep.sweeps.extension.stamped`);
-    a family's carries :func:`~geosweep.sweeps.carries.thin` when its values allow (``FamilyDef.thin_carries``)."""
+    a cell's carry :func:`~geosweep.sweeps.carries.thin` when its family's values allow (``FamilyDef.thin_carries``)."""
     ident, T = extension.identities(plan), float(plan.spec.T)
-    thin = plan.famdef.thin_carries
+    thins = plan.famdef.thin_carries
+
+    def thin(cell: Cell) -> bool:
+        return thins is not None and bool(thins(plan.model(cell), plan.grid.coords(cell)["integrator"]))
+
     for k, r in enumerate(runs):
         if len(r) > 7 and r[7] is not None:
-            carry = carry_objects.thin(r[7]) if thin else r[7]
+            carry = carry_objects.thin(r[7]) if thin(r[0]) else r[7]
             if len(r) > 9 and r[9] != (0, 0) and not carry_objects.is_thin(carry):
                 runs[k] = (*r[:7], None, *r[8:])  # its rows from the store are NaN here: no whole carry of them
                 continue
@@ -255,7 +259,7 @@ def _stamp(plan: Plan, runs: list[CellRun], batches: list[CellBatch]) -> None:
     for b in batches:
         if b.carries is not None:
             ids = np.array([ident(c) for c in b.cells], dtype=np.int64)
-            carries = carry_objects.thin(b.carries, stacked=True) if thin else b.carries
+            carries = carry_objects.thin(b.carries, stacked=True) if all(map(thin, b.cells)) else b.carries
             b.carries = {**carries, extension.ID_TRAJECTORY: ids, extension.ID_T: np.full(len(b.cells), T)}
 
 
