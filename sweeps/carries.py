@@ -172,14 +172,36 @@ def save_shard(
     buf = io.BytesIO()
     flat = _packed(kept, stacked)
     raw = sum(int(np.asarray(v).nbytes) for v in flat.values())
-    # compressed where it pays: long cells (big sample arrays), not sub-millisecond ones (zlib per array)
-    save = np.savez_compressed if raw > COMPRESS_BYTES_PER_CELL * max(n_cells, 1) else np.savez
-    save(buf, **flat)  # type: ignore[arg-type]
+    # compressed where it pays: long cells (big sample arrays), and thin carries (their controls and
+    # counters repeat from cell to cell: ~1 kB → ~0.3 kB at level 1, ~13 µs per cell), not the full
+    # carries of sub-millisecond cells
+    if raw > COMPRESS_BYTES_PER_CELL * max(n_cells, 1):
+        np.savez_compressed(buf, **flat)  # type: ignore[arg-type]
+    elif all(is_thin(c) for c in kept.values()) and all(is_thin(a) for _, a in stacked):
+        _save_deflated(buf, flat, THIN_LEVEL)
+    else:
+        np.savez(buf, **flat)  # type: ignore[arg-type]
     fs, path = _path(ref, index)
     with fence(ref):
         if ref.is_local and os.path.isdir(path):  # a directory in the object's place: replaced
             shutil.rmtree(path)
         _put(ref, fs, path, buf.getvalue())
+
+
+#: the deflate level of an object of thin carries (level 6 saves 4 % more for 20 % more time)
+THIN_LEVEL = 1
+
+
+def _save_deflated(buf: io.BytesIO, arrays: dict[str, np.ndarray], level: int) -> None:
+    """``np.savez_compressed(buf, **arrays)`` at deflate ``level`` (``np.load`` reads it alike)."""
+    import zipfile
+
+    from numpy.lib import format as npy_format
+
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as z:
+        for name, a in arrays.items():
+            with z.open(name + ".npy", "w", force_zip64=True) as f:
+                npy_format.write_array(f, np.asanyarray(a), allow_pickle=False)
 
 
 def drop_shard(ref, index: tuple[int, ...]) -> None:
