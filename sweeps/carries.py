@@ -1,6 +1,7 @@
 """The final carries of finished cells, kept in the store (:mod:`geosweep.sweeps.extension` continues
 cells from them): one ``.npz`` object per store shard under ``<store>/_carries/``, the cells' arrays
-stacked per group of equal names, shapes and dtypes, compressed when a shard's cells are large; and
+stacked per group of equal names, shapes and dtypes, compressed when a shard's cells are large or
+its carries thin (:func:`thin`: without the samples, envelopes and snapshots the store holds); and
 the pre-final carry kept inside a cell's checkpoint (:func:`split`, :func:`joined`)."""
 
 from __future__ import annotations

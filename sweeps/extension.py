@@ -4,6 +4,10 @@ Every cell that finished keeps its *final carry* — the arrays of
 :meth:`geosweep.kernels.core.trajectory.Trajectory.checkpoint` (state, accumulators of every summary over
 every step, envelopes, samples, snapshots, adaptive controller) — in the store, one ``.npz``
 object per store shard under ``<store>/_carries/`` (compressed when the cells' arrays are large).
+A family whose values read the samples row by row (``FamilyDef.thin_carries``) keeps *thin*
+carries: no samples, envelopes or snapshots but the first sample (:func:`geosweep.sweeps.carries.thin`);
+a cell continued from one takes the rows it had taken from the store (the carry records their
+checksum), :func:`geosweep.sweeps.store.write_shard`'s ``from_store``.
 Extending the store to a later T continues each finished cell from its carry; the result is
 bitwise identical to a store computed to the new T from the start, because nothing before T₁
 depends on T:
