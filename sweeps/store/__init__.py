@@ -11,6 +11,7 @@
 * :mod:`~geosweep.sweeps.store.lifecycle` — creating or checking a store, reading its progress,
   recording runs;
 * :mod:`~geosweep.sweeps.store.shards` — one writer per shard (:func:`write_shard`), block I/O;
+* :mod:`~geosweep.sweeps.store.stored_rows` — a grown cell's leading rows taken from the store;
 * :mod:`~geosweep.sweeps.store.checksums` — the per-cell checksums;
 * :mod:`~geosweep.sweeps.store.integrity` — :func:`verify` and :func:`mark_for_rerun`.
 
@@ -80,6 +81,7 @@ _HOMES: dict[str, str] = {
     "template": "template_dataset",
     "write_template": "template_write",
     **dict.fromkeys(("ArrayCache", "CellOutput", "read_blocks", "set_blocks", "stored_value", "write_shard"), "shards"),
+    "with_stored_rows": "stored_rows",
 }
 
 __all__ = sorted(_HOMES)
@@ -177,5 +179,6 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: __getattr__ above
         stored_value,
         write_shard,
     )
+    from geosweep.sweeps.store.stored_rows import with_stored_rows
     from geosweep.sweeps.store.template_dataset import template
     from geosweep.sweeps.store.template_write import write_template

@@ -30,6 +30,7 @@ import numpy as np
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.store.checksums import CHECKSUM_SKIP, ShardChecksums, dtype_name
 from geosweep.sweeps.store.layout import cell_block, shard_region, sweep_shards
+from geosweep.sweeps.store.stored_rows import with_stored_rows
 
 
 class ArrayCache(dict):
@@ -340,7 +341,7 @@ def _write_values(
         stored = data.copy() if rows else None
         if taken and any(t != (0, 0) for t in taken):
             old = data if stored is None else stored  # the block as stored, before this write fills it
-            cell_values = _with_stored_rows(arr, name, old, cell_values, cell_index, taken)
+            cell_values = with_stored_rows(arr, name, old, cell_values, cell_index, taken)
         stacked = [b.values[name][ix] for b, ix in stacked_rows]
         _fill_block(arr, name, data, cell_values, cell_index, sums, alike, stacked)
         values.append((arr, data, stored) if rows else (arr, data))
@@ -348,35 +349,6 @@ def _write_values(
         _rows_from(values, region, rows)
     else:
         set_blocks(values, region)
-
-
-def _with_stored_rows(
-    arr, name: str, stored: np.ndarray, cell_values: list[dict[str, Any]], cell_index: tuple,
-    taken: list[tuple[int, int]],
-) -> list[dict[str, Any]]:  # fmt: skip
-    """``cell_values`` with each cell's value of ``name`` holding the stored block's leading rows along
-    its ``time`` (``taken[i][0]`` rows) or ``snapshot`` axis (``taken[i][1]``); other values as they are."""
-    dims = tuple(getattr(getattr(arr, "metadata", None), "dimension_names", None) or ())
-    nd = len(cell_index)
-    per_cell = dims[nd:]
-    if not any(d in ("time", "snapshot") for d in per_cell):
-        return cell_values
-    out = list(cell_values)
-    for i, vals in enumerate(cell_values):
-        if name not in vals or taken[i] == (0, 0):
-            continue
-        value = np.array(vals[name], dtype=arr.dtype)  # a copy, as _fill_block converts it
-        old = stored[tuple(ix[i] for ix in cell_index)]
-        if value.ndim != old.ndim:
-            raise ValueError(f"{name}: a value of {value.ndim} axes for {old.ndim} stored ones")
-        old = old[tuple(slice(0, n) for n in value.shape)]
-        for axis, dim in enumerate(per_cell):
-            k = taken[i][0] if dim == "time" else taken[i][1] if dim == "snapshot" else 0
-            if k > 0:
-                at = (slice(None),) * axis + (slice(0, min(k, value.shape[axis])),)
-                value[at] = old[at]
-        out[i] = {**vals, name: value}
-    return out
 
 
 def _rows_from(
