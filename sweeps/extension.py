@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from geosweep.sweeps import crashpoint
-from geosweep.sweeps.carries import drop_shard, joined, load_shard, read_shard, save_shard, split
+from geosweep.sweeps.carries import drop_shard, is_thin, joined, load_shard, read_shard, save_shard, split
 from geosweep.sweeps.carry_identity import (
     ID_T,
     ID_TRAJECTORY,
@@ -90,6 +90,7 @@ from geosweep.sweeps.grow import EXTENDING_ATTR, interrupted
 from geosweep.sweeps.lease import fence
 from geosweep.sweeps.store import (
     StoreRef,
+    checked_cells,
     consolidate,
     group_by_shard,
     integrator_options_attr,
@@ -244,12 +245,14 @@ class _Survey:
 
 def _survey(ref, plan, group, ok: list[Cell], shards: tuple[int, ...], T1: float) -> _Survey:
     """Check the carry of every finished cell of ``ok``: its own, continuing the stored samples
-    (the cell's stored ``checksum``) of the store's T ``T1`` (:func:`problem`)."""
+    (the cell's stored ``checksum``) of the store's T ``T1`` (:func:`problem`); a thin carry's cell
+    also has stored values that match that checksum (the extension takes them as they are)."""
     out = _Survey()
     if not ok:
         return out
     checksum = np.asarray(group["checksum"][...])
     ident = identities(plan)
+    thin: dict[Cell, tuple[int, ...]] = {}  # cells with a usable thin carry: their shard
     for index, members in group_by_shard(ok, shards).items():
         stored = read_shard(ref, index)
         if stored is None:
@@ -262,6 +265,12 @@ def _survey(ref, plan, group, ok: list[Cell], shards: tuple[int, ...], T1: float
                 out.missing.append(c)
             elif problem(c, carry, ident(c), T1, int(checksum[c])) is not None:
                 out.unusable.setdefault(index, []).append(c)
+            elif is_thin(carry):
+                thin[c] = index
+    if thin:  # a thin carry continues the stored samples as they are: they must still match the checksum
+        for c in checked_cells(ref)["damaged"]:
+            if c in thin:
+                out.unusable.setdefault(thin[c], []).append(c)
     return out
 
 

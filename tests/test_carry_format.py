@@ -148,3 +148,25 @@ def test_a_store_of_whole_carries_still_extends_bitwise(tmp_path, monkeypatch):
     assert sweeps.extend(str(old), T=0.4, serial=True).complete  # and on from the thin ones
     run_sweep({**spec, "T": 0.4}, str(tmp_path / "direct2.zarr"), serial=True)
     assert_stores_bitwise_equal(str(old), str(tmp_path / "direct2.zarr"))
+
+
+def test_a_thin_carry_over_changed_stored_samples_is_not_used(tmp_path, caplog):
+    """A thin carry continues the samples as stored: a cell whose stored samples no longer match its
+    checksum is computed again from t = 0 (one warning line), the store then bitwise a direct run."""
+    import zarr
+
+    from geosweep import sweeps
+    from geosweep.sweeps.engine import run_sweep
+    from tests.sweep_util import assert_stores_bitwise_equal
+
+    spec = _chain_spec("changed", 2)
+    store, direct = tmp_path / "s.zarr", tmp_path / "direct.zarr"
+    run_sweep(spec, str(store), serial=True)
+    energy = zarr.open_group(str(store), mode="r+")["energy"]
+    cell = (0,) * (energy.ndim - 1)
+    energy[(*cell, 3)] = energy[(*cell, 3)] + 1.0  # a stored sample changed, its checksum not
+    with caplog.at_level("WARNING", logger="geosweep"):
+        assert sweeps.extend(str(store), T=0.2, serial=True).complete
+    assert any("1 of 8 finished cells" in r.getMessage() for r in caplog.records)
+    run_sweep({**spec, "T": 0.2}, str(direct), serial=True)
+    assert_stores_bitwise_equal(str(store), str(direct))

@@ -52,7 +52,7 @@ _HOMES: dict[str, str] = {
         ("CHECKSUM_BATCH_BYTES", "CHECKSUM_SKIP", "ShardChecksums", "cell_checksum", "dtype_name", "shard_checksums"),
         "checksums",
     ),
-    **dict.fromkeys(("mark_for_rerun", "verify"), "integrity"),
+    **dict.fromkeys(("checked_cells", "mark_for_rerun", "verify"), "integrity"),
     **dict.fromkeys(
         ("KEEP_SECONDS", "LAST_AT_T", "MAX_SHARD_CELLS", "MIN_SHARDS", "MIN_SHARD_SECONDS", "SHARD_BYTES")
         + ("SHARD_CELLS", "SHARD_SECONDS", "SWEEP_FLAGS", "TARGET_SHARDS", "cell_block", "cell_bytes", "cell_chunks")
@@ -123,7 +123,7 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: __getattr__ above
         dtype_name,
         shard_checksums,
     )
-    from geosweep.sweeps.store.integrity import mark_for_rerun, verify
+    from geosweep.sweeps.store.integrity import checked_cells, mark_for_rerun, verify
     from geosweep.sweeps.store.layout import (
         KEEP_SECONDS,
         LAST_AT_T,
