@@ -278,8 +278,10 @@ def _untaken_shapes(ictl: np.ndarray, n_obs: int) -> dict[str, tuple[int, ...]]:
 
 def _only_nan_after(a: np.ndarray, taken: np.ndarray) -> bool:
     """Whether every row of ``a`` (cells, rows, columns) from row ``taken[cell]`` on is the untaken NaN."""
-    later = np.arange(a.shape[1])[None, :] >= np.asarray(taken).reshape(-1, 1)
     bits = np.ascontiguousarray(a, dtype=np.float64).view(np.uint64)
+    if len(bits) == 1:  # one carry: its rows from taken on
+        return bool((bits[0, int(taken[0]) :] == _NAN_BITS).all())
+    later = np.arange(a.shape[1])[None, :] >= np.asarray(taken).reshape(-1, 1)
     return bool((bits[later] == _NAN_BITS).all())
 
 
@@ -291,20 +293,20 @@ def thin(carry: dict[str, Any], stacked: bool = False) -> dict[str, Any]:
     carries with a leading cell axis."""
     if any(k not in carry for k in (*SAMPLE_ARRAYS, "info", "ictl")):
         return carry
-    arrays = {k: np.asarray(carry[k]) for k in (*SAMPLE_ARRAYS, "info", "ictl")}
+    out_, env, snaps, info, ictl = (np.asarray(carry[k]) for k in (*SAMPLE_ARRAYS, "info", "ictl"))
     if not stacked:
-        arrays = {k: a[None] for k, a in arrays.items()}
-    n_obs = arrays["out"].shape[-1] - 1
-    for ictl in arrays["ictl"]:
-        if any(arrays[k].shape[1:] != shape for k, shape in _untaken_shapes(ictl, n_obs).items()):
+        out_, env, snaps, info, ictl = out_[None], env[None], snaps[None], info[None], ictl[None]
+    n_obs = out_.shape[-1] - 1
+    for row in np.unique(ictl, axis=0) if len(ictl) > 1 else ictl:
+        want = _untaken_shapes(row, n_obs)
+        if (out_.shape[1:], env.shape[1:], snaps.shape[1:]) != (want["out"], want["env"], want["snaps"]):
             return carry
-    info = arrays["info"]
-    if not (_only_nan_after(arrays["out"], info[:, L.I_NSAMP]) and _only_nan_after(arrays["env"], info[:, L.I_NSAMP])
-            and _only_nan_after(arrays["snaps"], info[:, L.I_NSNAP])):  # fmt: skip
+    nsamp, nsnap = info[:, L.I_NSAMP], info[:, L.I_NSNAP]
+    if not (_only_nan_after(out_, nsamp) and _only_nan_after(env, nsamp) and _only_nan_after(snaps, nsnap)):
         return carry
-    out = {k: v for k, v in carry.items() if k not in SAMPLE_ARRAYS}
-    out[FIRST_SAMPLE] = np.array(np.asarray(carry["out"])[..., 0, :])
-    return out
+    kept = {k: v for k, v in carry.items() if k not in SAMPLE_ARRAYS}
+    kept[FIRST_SAMPLE] = np.array(np.asarray(carry["out"])[..., 0, :])
+    return kept
 
 
 def is_thin(carry: dict[str, Any]) -> bool:

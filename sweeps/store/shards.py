@@ -331,6 +331,9 @@ def _write_values(
         names = set(first) if alike else set().union(*cell_values)
     else:
         alike, names = True, set(stacked_rows[0][0].values)
+    any_taken = bool(taken) and any(t != (0, 0) for t in taken or ())
+    if any_taken:  # the cells' own dicts, their values of taken rows replaced (with_stored_rows)
+        cell_values = [dict(v) for v in cell_values]
     values: list[Any] = []  # (arr, block) or, for grown rows, (arr, block, stored block)
     for name in sorted(names):  # the checksums take the names in sorted order
         try:
@@ -339,9 +342,9 @@ def _write_values(
             continue
         data = block(arr)
         stored = data.copy() if rows else None
-        if taken and any(t != (0, 0) for t in taken):
+        if any_taken:
             old = data if stored is None else stored  # the block as stored, before this write fills it
-            cell_values = with_stored_rows(arr, name, old, cell_values, cell_index, taken)
+            with_stored_rows(arr, name, old, cell_values, cell_index, taken)
         stacked = [b.values[name][ix] for b, ix in stacked_rows]
         _fill_block(arr, name, data, cell_values, cell_index, sums, alike, stacked)
         values.append((arr, data, stored) if rows else (arr, data))
