@@ -207,7 +207,7 @@ def write_shard(
 
     ``from_store``: cell → (samples, snapshots) leading rows whose values are taken from the store,
     not from ``outputs`` (cells continued from a :func:`geosweep.sweeps.carries.thin` carry, whose
-    trajectory holds NaN there); requires ``rows``.
+    trajectory holds NaN there).
     """
     outputs, parts = _unstacked(group, outputs, list(together or []), rows)
     if not outputs and not parts:
