@@ -173,12 +173,12 @@ def save_shard(
     buf = io.BytesIO()
     flat = _packed(kept, stacked)
     raw = sum(int(np.asarray(v).nbytes) for v in flat.values())
-    # compressed where it pays: long cells (big sample arrays), and thin carries (their controls and
-    # counters repeat from cell to cell: ~1 kB → ~0.3 kB at level 1, ~13 µs per cell), not the full
-    # carries of sub-millisecond cells
+    # compressed where it pays: long cells (big sample arrays), and objects with thin carries (their
+    # controls and counters repeat from cell to cell: ~1 kB → ~0.3 kB at level 1, ~13 µs per cell;
+    # whole carries beside them too), not only the whole carries of sub-millisecond cells
     if raw > COMPRESS_BYTES_PER_CELL * max(n_cells, 1):
         np.savez_compressed(buf, **flat)  # type: ignore[arg-type]
-    elif all(is_thin(c) for c in kept.values()) and all(is_thin(a) for _, a in stacked):
+    elif any(is_thin(c) for c in kept.values()) or any(is_thin(a) for _, a in stacked):
         _save_deflated(buf, flat, THIN_LEVEL)
     else:
         np.savez(buf, **flat)  # type: ignore[arg-type]
