@@ -10,6 +10,7 @@ import io
 import zipfile
 
 import numpy as np
+import pytest
 
 from geosweep.sweeps import carries as carry_objects
 from geosweep.sweeps.store import StoreRef
@@ -169,4 +170,36 @@ def test_a_thin_carry_over_changed_stored_samples_is_not_used(tmp_path, caplog):
         assert sweeps.extend(str(store), T=0.2, serial=True).complete
     assert any("1 of 8 finished cells" in r.getMessage() for r in caplog.records)
     run_sweep({**spec, "T": 0.2}, str(direct), serial=True)
+    assert_stores_bitwise_equal(str(store), str(direct))
+
+
+def test_a_cell_continued_from_a_thin_carry_resumes_from_its_checkpoint_bitwise(tmp_path, monkeypatch):
+    """An extension interrupted inside a cell continued from a thin carry (its checkpoint holds NaN
+    where the store's rows are, and says so): the rerun resumes the cell from that checkpoint and
+    takes those rows from the store, bitwise a direct run."""
+    from geosweep import sweeps
+    from geosweep.sweeps import checkpoints
+    from geosweep.sweeps.engine import run_sweep
+    from tests.sweep_util import assert_stores_bitwise_equal
+
+    spec = {**_chain_spec("resumed", 1), "integrators": ["rkmk4", "rkmk45"], "tol": 1e-6, "checkpoint_every": 0.05}
+    store, direct = tmp_path / "s.zarr", tmp_path / "direct.zarr"
+    run_sweep(spec, str(store), serial=True)
+    save, calls = checkpoints.save, []
+
+    def save_then_stop(ref, cell, arrays, progress):
+        save(ref, cell, arrays, progress)
+        calls.append(cell)
+        if len(calls) == 3:
+            raise RuntimeError("stopped inside a cell")
+
+    with monkeypatch.context() as m:
+        m.setattr(checkpoints, "save", save_then_stop)
+        with pytest.raises(RuntimeError, match="stopped inside a cell"):
+            sweeps.extend(str(store), T=0.3, serial=True)
+    saved = checkpoints.load(StoreRef.of(str(store)), calls[-1])  # the interrupted cell's checkpoint
+    assert saved is not None and carry_objects.split(saved)[3] != (0, 0)  # rows from the store, recorded
+    res = sweeps.extend(str(store), T=0.3, serial=True)
+    assert res.complete and res.resumed > 0
+    run_sweep({**spec, "T": 0.3}, str(direct), serial=True)
     assert_stores_bitwise_equal(str(store), str(direct))
