@@ -4,10 +4,7 @@ Every cell that finished keeps its *final carry* — the arrays of
 :meth:`geosweep.kernels.core.trajectory.Trajectory.checkpoint` (state, accumulators of every summary over
 every step, envelopes, samples, snapshots, adaptive controller) — in the store, one ``.npz``
 object per store shard under ``<store>/_carries/`` (compressed when the cells' arrays are large).
-A family whose values read the samples row by row (``FamilyDef.thin_carries``) keeps *thin*
-carries: no samples, envelopes or snapshots but the first sample (:func:`geosweep.sweeps.carries.thin`);
-a cell continued from one takes the rows it had taken from the store (the carry records their
-checksum), :func:`geosweep.sweeps.store.write_shard`'s ``from_store``.
+A *thin* carry (:func:`geosweep.sweeps.carries.thin`) leaves out the samples the store holds (and reads).
 Extending the store to a later T continues each finished cell from its carry; the result is
 bitwise identical to a store computed to the new T from the start, because nothing before T₁
 depends on T:
@@ -245,8 +242,7 @@ class _Survey:
 
 def _survey(ref, plan, group, ok: list[Cell], shards: tuple[int, ...], T1: float) -> _Survey:
     """Check the carry of every finished cell of ``ok``: its own, continuing the stored samples
-    (the cell's stored ``checksum``) of the store's T ``T1`` (:func:`problem`); a thin carry's cell
-    also has stored values that match that checksum (the extension takes them as they are)."""
+    (the cell's stored ``checksum``) of the store's T ``T1`` (:func:`problem`), a thin one's over matching values."""
     out = _Survey()
     if not ok:
         return out
@@ -267,10 +263,9 @@ def _survey(ref, plan, group, ok: list[Cell], shards: tuple[int, ...], T1: float
                 out.unusable.setdefault(index, []).append(c)
             elif is_thin(carry):
                 thin[c] = index
-    if thin:  # a thin carry continues the stored samples as they are: they must still match the checksum
-        for c in checked_cells(ref)["damaged"]:
-            if c in thin:
-                out.unusable.setdefault(thin[c], []).append(c)
+    damaged = checked_cells(ref)["damaged"] if thin else []  # a thin carry continues them as they are
+    for c in (c for c in damaged if c in thin):
+        out.unusable.setdefault(thin[c], []).append(c)
     return out
 
 

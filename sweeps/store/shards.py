@@ -331,7 +331,8 @@ def _write_values(
         names = set(first) if alike else set().union(*cell_values)
     else:
         alike, names = True, set(stacked_rows[0][0].values)
-    any_taken = bool(taken) and any(t != (0, 0) for t in taken or ())
+    taken = taken or []
+    any_taken = any(t != (0, 0) for t in taken)
     if any_taken:  # the cells' own dicts, their values of taken rows replaced (with_stored_rows)
         cell_values = [dict(v) for v in cell_values]
     values: list[Any] = []  # (arr, block) or, for grown rows, (arr, block, stored block)
