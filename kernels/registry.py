@@ -301,6 +301,12 @@ class FamilyDef:
     #: every row of a :class:`~geosweep.kernels.core.batch.Stack`, with a leading row axis, bitwise
     #: each row's own
     collect_many: Callable[..., dict[str, Any]] | None = None
+    #: ``thin_carries(model, integrator) -> bool``: ``collect`` stores row ``i`` of each value along
+    #: ``time``/``snapshot`` from rows ``i`` and 0 of the trajectory's samples, envelopes and
+    #: snapshots alone, and no other value from those rows: a store's kept carries of such cells
+    #: leave them out but the first sample (the store holds them; an extension takes the rows the
+    #: carry had taken from the store, :func:`geosweep.sweeps.carries.thin`). None: never
+    thin_carries: Callable[[Any, str], bool] | None = None
 
 
 #: process-wide state: the registry — every system, integrator and family loaded in this process, by name

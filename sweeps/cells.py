@@ -20,6 +20,7 @@ import numpy as np
 
 from geosweep.kernels.core.layout import C_HOLD, I_NSAMP
 from geosweep.kernels.core.trajectory import Trajectory
+from geosweep.sweeps import carries as carry_objects
 from geosweep.sweeps import checkpoints, extension
 from geosweep.sweeps import together as together_mod
 from geosweep.sweeps.grid import Cell
@@ -59,7 +60,7 @@ def cell_steps(plan: Plan, cell: Cell) -> int:
 
 
 #: what a slice returns per cell: (cell, status, wall time, segments, resumed, ran, values or None,
-#: final carry or None, rows kept as stored)
+#: final carry or None, rows kept as stored, rows whose values are the store's)
 CellRun = tuple
 
 
@@ -88,8 +89,9 @@ def compute_cell(
     final carry from a shorter run (:mod:`geosweep.sweeps.extension`), continued when there is no checkpoint;
     ``keep=False``: no checkpoint is saved (a cell of a store still being created, :mod:`geosweep.sweeps.early`);
     ``run``: the run's options (threads per cell).
-    A finished cell also returns its final carry (None when failed or ``ref.carries`` is off) and
-    the (samples, snapshots) rows it leaves as stored.
+    A finished cell also returns its final carry (None when failed or ``ref.carries`` is off),
+    the (samples, snapshots) rows it leaves as stored and the rows whose values its writer takes
+    from the store ((0, 0) unless continued from a :func:`geosweep.sweeps.carries.thin` carry).
     """
     if done is None:
         done = int(group["done"][cell]) == 1
@@ -106,7 +108,7 @@ def compute_cell(
         traj.ictl[C_HOLD] = 1
     listed = saved_keys is None or (bool(saved_keys) and checkpoints.cell_key(cell) in saved_keys)
     saved = checkpoints.load(ref, cell) if listed else None
-    traj, resumed, pre, rows = _continued(traj, saved if saved is not None else carry)
+    traj, resumed, pre, rows, from_store = _continued(traj, saved if saved is not None else carry)
     seg = segment_time(plan, cell)
     segments = 0
     while not traj.finished:
@@ -118,30 +120,38 @@ def compute_cell(
         segments += 1
         if keep and traj.finished and (segments > 1 or resumed or traj.wall_time >= KEEP_SECONDS):
             # complete, until its shard is written
-            checkpoints.save(ref, cell, extension.joined(traj.checkpoint(), pre, rows), 1.0)
+            checkpoints.save(ref, cell, extension.joined(traj.checkpoint(), pre, rows, from_store), 1.0)
         elif keep and not traj.finished:
-            checkpoints.save(ref, cell, extension.joined(traj.checkpoint(), pre, rows), traj.progress)
+            checkpoints.save(ref, cell, extension.joined(traj.checkpoint(), pre, rows, from_store), traj.progress)
         if on_segment is not None and (not traj.finished or segments > 1 or resumed or traj.wall_time >= EVENT_SECONDS):
             on_segment(cell, traj.progress)
     res = plan.famdef.collect(model, integrator, traj, options)  # type: ignore[misc]  # (tests/test_registry.py)
     kept = None
     if ref.carries:  # failed cells too: they take a longer layout when the store grows
         kept = pre if (hold and pre is not None) else traj.checkpoint()
-    return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values, kept, rows
+    return cell, int(res.status), float(res.wall_time), segments, resumed, True, res.values, kept, rows, from_store
 
 
-def _continued(traj: Trajectory, saved: dict | None) -> tuple[Trajectory, bool, dict | None, tuple[int, int]]:
+def _continued(
+    traj: Trajectory, saved: dict | None
+) -> tuple[Trajectory, bool, dict | None, tuple[int, int], tuple[int, int]]:
     """``traj`` (a fresh start) continued from ``saved`` — a checkpoint of this run, or a carry
     or checkpoint of a shorter run of the cell, grown to ``traj``'s span (:mod:`geosweep.sweeps.extension`):
     (trajectory, resumed, the pre-final carry kept so far, the (samples, snapshots) rows the run
-    leaves as stored). An incompatible or damaged ``saved`` starts the cell again."""
+    leaves as stored, the rows of those whose values are the store's: a
+    :func:`~geosweep.sweeps.carries.thin` carry's are NaN here). An incompatible or damaged ``saved``
+    (or a thin carry of this very span: its samples are the store's, which a rerun recomputes)
+    starts the cell again."""
     if saved is None:
-        return traj, False, None, (0, 0)
-    own, pre, rows = extension.split(saved)
+        return traj, False, None, (0, 0), (0, 0)
+    own, pre, rows, from_store = extension.split(saved)
+    thin = carry_objects.is_thin(own)
+    own = carry_objects.widened(own, traj.stepper.n_obs)
     try:
         restored = Trajectory.restore(traj.stepper, own)
-        if restored.n_out == traj.n_out and restored.S.shape == traj.S.shape and restored.out.shape == traj.out.shape:
-            return restored, True, pre, rows
+        same = restored.n_out == traj.n_out and restored.S.shape == traj.S.shape
+        if same and not thin and restored.out.shape == traj.out.shape:
+            return restored, True, pre, rows, from_store
         if restored.n_out < traj.n_out:  # a shorter run of this cell: continue it to the longer span
             base = pre if pre is not None else own  # a dense-output run continues from before its last step
             old = Trajectory.restore(traj.stepper, base)
@@ -149,10 +159,11 @@ def _continued(traj: Trajectory, saved: dict | None) -> tuple[Trajectory, bool, 
             # computes again are compared with the stored ones, geosweep.sweeps.store.write_shard)
             n_samples = old.n_out + 1 if old.finished or pre is not None else int(old.info[I_NSAMP])
             grown = Trajectory.grown(traj.stepper, base, traj)
-            return grown, True, None, grown.rows_kept(n_samples)
+            kept = grown.rows_kept(n_samples)
+            return grown, True, None, kept, kept if thin else from_store
     except (KeyError, ValueError, TypeError, IndexError):
         pass  # an incompatible checkpoint: start the cell again
-    return traj, False, None, (0, 0)
+    return traj, False, None, (0, 0), (0, 0)
 
 
 #: process-wide state: the store's arrays as this process opened them for a run: (url, lease token) -> ArrayCache
@@ -230,15 +241,26 @@ def compute_slice(
 
 
 def _stamp(plan: Plan, runs: list[CellRun], batches: list[CellBatch]) -> None:
-    """Record in each final carry whose trajectory it is and the run's T (:func:`geosweep.sweeps.extension.stamped`)."""
+    """Record in each final carry whose trajectory it is and the run's T (:func:`geosweep.sweeps.extension.stamped`);
+    a cell's carry :func:`~geosweep.sweeps.carries.thin` when its family's values allow (``FamilyDef.thin_carries``)."""
     ident, T = extension.identities(plan), float(plan.spec.T)
+    thins = plan.famdef.thin_carries
+
+    def thin(cell: Cell) -> bool:
+        return thins is not None and bool(thins(plan.model(cell), plan.grid.coords(cell)["integrator"]))
+
     for k, r in enumerate(runs):
         if len(r) > 7 and r[7] is not None:
-            runs[k] = (*r[:7], extension.stamped(r[7], ident(r[0]), T), *r[8:])
+            carry = carry_objects.thin(r[7]) if thin(r[0]) else r[7]
+            if len(r) > 9 and r[9] != (0, 0) and not carry_objects.is_thin(carry):
+                runs[k] = (*r[:7], None, *r[8:])  # its rows from the store are NaN here: no whole carry of them
+                continue
+            runs[k] = (*r[:7], extension.stamped(carry, ident(r[0]), T), *r[8:])
     for b in batches:
         if b.carries is not None:
             ids = np.array([ident(c) for c in b.cells], dtype=np.int64)
-            b.carries = {**b.carries, extension.ID_TRAJECTORY: ids, extension.ID_T: np.full(len(b.cells), T)}
+            carries = carry_objects.thin(b.carries, stacked=True) if all(map(thin, b.cells)) else b.carries
+            b.carries = {**carries, extension.ID_TRAJECTORY: ids, extension.ID_T: np.full(len(b.cells), T)}
 
 
 def _carries_of(ref: StoreRef, group, cells: list[Cell], plan: Plan) -> dict[Cell, dict]:

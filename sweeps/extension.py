@@ -4,6 +4,7 @@ Every cell that finished keeps its *final carry* — the arrays of
 :meth:`geosweep.kernels.core.trajectory.Trajectory.checkpoint` (state, accumulators of every summary over
 every step, envelopes, samples, snapshots, adaptive controller) — in the store, one ``.npz``
 object per store shard under ``<store>/_carries/`` (compressed when the cells' arrays are large).
+A *thin* carry (:func:`geosweep.sweeps.carries.thin`) leaves out the samples the store holds (and reads).
 Extending the store to a later T continues each finished cell from its carry; the result is
 bitwise identical to a store computed to the new T from the start, because nothing before T₁
 depends on T:
@@ -59,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from geosweep.sweeps import crashpoint
-from geosweep.sweeps.carries import drop_shard, joined, load_shard, read_shard, save_shard, split
+from geosweep.sweeps.carries import drop_shard, is_thin, joined, load_shard, read_shard, save_shard, split
 from geosweep.sweeps.carry_identity import (
     ID_T,
     ID_TRAJECTORY,
@@ -86,6 +87,7 @@ from geosweep.sweeps.grow import EXTENDING_ATTR, interrupted
 from geosweep.sweeps.lease import fence
 from geosweep.sweeps.store import (
     StoreRef,
+    checked_cells,
     consolidate,
     group_by_shard,
     integrator_options_attr,
@@ -240,12 +242,13 @@ class _Survey:
 
 def _survey(ref, plan, group, ok: list[Cell], shards: tuple[int, ...], T1: float) -> _Survey:
     """Check the carry of every finished cell of ``ok``: its own, continuing the stored samples
-    (the cell's stored ``checksum``) of the store's T ``T1`` (:func:`problem`)."""
+    (the cell's stored ``checksum``) of the store's T ``T1`` (:func:`problem`), a thin one's over matching values."""
     out = _Survey()
     if not ok:
         return out
     checksum = np.asarray(group["checksum"][...])
     ident = identities(plan)
+    thin: dict[Cell, tuple[int, ...]] = {}  # cells with a usable thin carry: their shard
     for index, members in group_by_shard(ok, shards).items():
         stored = read_shard(ref, index)
         if stored is None:
@@ -258,6 +261,11 @@ def _survey(ref, plan, group, ok: list[Cell], shards: tuple[int, ...], T1: float
                 out.missing.append(c)
             elif problem(c, carry, ident(c), T1, int(checksum[c])) is not None:
                 out.unusable.setdefault(index, []).append(c)
+            elif is_thin(carry):
+                thin[c] = index
+    damaged = checked_cells(ref)["damaged"] if thin else []  # a thin carry continues them as they are
+    for c in (c for c in damaged if c in thin):
+        out.unusable.setdefault(thin[c], []).append(c)
     return out
 
 

@@ -132,12 +132,15 @@ def _shared_first_snapshot(plan: Plan) -> float:
 
 #: bytes of a kept carry besides its arrays (the ``.npz`` entries of its ~9 arrays)
 CARRY_OVERHEAD = 2500
+#: compressed / raw bytes of a thin carry (:func:`geosweep.sweeps.carries.thin`; 0.31 for 3-link chains)
+THIN_RATIO = 0.35
 
 
 def carry_bytes(plan: Plan) -> float:
     """Bytes per cell of its kept final carry (:mod:`geosweep.sweeps.extension`): the trajectory's samples,
     envelopes, snapshots and state (sized from a short trajectory of the first cell), compressed
-    at :data:`FLOAT_RATIO` when :mod:`geosweep.sweeps.extension` compresses them."""
+    at :data:`FLOAT_RATIO` when :mod:`geosweep.sweeps.extension` compresses them; a thin carry's
+    state, counters and first sample at :data:`THIN_RATIO`."""
     from geosweep.sweeps.carries import COMPRESS_BYTES_PER_CELL
 
     cell = plan.grid.first_cell
@@ -145,6 +148,10 @@ def carry_bytes(plan: Plan) -> float:
     traj = plan.famdef.start(plan.model(cell), plan.grid.coords(cell)["integrator"], _short_request(request), options)  # type: ignore[misc]
     columns = traj.out.shape[1] + traj.env.shape[1]
     small = traj.S.size + traj.acc.size + traj.info.size + traj.ictl.size + traj.fctl.size
+    thins = plan.famdef.thin_carries
+    if thins is not None and thins(plan.model(cell), plan.grid.coords(cell)["integrator"]):
+        # a thin carry: no samples, envelopes or snapshots but the first sample, deflated
+        return 8.0 * (small + traj.out.shape[1] + 12) * THIN_RATIO
     raw = 8.0 * (plan.sizes["time"] * columns + plan.sizes["snapshot"] * traj.snaps.shape[1] + small)
     raw += CARRY_OVERHEAD
     return raw * FLOAT_RATIO if raw > COMPRESS_BYTES_PER_CELL else raw

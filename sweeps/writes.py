@@ -54,6 +54,8 @@ def write_runs(ref: StoreRef, runs: list[CellRun | CellBatch], group=None) -> li
     own = [r for r in runs if not isinstance(r, CellBatch)]
     computed = {r[0]: (r[6], r[1], r[2]) for r in own if r[5]}
     extra = {r[0]: (r[7], r[8]) if len(r) > 8 else (None, (0, 0)) for r in own if r[5]}
+    # the rows of cells continued from thin carries whose values are the store's
+    from_store = {r[0]: r[9] for r in own if r[5] and len(r) > 9 and r[9] != (0, 0)}
     row_of = {c: (b, i) for b in batches for i, c in enumerate(b.cells)}  # a cell computed together: its row
     written: set[Cell] = set()
     for index, cells in group_by_shard([*computed, *row_of], sweep_shards(group)).items():
@@ -70,8 +72,16 @@ def write_runs(ref: StoreRef, runs: list[CellRun | CellBatch], group=None) -> li
         rows = {"time": min((extra[c][1][0] for c in mine), default=0),
                 "snapshot": min((extra[c][1][1] for c in mine), default=0)}  # fmt: skip
         with fence(ref):  # this run still holds the store's lease, for the whole shard write
+            stored_rows = {c: from_store[c] for c in mine if c in from_store}
             written.update(
-                write_shard(group, {c: computed[c] for c in mine}, rows if any(rows.values()) else None, together, keep)
+                write_shard(
+                    group,
+                    {c: computed[c] for c in mine},
+                    rows if any(rows.values()) else None,
+                    together,
+                    keep,
+                    stored_rows,
+                )
             )
     saved = checkpoints.present(ref) if written else set()  # one listing per write, not a probe per cell
     for cell in written if saved else ():

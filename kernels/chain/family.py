@@ -233,6 +233,12 @@ def stored(integrator: str) -> tuple[Observable, ...]:
     return STORED_LIE
 
 
+def thin_carries(model: ChainModel, integrator: str) -> bool:
+    """Whether a cell's stored values read its samples row by row (and row 0: the deviations from
+    t = 0) — every method but implicit_vi, whose ``max_momentum_error`` is a max over the samples."""
+    return integrator != "implicit_vi"
+
+
 def diagnostics(model: ChainModel) -> tuple[Diagnostic, ...]:
     return COMMON_DIAGNOSTICS + observables.diagnostics(STORED_LIE, model)
 
@@ -399,6 +405,7 @@ FAMILY = FamilyDef(
     collect_many=collect_many,
     order_error_vars=("global_error", "max_rel_energy_error"),
     observables=lambda model, integrator: stored(integrator),
+    thin_carries=thin_carries,
 )
 
 _REF = (BLOWUP, *REFERENCE_PARAMS)

@@ -11,6 +11,7 @@
 * :mod:`~geosweep.sweeps.store.lifecycle` — creating or checking a store, reading its progress,
   recording runs;
 * :mod:`~geosweep.sweeps.store.shards` — one writer per shard (:func:`write_shard`), block I/O;
+* :mod:`~geosweep.sweeps.store.stored_rows` — a grown cell's leading rows taken from the store;
 * :mod:`~geosweep.sweeps.store.checksums` — the per-cell checksums;
 * :mod:`~geosweep.sweeps.store.integrity` — :func:`verify` and :func:`mark_for_rerun`.
 
@@ -51,7 +52,7 @@ _HOMES: dict[str, str] = {
         ("CHECKSUM_BATCH_BYTES", "CHECKSUM_SKIP", "ShardChecksums", "cell_checksum", "dtype_name", "shard_checksums"),
         "checksums",
     ),
-    **dict.fromkeys(("mark_for_rerun", "verify"), "integrity"),
+    **dict.fromkeys(("checked_cells", "mark_for_rerun", "verify"), "integrity"),
     **dict.fromkeys(
         ("KEEP_SECONDS", "LAST_AT_T", "MAX_SHARD_CELLS", "MIN_SHARDS", "MIN_SHARD_SECONDS", "SHARD_BYTES")
         + ("SHARD_CELLS", "SHARD_SECONDS", "SWEEP_FLAGS", "TARGET_SHARDS", "cell_block", "cell_bytes", "cell_chunks")
@@ -80,6 +81,7 @@ _HOMES: dict[str, str] = {
     "template": "template_dataset",
     "write_template": "template_write",
     **dict.fromkeys(("ArrayCache", "CellOutput", "read_blocks", "set_blocks", "stored_value", "write_shard"), "shards"),
+    "with_stored_rows": "stored_rows",
 }
 
 __all__ = sorted(_HOMES)
@@ -121,7 +123,7 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: __getattr__ above
         dtype_name,
         shard_checksums,
     )
-    from geosweep.sweeps.store.integrity import mark_for_rerun, verify
+    from geosweep.sweeps.store.integrity import checked_cells, mark_for_rerun, verify
     from geosweep.sweeps.store.layout import (
         KEEP_SECONDS,
         LAST_AT_T,
@@ -177,5 +179,6 @@ if TYPE_CHECKING:  # the names as mypy sees them (at run time: __getattr__ above
         stored_value,
         write_shard,
     )
+    from geosweep.sweeps.store.stored_rows import with_stored_rows
     from geosweep.sweeps.store.template_dataset import template
     from geosweep.sweeps.store.template_write import write_template

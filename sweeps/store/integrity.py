@@ -34,10 +34,40 @@ def verify(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, lis
     """
     if line := interrupted(ref.url, dict(open_unconsolidated(ref, "r").attrs)):  # arrays and spec disagree
         raise StoreMismatchError(line)
+    if value_names is None:
+        value_names = [name for name in open_results(ref).data_vars if name not in SWEEP_FLAGS]
+    return checked_cells(ref, value_names)
+
+
+def _value_names(group) -> list[str]:
+    """The stored variables of ``group`` read off its zarr arrays (what ``open_results(ref).data_vars``
+    has but the run flags, without opening xarray): arrays with the sweep's dims first, neither a
+    dimension's coordinate nor one any array names in its ``coordinates``."""
+    import warnings
+
+    dims = tuple(group["status"].metadata.dimension_names or ())
+    with warnings.catch_warnings():  # the carry and checkpoint objects beside the arrays are not zarr nodes
+        warnings.filterwarnings("ignore", message="Object at .* is not recognized as a component")
+        arrays = dict(group.arrays())
+    coords = {c for a in arrays.values() for c in str(a.attrs.get("coordinates", "")).split()}
+    return sorted(
+        name
+        for name, a in arrays.items()
+        if tuple(a.metadata.dimension_names or ())[: len(dims)] == dims
+        and name not in SWEEP_FLAGS
+        and name not in dims
+        and name not in coords
+    )
+
+
+def checked_cells(ref: StoreRef, value_names: list[str] | None = None) -> dict[str, list[Cell]]:
+    """:func:`verify` without its refusal of a store an extension left half-way (the extension's own
+    check of the stored samples its thin carries continue, before it resizes any array);
+    ``value_names`` default: read off the zarr arrays."""
     group = ref.open_group("r")
     shape = tuple(group["status"].shape)
     if value_names is None:
-        value_names = [name for name in open_results(ref).data_vars if name not in SWEEP_FLAGS]
+        value_names = _value_names(group)
     out: dict[str, list[Cell]] = {"damaged": [], "flags": []}
     shards = sweep_shards(group)
     arrays = ArrayCache(group)

@@ -30,6 +30,7 @@ import numpy as np
 from geosweep.sweeps.grid import Cell
 from geosweep.sweeps.store.checksums import CHECKSUM_SKIP, ShardChecksums, dtype_name
 from geosweep.sweeps.store.layout import cell_block, shard_region, sweep_shards
+from geosweep.sweeps.store.stored_rows import with_stored_rows
 
 
 class ArrayCache(dict):
@@ -185,6 +186,7 @@ def write_shard(
     rows: dict[str, int] | None = None,
     together: list | None = None,
     before_flags: Callable[[dict[Cell, int]], None] = lambda checksums: None,
+    from_store: dict[Cell, tuple[int, int]] | None = None,
 ) -> list[Cell]:
     """Write computed cells of ONE shard: every value variable, then the flags and checksums,
     then ``done`` — each variable's shard as one whole-object write. Returns the cells written.
@@ -202,6 +204,10 @@ def write_shard(
 
     ``before_flags(checksums)``: called with the checksum of each cell written once its values are
     stored and before its flags are (the engine saves the cells' final carries there).
+
+    ``from_store``: cell → (samples, snapshots) leading rows whose values are taken from the store,
+    not from ``outputs`` (cells continued from a :func:`geosweep.sweeps.carries.thin` carry, whose
+    trajectory holds NaN there).
     """
     outputs, parts = _unstacked(group, outputs, list(together or []), rows)
     if not outputs and not parts:
@@ -215,13 +221,15 @@ def write_shard(
     todo_list = todo.tolist()
     cells = [c for c, t in zip(given, todo_list) if t]
     stacked_rows = _still_to_write(parts, todo_list, len(outputs))
-    keep = bool(done.any()) or bool(rows)  # the shard holds finished (or filler) cells: keep their stored values
+    # the shard holds finished (or filler) cells, or rows taken from the store: keep its stored values
+    keep = bool(done.any()) or bool(rows) or bool(from_store)
     block = _block_reader(region, ndim, keep)
     runs = [outputs[c] for c in cells[: len(cells) - sum(len(ix) for _, ix in stacked_rows)]]
     statuses = [r[1] for r in runs] + [s for b, ix in stacked_rows for s in b.status[ix].tolist()]
     sums = ShardChecksums(cells, statuses)
     cell_index = tuple(np.ascontiguousarray(at[todo].T, dtype=np.intp))
-    _write_values(group, block, region, rows, [r[0] for r in runs], cell_index, sums, stacked_rows)
+    taken = [(from_store or {}).get(c, (0, 0)) for c in cells[: len(runs)]]
+    _write_values(group, block, region, rows, [r[0] for r in runs], cell_index, sums, stacked_rows, taken)
     now = time.time()
     checksums = sums.result()
     before_flags(checksums)
@@ -312,15 +320,21 @@ def _block_reader(region: tuple[slice, ...], ndim: int, keep: bool) -> Callable[
 def _write_values(
     group, block: Callable[[Any], np.ndarray], region: tuple[slice, ...], rows: dict[str, int] | None,
     cell_values: list[dict[str, Any]], cell_index: tuple, sums: ShardChecksums, stacked_rows: list,
+    taken: list[tuple[int, int]] | None = None,
 ) -> None:  # fmt: skip
     """Every value variable's block of the shard filled with the cells' values and written (from the
-    first differing or new row when ``rows``), its checksums taken in sorted name order."""
+    first differing or new row when ``rows``), its checksums taken in sorted name order. ``taken``:
+    per cell of ``cell_values``, the (time, snapshot) leading rows taken from the stored block instead."""
     if cell_values:
         first = cell_values[0].keys()
         alike = all(v.keys() == first for v in cell_values)  # the common case: every cell has the same names
         names = set(first) if alike else set().union(*cell_values)
     else:
         alike, names = True, set(stacked_rows[0][0].values)
+    taken = taken or []
+    any_taken = any(t != (0, 0) for t in taken)
+    if any_taken:  # the cells' own dicts, their values of taken rows replaced (with_stored_rows)
+        cell_values = [dict(v) for v in cell_values]
     values: list[Any] = []  # (arr, block) or, for grown rows, (arr, block, stored block)
     for name in sorted(names):  # the checksums take the names in sorted order
         try:
@@ -329,6 +343,9 @@ def _write_values(
             continue
         data = block(arr)
         stored = data.copy() if rows else None
+        if any_taken:
+            old = data if stored is None else stored  # the block as stored, before this write fills it
+            with_stored_rows(arr, name, old, cell_values, cell_index, taken)
         stacked = [b.values[name][ix] for b, ix in stacked_rows]
         _fill_block(arr, name, data, cell_values, cell_index, sums, alike, stacked)
         values.append((arr, data, stored) if rows else (arr, data))
