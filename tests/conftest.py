@@ -66,15 +66,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if module in ONE_WORKER_MODULES and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group(module))
     # on xdist workers (they collect; each the same order): the Slurm tests first, ~10 min on one
-    # worker, then the other one-worker groups, while the other worker takes the rest; a group shuffled
-    # to the end ran alone for minutes at the end
+    # worker, then the other one-worker groups, while the other workers take the rest; a group shuffled
+    # to the end ran alone for minutes at the end; the exclusive tests last
     yield
     if hasattr(config, "workerinput"):
         items[:] = sorted(items, key=_group_rank)
 
 
 def _group_rank(item: pytest.Item) -> int:
-    """0 for the Slurm group, 1 for another ``xdist_group``, 2 for the rest (a stable sort keeps the shuffle)."""
+    """0 for the Slurm group, 1 for another ``xdist_group``, 2 for the rest, 3 for an ``exclusive`` test (a
+    stable sort keeps the shuffle). The exclusive tests come last: the other workers stop while one waits
+    for them, which costs least where the run ends anyway (in the middle of a run, up to ~50 s of
+    three idle workers each)."""
+    if item.get_closest_marker("exclusive"):
+        return 3
     marker = item.get_closest_marker("xdist_group")
     if marker is None:
         return 2
