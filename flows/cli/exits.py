@@ -9,13 +9,16 @@ belongs to another spec or has another store format, or another run holds its le
 lost its lease to another stops with exit 3, writing nothing more); 130/143 interrupted by
 SIGINT/SIGTERM (:class:`geosweep.flows.output.Interrupts`). Every refusal is one line, no traceback.
 
-A command raises; :func:`exit_code` chooses the code. The classes are named by path, so that
-looking one up imports only what the raising command imported already.
+A command raises; :func:`exit_code` chooses the code. The classes are named by path, and
+:func:`exit_code` looks only in the modules already imported (an exception is an instance of a loaded
+class): choosing a code imports nothing, so it works when an import is what failed (a bad
+``NUMBA_NUM_THREADS`` makes every import of Numba raise).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
 
 OK = 0
 TASK_FAILED = 1
@@ -53,11 +56,19 @@ def _class(path: str) -> type[BaseException]:
     return getattr(importlib.import_module(module), name)
 
 
+def _loaded_class(path: str) -> type[BaseException] | None:
+    """The class of ``path`` if its module is imported already, else None (nothing is imported)."""
+    module, _, name = path.partition(":")
+    loaded = sys.modules.get(module)
+    return None if loaded is None else getattr(loaded, name, None)
+
+
 def exit_code(exc: BaseException) -> int | None:
     """The exit code of a command that raised ``exc`` (its message is the one line to print);
     ``None``: not a refusal, a bug (the traceback is shown)."""
     for path, code in EXIT_CODES:
-        if isinstance(exc, _class(path)):
+        cls = _loaded_class(path)
+        if cls is not None and isinstance(exc, cls):
             return code
     return None
 
