@@ -162,6 +162,33 @@ def _deliver_again(signum: int, delay: float = 0.01) -> None:
     signal.pthread_kill(threading.main_thread().ident, signum)
 
 
+#: loggers whose ``isEnabledFor`` ignores :func:`logging.disable` (Prefect's ``SafeLogger`` of its services,
+#: e.g. the events worker failing to send a heartbeat once the temporary server has stopped)
+SELF_ENABLED_LOGGERS = ("prefect._internal",)
+
+
+def _self_enabled_loggers() -> list[logging.Logger]:
+    def ours(name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in SELF_ENABLED_LOGGERS)
+
+    loggers = list(logging.root.manager.loggerDict.items())
+    return [logger for name, logger in loggers if isinstance(logger, logging.Logger) and ours(name)]
+
+
+def quiet_logging() -> None:
+    """No log record from here on: :func:`logging.disable`, and the loggers that do not heed it disabled."""
+    logging.disable(logging.CRITICAL)
+    for logger in _self_enabled_loggers():
+        logger.disabled = True
+
+
+def loud_logging() -> None:
+    """Undo :func:`quiet_logging` (an in-process command returns to its caller)."""
+    logging.disable(logging.NOTSET)
+    for logger in _self_enabled_loggers():
+        logger.disabled = False
+
+
 class Interrupts:
     """SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread and silence logging
     (no shutdown noise); :attr:`signum` says which came. A context manager: on leaving it restores
@@ -184,7 +211,7 @@ class Interrupts:
 
     def _handle(self, signum: int, frame) -> None:
         self.signum = self.signum or signum
-        logging.disable(logging.CRITICAL)
+        quiet_logging()
         if not self._closing:
             raise KeyboardInterrupt
 
@@ -211,7 +238,7 @@ class Interrupts:
         signal on to our handler: its crash records are dropped here (the run is still marked Crashed)."""
         if self.signum is None and "termination signal" not in record.getMessage():
             return True
-        logging.disable(logging.CRITICAL)
+        quiet_logging()
         return False
 
     def __enter__(self) -> Interrupts:

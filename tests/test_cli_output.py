@@ -136,7 +136,10 @@ def _interrupt(args: list[str], cwd, sig: int, env: dict | None = None) -> tuple
             time.sleep(0.1)
         children = psutil.Process(proc.pid).children(recursive=True)
         for c in children:
-            c.info = {"cmdline": " ".join(c.cmdline())}
+            try:
+                c.info = {"cmdline": " ".join(c.cmdline())}
+            except psutil.Error:  # ended (a zombie until reaped) since the listing
+                c.info = {"cmdline": ""}
         t_sig = time.monotonic()
         proc.send_signal(sig)
         proc.wait(60)

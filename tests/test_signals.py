@@ -77,7 +77,15 @@ def test_no_signal_is_lost(tmp_path, case):
 
 
 def _worker_processes(pid: int) -> list[psutil.Process]:
-    return [c for c in psutil.Process(pid).children(recursive=True) if "multiprocessing.spawn" in " ".join(c.cmdline())]
+    """The ``--processes`` workers among ``pid``'s children (one that has just exited is no worker)."""
+    out = []
+    for c in psutil.Process(pid).children(recursive=True):
+        try:
+            if "multiprocessing.spawn" in " ".join(c.cmdline()):
+                out.append(c)
+        except psutil.Error:  # ended (a zombie until reaped) between the listing and the look
+            pass
+    return out
 
 
 def _workers_older_than(pid: int, seconds: float) -> bool:
@@ -105,7 +113,10 @@ def _run_and_signal_group(args: list[str], cwd, sig: int, env: dict | None = Non
             time.sleep(0.1)
         children = psutil.Process(proc.pid).children(recursive=True)
         for c in children:
-            c.info = {"cmdline": " ".join(c.cmdline())}
+            try:
+                c.info = {"cmdline": " ".join(c.cmdline())}
+            except psutil.Error:  # ended (a zombie until reaped) since the listing
+                c.info = {"cmdline": ""}
         os.killpg(proc.pid, sig)
         proc.wait(60)
     finally:
@@ -426,3 +437,34 @@ def test_a_signal_after_the_last_line_of_a_run_is_never_a_silent_death(tmp_path,
         assert code == 0 or out.strip().splitlines()[-1] == LINE, out[-3000:]
         assert "Traceback" not in out
         assert "cells complete: 2/2" in out
+
+
+def test_after_the_one_line_no_prefect_service_logs():
+    """Prefect's services log through a logger whose ``isEnabledFor`` ignores ``logging.disable`` (its events
+    worker failing to send a heartbeat once the temporary server stopped printed an ERROR after the one
+    line): :func:`quiet_logging` silences it too, :func:`loud_logging` brings it back."""
+    import logging
+
+    import prefect._internal.concurrency  # noqa: F401 - creates prefect._internal.concurrency's SafeLogger
+
+    from geosweep.flows.output import loud_logging, quiet_logging
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    logger = logging.getLogger("prefect._internal.concurrency")
+    handler = Keep()
+    logger.addHandler(handler)
+    try:
+        quiet_logging()
+        logger.error("Service %r failed to process item %r", "EventsWorker", "heartbeat")
+        assert records == []
+        loud_logging()
+        logger.error("after")
+        assert [r.getMessage() for r in records] == ["after"]
+    finally:
+        loud_logging()
+        logger.removeHandler(handler)

@@ -39,7 +39,7 @@ from pathlib import Path
 from geosweep import config
 from geosweep.flows.cli.exits import EXIT_CODES, OptionsError, exit_code
 from geosweep.flows.cli.parser import build_parser
-from geosweep.flows.output import LOG, Interrupts, configure
+from geosweep.flows.output import LOG, Interrupts, configure, loud_logging, quiet_logging
 from geosweep.flows.plugins import load_plugins
 from geosweep.sweeps.numba_env import numba_env_problem
 
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         if code is None or interrupts.signum is not None:
             code = _say_interrupted(interrupts)
             if argv is not None:  # called in-process (not the console script): logging back on
-                logging.disable(logging.NOTSET)
+                loud_logging()
                 logging.raiseExceptions = True
                 return code
     if argv is None:
@@ -170,7 +170,7 @@ def _interrupted(exc: BaseException | None) -> bool:
 def _say_interrupted(interrupts: Interrupts) -> int:
     """The one line of an interrupted command (nothing logged after it); its exit code, 130 or 143."""
     interrupts.caught()  # a second signal no longer cuts the shutdown short
-    logging.disable(logging.CRITICAL)  # no shutdown noise from Dask or Prefect after the one line
+    quiet_logging()  # no shutdown noise from Dask or Prefect after the one line
     logging.raiseExceptions = False  # nor from Prefect's log worker, whose server stops meanwhile
     if not interrupts.said:
         interrupts.said = True
